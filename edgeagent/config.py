@@ -1,0 +1,91 @@
+"""Frozen settings for each subcommand, built by cli.py from flags and `EDGEAGENT_*` variables.
+
+Components take one of these instead of argparse namespaces so that tests can build them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_AGENT_PORT = 10267
+DEFAULT_AGENT_URL = f"http://127.0.0.1:{DEFAULT_AGENT_PORT}"
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    level: str = "info"
+    format: str = "auto"  # auto | json | console
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    node_name: str
+    kubeconfig: Path | None = None
+    bind: str = "127.0.0.1"
+    port: int = DEFAULT_AGENT_PORT
+    state_dir: Path = Path("/var/lib/edgeagent")
+    token_file: Path | None = None
+    insecure_allow_remote: bool = False
+    # Every cloud call is bounded; a blackholed link must turn into a queued request, not a hang.
+    request_timeout: float = 5.0
+    # Connected upgrades: how long the DELETE may take before the request is queued instead.
+    upgrade_timeout: float = 3.0
+    probe_interval: float = 2.0
+    probe_timeout: float = 2.0
+    failures_to_disconnect: int = 2
+    successes_to_connect: int = 1
+    watch_timeout_seconds: int = 240
+    max_body_bytes: int = 64 * 1024
+    log: LogConfig = field(default_factory=LogConfig)
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    kubeconfig: Path | None = None
+    leader_elect: bool = False
+    lease_namespace: str = "kube-system"
+    lease_name: str = "edgeagent-controller"
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_interval: float = 5.0
+    metrics_bind: str = "127.0.0.1"
+    metrics_port: int = 10268
+    request_timeout: float = 10.0
+    log: LogConfig = field(default_factory=LogConfig)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    nodes: int = 3
+    bind: str = "127.0.0.1"
+    port: int = 0
+    dir: Path | None = None
+    # How long a node may miss heartbeats before the node controller marks it Unknown.
+    node_grace: float = 40.0
+    heartbeat_interval: float = 10.0
+    # How long the kubelet simulation takes to finish a graceful pod deletion (capped grace).
+    pod_termination: float = 0.5
+    # How long a new pod takes to become Running and Ready.
+    pod_startup: float = 0.2
+    history: int = 10000
+    log: LogConfig = field(default_factory=LogConfig)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """The local commands that talk to a node's agent (`pods`, `upgrade`, `upgrades`)."""
+
+    agent: str = DEFAULT_AGENT_URL
+    token_file: Path | None = None
+    json: bool = False
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    daemonset: str
+    namespace: str = "default"
+    kubeconfig: Path | None = None
+    watch: bool = False
+    timeout: float = 0.0

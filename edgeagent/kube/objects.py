@@ -1,0 +1,134 @@
+"""Names and small helpers over raw Kubernetes object dicts, shared by the agent, controller and sim.
+
+Objects stay the JSON the API server sent; these helpers read them without building model classes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+JSON = dict[str, Any]
+
+# OpenYurt-compatible names (interfaces.md §1).
+ANNOTATION_UPDATE_STRATEGY = "apps.openyurt.io/update-strategy"
+ANNOTATION_MAX_UNAVAILABLE = "apps.openyurt.io/max-unavailable"
+STRATEGY_OTA = "ota"
+STRATEGY_ADVANCED_ROLLING_UPDATE = "advancedrollingupdate"
+CONDITION_POD_NEED_UPGRADE = "PodNeedUpgrade"
+CONDITION_POD_IMAGE_READY = "PodImageReady"
+REASON_WAIT_PULL_IMAGE = "WaitPullImage"
+REASON_PULL_IMAGE_SUCCESS = "PullImageSuccess"
+REASON_PULL_IMAGE_FAIL = "PullImageFail"
+VERSION_MESSAGE_PREFIX = "controllerrevision: "
+
+# Our own extensions on DaemonSets.
+ANNOTATION_PARTITION = "edgeagent.io/partition"
+ANNOTATION_NODE_SELECTOR = "edgeagent.io/node-selector"
+ANNOTATION_PAUSED = "edgeagent.io/paused"
+ANNOTATION_MAX_FAILED = "edgeagent.io/max-failed"
+ANNOTATION_PROGRESS_DEADLINE = "edgeagent.io/progress-deadline-seconds"
+
+# Labels and annotations the DaemonSet controller maintains.
+LABEL_REVISION_HASH = "controller-revision-hash"
+LABEL_TEMPLATE_GENERATION = "pod-template-generation"
+ANNOTATION_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_dns1123_label(value: str) -> bool:
+    """Namespaces are DNS-1123 labels (≤ 63)."""
+    return len(value) <= 63 and DNS1123_LABEL.match(value) is not None
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    """Pod names are DNS-1123 subdomains (≤ 253)."""
+    return len(value) <= 253 and DNS1123_SUBDOMAIN.match(value) is not None
+
+
+def meta(obj: JSON) -> JSON:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def name_of(obj: JSON) -> str:
+    return str(meta(obj).get("name", ""))
+
+
+def namespace_of(obj: JSON) -> str:
+    return str(meta(obj).get("namespace", ""))
+
+
+def key_of(obj: JSON) -> str:
+    """`namespace/name`, or `name` for cluster-scoped objects (the informer cache key)."""
+    ns = namespace_of(obj)
+    return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
+
+
+def uid_of(obj: JSON) -> str:
+    return str(meta(obj).get("uid", ""))
+
+
+def labels_of(obj: JSON) -> dict[str, str]:
+    labels = meta(obj).get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
+def annotations_of(obj: JSON) -> dict[str, str]:
+    annotations = meta(obj).get("annotations")
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def controller_owner(obj: JSON) -> JSON | None:
+    """The ownerReference with `controller: true`, if any."""
+    for ref in meta(obj).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return ref
+    return None
+
+
+def daemonset_owner(pod: JSON) -> JSON | None:
+    ref = controller_owner(pod)
+    if ref and ref.get("kind") == "DaemonSet" and str(ref.get("apiVersion", "")).startswith("apps/"):
+        return ref
+    return None
+
+
+def get_condition(obj: JSON, cond_type: str) -> JSON | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == cond_type:
+            return cond
+    return None
+
+
+def condition_is_true(obj: JSON, cond_type: str) -> bool:
+    cond = get_condition(obj, cond_type)
+    return cond is not None and cond.get("status") == "True"
+
+
+def is_pod_ready(pod: JSON) -> bool:
+    return condition_is_true(pod, "Ready")
+
+
+def is_terminating(obj: JSON) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def is_node_ready(node: JSON) -> bool:
+    return condition_is_true(node, "Ready")
+
+
+def version_message(revision_hash: str) -> str:
+    return f"{VERSION_MESSAGE_PREFIX}{revision_hash}"
+
+
+def version_from_message(message: str | None) -> str | None:
+    if message and message.startswith(VERSION_MESSAGE_PREFIX):
+        return message[len(VERSION_MESSAGE_PREFIX):].strip()
+    return None
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
