@@ -218,13 +218,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _call("edgeagent.demo", None)
     if command in ("pods", "upgrade", "upgrades"):
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
-        module = importlib.import_module("edgeagent.agent.client_cli")
-        if command == "pods":
-            return int(module.pods(client))
         if command == "upgrade":
             namespace, sep, name = args.pod.partition("/")
             if not sep or not namespace or not name:
                 raise UsageError(f"expected NS/NAME, got {args.pod!r}")
+        module = importlib.import_module("edgeagent.agent.client_cli")
+        if command == "pods":
+            return int(module.pods(client))
+        if command == "upgrade":
             return int(module.upgrade(client, namespace, name))
         return int(module.upgrades(client, args.cancel))
     if command == "rollout":
