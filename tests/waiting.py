@@ -1,0 +1,32 @@
+"""Waiting on a condition with a deadline: the only way tests synchronise (never a bare sleep)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T] | T],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    what: str = "condition",
+) -> T:
+    """Poll `probe` until it returns a truthy value; fail with the last value seen at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        result = probe()
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            result = await result
+        if result:
+            return result  # type: ignore[return-value]
+        last = result
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+        await asyncio.sleep(interval)
