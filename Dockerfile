@@ -1,0 +1,56 @@
+# edgeagent container image: the node agent by default (`edgeagent run`); any subcommand works with
+# `--entrypoint edgeagent`, e.g. the controller Deployment in deploy/.
+#
+# Networking: the agent binds 127.0.0.1:10267 by default. Run it with the host's network namespace
+# (`docker run --network host`, or `hostNetwork: true` in Kubernetes) so that the node's loopback is the
+# agent's loopback; see docs/operations.md ("Running as a sidecar").
+
+# ---- builder: build the wheel and install it, with its dependencies, into a self-contained venv ----
+FROM python:3.11-slim AS builder
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY edgeagent ./edgeagent
+RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+    && python -m venv /opt/edgeagent \
+    && /opt/edgeagent/bin/pip install /wheels/edgeagent-*.whl
+
+# ---- runtime: the venv on a clean slim Python, no build tools, non-root ----
+FROM python:3.11-slim
+
+LABEL org.opencontainers.image.title="edgeagent" \
+      org.opencontainers.image.description="Edge node upgrade agent and controller for Kubernetes DaemonSets (OpenYurt OTA / AdvancedRollingUpdate compatible)" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+# A fixed numeric uid so that Kubernetes can verify runAsNonRoot and hostPath ownership can be prepared.
+RUN groupadd --system --gid 10267 edgeagent \
+    && useradd --system --uid 10267 --gid 10267 --home-dir /var/lib/edgeagent --no-create-home \
+       --shell /usr/sbin/nologin edgeagent \
+    && mkdir -p /var/lib/edgeagent \
+    && chown 10267:10267 /var/lib/edgeagent \
+    && chmod 0700 /var/lib/edgeagent
+
+COPY --from=builder /opt/edgeagent /opt/edgeagent
+
+ENV PATH="/opt/edgeagent/bin:${PATH}" \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    EDGEAGENT_BIND=127.0.0.1 \
+    EDGEAGENT_PORT=10267 \
+    EDGEAGENT_STATE_DIR=/var/lib/edgeagent \
+    EDGEAGENT_LOG_FORMAT=json
+
+USER 10267:10267
+WORKDIR /var/lib/edgeagent
+# Pod snapshot and the durable upgrade queue (one SQLite file); must outlive the container.
+VOLUME ["/var/lib/edgeagent"]
+EXPOSE 10267
+
+# Standard library only: the image carries no curl. Assumes the agent listens on loopback or a wildcard address.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('EDGEAGENT_PORT', '10267') + '/v1/healthz', timeout=4)"]
+
+ENTRYPOINT ["edgeagent", "run"]
