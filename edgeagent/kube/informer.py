@@ -1,0 +1,382 @@
+"""A list+watch cache of raw objects that stays correct across any sequence of watch failures.
+
+Why not kubernetes_asyncio's `Watch`: it retries a 410 once with the same resourceVersion and then
+raises, it has no notion of a relist diff, and it builds model objects. Here a stream that ends is
+resumed from the last resourceVersion (bookmarks advance it), a `410 Gone`/`Expired` (as HTTP status
+or as an in-stream ERROR event) triggers a fresh list whose difference to the cache is handed to the
+handlers as ADDED/MODIFIED/DELETED, and every call is bounded so that a blackholed link turns into
+`healthy = False` within `idle_timeout` instead of a silent hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+from edgeagent import log
+from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.objects import key_of, labels_of, meta
+
+JSON = dict[str, Any]
+Handler = Callable[[str, JSON, JSON | None], None]
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+_LIST_PAGE_SIZE = 500
+
+
+class _Expired(Exception):
+    """The resourceVersion we hold is older than the server's history: only a relist helps."""
+
+
+def _rv_of(obj: JSON) -> str:
+    return str(meta(obj).get("resourceVersion") or "")
+
+
+def _field_value(obj: JSON, path: str) -> str:
+    """The string form the API server compares a field selector against (missing → "")."""
+    node: Any = obj
+    for part in path.split("."):
+        if not isinstance(node, dict):
+            return ""
+        node = node.get(part)
+    if node is None:
+        return ""
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    return str(node)
+
+
+def parse_field_selector(selector: str) -> list[tuple[str, bool, str]]:
+    """`a=b,c!=d` → [(field, wants_equal, value)]; raises ValueError on anything else."""
+    terms: list[tuple[str, bool, str]] = []
+    for raw in selector.split(","):
+        term = raw.strip()
+        if not term:
+            continue
+        if "!=" in term:
+            field, value = term.split("!=", 1)
+            equal = False
+        elif "==" in term:
+            field, value = term.split("==", 1)
+            equal = True
+        elif "=" in term:
+            field, value = term.split("=", 1)
+            equal = True
+        else:
+            raise ValueError(f"invalid field selector term {term!r}")
+        if not field.strip():
+            raise ValueError(f"invalid field selector term {term!r}")
+        terms.append((field.strip(), equal, value.strip()))
+    return terms
+
+
+LabelTerm = tuple[str, str, frozenset[str]]  # (key, op, values); op in = != in notin exists !exists
+
+
+def _split_label_terms(selector: str) -> list[str]:
+    """Split on commas that are not inside `in (...)` value sets."""
+    terms: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in selector:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            terms.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    terms.append("".join(current))
+    return [t.strip() for t in terms if t.strip()]
+
+
+def parse_label_selector(selector: str) -> list[LabelTerm]:
+    """The label selector grammar of the API server; raises ValueError on anything it would reject."""
+    terms: list[LabelTerm] = []
+    for term in _split_label_terms(selector):
+        lowered = f" {term} "
+        for op in (" notin ", " in "):
+            if op in lowered:
+                key, _, rest = term.partition(op.strip())
+                rest = rest.strip()
+                if not (rest.startswith("(") and rest.endswith(")")) or not key.strip():
+                    raise ValueError(f"invalid label selector term {term!r}")
+                values = frozenset(v.strip() for v in rest[1:-1].split(",") if v.strip())
+                terms.append((key.strip(), op.strip(), values))
+                break
+        else:
+            if "!=" in term:
+                key, value = term.split("!=", 1)
+                terms.append((key.strip(), "!=", frozenset({value.strip()})))
+            elif "==" in term or "=" in term:
+                key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
+                terms.append((key.strip(), "=", frozenset({value.strip()})))
+            elif term.startswith("!"):
+                terms.append((term[1:].strip(), "!exists", frozenset()))
+            else:
+                terms.append((term, "exists", frozenset()))
+        if not terms[-1][0]:
+            raise ValueError(f"invalid label selector term {term!r}")
+    return terms
+
+
+def _label_term_matches(labels: dict[str, str], term: LabelTerm) -> bool:
+    key, op, values = term
+    present = key in labels
+    value = labels.get(key)
+    if op == "=" or op == "in":
+        return present and value in values
+    if op == "!=" or op == "notin":
+        return not present or value not in values
+    if op == "exists":
+        return present
+    return not present
+
+
+class Informer:
+    """Keeps `items` equal to the server's objects matching the selectors, and tells handlers about changes."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        path: str,
+        *,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        name: str = "",
+        watch_timeout_seconds: int = 240,
+        idle_timeout: float = 60.0,
+        backoff_initial: float = 0.2,
+        backoff_max: float = 10.0,
+    ) -> None:
+        self._client = client
+        self._path = path
+        self._field_selector = field_selector or ""
+        self._label_selector = label_selector or ""
+        # Parse up front: a selector typo must fail at start-up, not as a 400 loop in the background.
+        self._field_terms = parse_field_selector(self._field_selector)
+        self._label_terms = parse_label_selector(self._label_selector)
+        self.name = name or path
+        self._watch_timeout_seconds = watch_timeout_seconds
+        self._idle_timeout = idle_timeout
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._handlers: list[Handler] = []
+        self._log = log.get("informer").bind(informer=self.name)
+
+        self.items: dict[str, JSON] = {}
+        self.resource_version: str = ""
+        self.synced = asyncio.Event()
+        self.healthy: bool = False
+        self.last_error: str = ""
+        # Counters for metrics: how often the watch was re-established and how often we had to relist.
+        self.watch_restarts: int = 0
+        self.relists: int = 0
+
+    # ----------------------------------------------------------------- public API
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def matches(self, obj: JSON) -> bool:
+        """Whether `obj` belongs in this cache: re-checked locally so a stray object is never served."""
+        for field, equal, value in self._field_terms:
+            if (_field_value(obj, field) == value) != equal:
+                return False
+        labels = labels_of(obj)
+        return all(_label_term_matches(labels, term) for term in self._label_terms)
+
+    def seed(self, items: list[JSON], resource_version: str) -> None:
+        """Start from a persisted snapshot so callers can answer before the server is reachable.
+
+        The first list after seeding is diffed against it, so objects deleted while we were away
+        are reported as DELETED.
+        """
+        for obj in items:
+            if isinstance(obj, dict) and self.matches(obj):
+                key = key_of(obj)
+                old = self.items.get(key)
+                self.items[key] = obj
+                self._emit(ADDED if old is None else MODIFIED, obj, old)
+        self.resource_version = resource_version
+        self.synced.set()
+
+    def watch_timeout(self) -> int:
+        """`timeoutSeconds` sent to the server: below `idle_timeout`, so a healthy quiet stream ends by
+        itself before our idle deadline would call it dead."""
+        below_idle = max(1, math.floor(self._idle_timeout * 0.75))
+        return max(1, min(self._watch_timeout_seconds, below_idle))
+
+    async def run(self) -> None:
+        """List, then watch from the list's resourceVersion forever; cancel to stop."""
+        failures = 0
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                    failures = 0
+                await self._watch_once()
+                failures = 0
+            except _Expired as exc:
+                self._log.info("resource version expired, relisting", resource_version=self.resource_version,
+                               error=str(exc))
+                need_list = True
+                continue
+            except (KubeError, KubeUnreachable) as exc:
+                self._mark_unhealthy(exc)
+                failures += 1
+                delay = self._backoff(failures)
+                self._log.warning("list/watch failed, backing off", error=str(exc), attempt=failures,
+                                  delay=round(delay, 3), listed=not need_list)
+                await asyncio.sleep(delay)
+                continue
+            self.watch_restarts += 1
+
+    # ----------------------------------------------------------------- internals
+
+    def _backoff(self, failures: int) -> float:
+        ceiling = min(self._backoff_max, self._backoff_initial * (2 ** min(failures - 1, 30)))
+        # Jitter so that a fleet of nodes coming back at once does not hit the API server in lock step.
+        return random.uniform(ceiling / 2, ceiling)
+
+    def _mark_unhealthy(self, exc: Exception) -> None:
+        if self.healthy:
+            self._log.warning("informer unhealthy", error=str(exc))
+        self.healthy = False
+        self.last_error = str(exc)
+
+    def _mark_healthy(self) -> None:
+        if not self.healthy:
+            self._log.info("informer healthy", resource_version=self.resource_version, items=len(self.items))
+        self.healthy = True
+        self.last_error = ""
+
+    def _base_query(self) -> dict[str, str | int | bool]:
+        query: dict[str, str | int | bool] = {}
+        if self._field_selector:
+            query["fieldSelector"] = self._field_selector
+        if self._label_selector:
+            query["labelSelector"] = self._label_selector
+        return query
+
+    async def _list_all(self) -> tuple[dict[str, JSON], str]:
+        """A consistent snapshot, page by page; an expired continue token restarts the whole list."""
+        while True:
+            fresh: dict[str, JSON] = {}
+            token = ""
+            list_rv = ""
+            try:
+                while True:
+                    query = self._base_query()
+                    query["limit"] = _LIST_PAGE_SIZE
+                    if token:
+                        query["continue"] = token
+                    page = await self._client.get(self._path, query=query)
+                    for obj in page.get("items") or []:
+                        if isinstance(obj, dict) and self.matches(obj):
+                            fresh[key_of(obj)] = obj
+                    page_meta = page.get("metadata") or {}
+                    list_rv = str(page_meta.get("resourceVersion") or list_rv)
+                    token = str(page_meta.get("continue") or "")
+                    if not token:
+                        return fresh, list_rv
+            except KubeError as exc:
+                if exc.code == 410 and token:
+                    self._log.info("list continue token expired, restarting list")
+                    continue
+                raise
+
+    async def _relist(self) -> None:
+        fresh, list_rv = await self._list_all()
+        self.relists += 1
+        old_items = self.items
+        # Apply the difference in place so references to `items` held by callers stay current.
+        for key in [k for k in old_items if k not in fresh]:
+            gone = old_items.pop(key)
+            self._emit(DELETED, gone, gone)
+        for key, obj in fresh.items():
+            old = old_items.get(key)
+            if old is None:
+                old_items[key] = obj
+                self._emit(ADDED, obj, None)
+            elif _rv_of(old) != _rv_of(obj) or old != obj:
+                old_items[key] = obj
+                self._emit(MODIFIED, obj, old)
+        self.resource_version = list_rv
+        self._log.info("listed", items=len(self.items), resource_version=list_rv)
+        self._mark_healthy()
+        self.synced.set()
+
+    async def _watch_once(self) -> None:
+        """One watch stream from `resource_version`; returns when the server ends it cleanly."""
+        query = self._base_query()
+        query["resourceVersion"] = self.resource_version
+        query["allowWatchBookmarks"] = True
+        query["timeoutSeconds"] = self.watch_timeout()
+        try:
+            async for event in self._client.watch(self._path, query=query, idle_timeout=self._idle_timeout):
+                self._handle_event(event)
+                self._mark_healthy()
+        except KubeError as exc:
+            if exc.code == 410:
+                raise _Expired(str(exc)) from exc
+            raise
+        # A clean end after `timeoutSeconds` proves the link works even if nothing changed.
+        self._mark_healthy()
+
+    def _handle_event(self, event: JSON) -> None:
+        etype = str(event.get("type") or "")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise KubeUnreachable(f"watch {self._path}: event without object: {etype}")
+        if etype == "ERROR":
+            code = obj.get("code")
+            if code == 410 or obj.get("reason") in ("Expired", "Gone"):
+                raise _Expired(str(obj.get("message") or "resource version too old"))
+            raise KubeError(int(code) if isinstance(code, int) else 500, obj)
+        rv = _rv_of(obj)
+        if etype == "BOOKMARK":
+            if rv:
+                self.resource_version = rv
+            return
+        key = key_of(obj)
+        old = self.items.get(key)
+        if etype in (ADDED, MODIFIED):
+            if not self.matches(obj):
+                # Stopped matching (the server should have said DELETED): never keep serving it.
+                if old is not None:
+                    del self.items[key]
+                    self._emit(DELETED, obj, old)
+            elif old is None:
+                self.items[key] = obj
+                self._emit(ADDED, obj, None)
+            elif old != obj:
+                # Replays after a resume arrive as ADDED for objects we hold: report what changed for us.
+                self.items[key] = obj
+                self._emit(MODIFIED, obj, old)
+        elif etype == DELETED:
+            if old is not None:
+                del self.items[key]
+                self._emit(DELETED, obj, old)
+        else:
+            self._log.warning("unknown watch event type ignored", type=etype)
+        if rv:
+            self.resource_version = rv
+
+    def _emit(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        for handler in self._handlers:
+            try:
+                handler(etype, obj, old)
+            except Exception:
+                # One broken consumer must not stop the cache (and every other consumer) from updating.
+                self._log.exception("informer handler failed", type=etype, key=key_of(obj))
