@@ -11,6 +11,7 @@ handlers as ADDED/MODIFIED/DELETED, and every call is bounded so that a blackhol
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 from collections.abc import Callable
@@ -170,6 +171,8 @@ class Informer:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._handlers: list[Handler] = []
+        self._health_listeners: list[Callable[[bool], None]] = []
+        self._kick = asyncio.Event()
         self._log = log.get("informer").bind(informer=self.name)
 
         self.items: dict[str, JSON] = {}
@@ -185,6 +188,14 @@ class Informer:
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
+
+    def add_health_listener(self, listener: Callable[[bool], None]) -> None:
+        """Called with the new value whenever `healthy` flips, so a link monitor can probe at once."""
+        self._health_listeners.append(listener)
+
+    def kick(self) -> None:
+        """Cut a backoff wait short: someone knows the server is reachable again (e.g. the link monitor)."""
+        self._kick.set()
 
     def matches(self, obj: JSON) -> bool:
         """Whether `obj` belongs in this cache: re-checked locally so a stray object is never served."""
@@ -238,7 +249,9 @@ class Informer:
                 delay = self._backoff(failures)
                 self._log.warning("list/watch failed, backing off", error=str(exc), attempt=failures,
                                   delay=round(delay, 3), listed=not need_list)
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._kick.wait(), delay)
+                self._kick.clear()
                 continue
             self.watch_restarts += 1
 
@@ -252,14 +265,27 @@ class Informer:
     def _mark_unhealthy(self, exc: Exception) -> None:
         if self.healthy:
             self._log.warning("informer unhealthy", error=str(exc))
+        was = self.healthy
         self.healthy = False
         self.last_error = str(exc)
+        if was:
+            self._notify_health(False)
 
     def _mark_healthy(self) -> None:
         if not self.healthy:
             self._log.info("informer healthy", resource_version=self.resource_version, items=len(self.items))
+        was = self.healthy
         self.healthy = True
         self.last_error = ""
+        if not was:
+            self._notify_health(True)
+
+    def _notify_health(self, healthy: bool) -> None:
+        for listener in self._health_listeners:
+            try:
+                listener(healthy)
+            except Exception:
+                self._log.exception("informer health listener failed")
 
     def _base_query(self) -> dict[str, str | int | bool]:
         query: dict[str, str | int | bool] = {}

@@ -1,0 +1,190 @@
+"""Decides whether the cloud API counts as reachable, from evidence rather than assumption.
+
+A partition usually looks like a connection that hangs, not one that is refused, so the monitor
+probes with a short timeout and decides with hysteresis: `failures_to_disconnect` consecutive failures
+cut the link, `successes_to_connect` consecutive successes restore it, so one lost packet neither
+queues every upgrade nor does one lucky probe start a drain into a dead link. Failures reported by
+other components (an upgrade DELETE that timed out) count like failed probes, and the informer losing
+its watch triggers an immediate probe instead of waiting for the next tick.
+
+The probe reads this node's Lease: it needs only the permissions a node already has, and any answer
+below 500 (even 403/404) proves the API server is reachable and serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from edgeagent import log
+from edgeagent.agent.metrics import AgentMetrics
+from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.informer import Informer
+
+_log = log.get("edgeagent.link")
+
+LEASE_NAMESPACE = "kube-node-lease"
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LinkMonitor:
+    def __init__(
+        self,
+        client: KubeClient,
+        node_name: str,
+        *,
+        interval: float,
+        timeout: float,
+        failures_to_disconnect: int,
+        successes_to_connect: int,
+        informer: Informer | None = None,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
+        if failures_to_disconnect < 1 or successes_to_connect < 1:
+            raise ValueError("failures_to_disconnect and successes_to_connect must be >= 1")
+        self._client = client
+        self._node = node_name
+        self._interval = interval
+        self._timeout = timeout
+        self._failures_needed = failures_to_disconnect
+        self._successes_needed = successes_to_connect
+        self._informer = informer
+        self._metrics = metrics
+        self._probe_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{node_name}"
+        # Start disconnected: until a probe proves otherwise, an upgrade is queued rather than left hanging.
+        self.connected: bool = False
+        self._connected_event = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._listeners: list[Callable[[bool], None]] = []
+        self.consecutive_failures = 0
+        self.consecutive_successes = 0
+        self.transitions = 0
+        self.reported_failures = 0
+        self._since = time.time()
+        self._last_probe_at: float | None = None
+        self._last_probe_ok: bool | None = None
+        self._last_error = ""
+        self._last_latency: float | None = None
+        if informer is not None:
+            informer.add_health_listener(self._on_informer_health)
+        if metrics is not None:
+            metrics.set_link(False, transition=False)
+
+    # ----------------------------------------------------------------- public API
+
+    async def wait_connected(self) -> None:
+        await self._connected_event.wait()
+
+    def add_listener(self, fn: Callable[[bool], None]) -> None:
+        """`fn(connected)` is called synchronously on every transition."""
+        self._listeners.append(fn)
+
+    def report_failure(self, reason: str) -> None:
+        """A cloud call elsewhere timed out or found the API unreachable: count it as a failed probe."""
+        self.reported_failures += 1
+        self._record(False, f"reported: {reason}")
+        self._wake.set()
+
+    def details(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "connected": self.connected,
+            "since": _iso(self._since),
+            "probe": {
+                "path": self._probe_path,
+                "interval_seconds": self._interval,
+                "timeout_seconds": self._timeout,
+                "last_at": _iso(self._last_probe_at),
+                "last_ok": self._last_probe_ok,
+                "last_error": self._last_error or None,
+                "last_latency_ms": None if self._last_latency is None else round(self._last_latency * 1000, 3),
+            },
+            "consecutive_failures": self.consecutive_failures,
+            "consecutive_successes": self.consecutive_successes,
+            "failures_to_disconnect": self._failures_needed,
+            "successes_to_connect": self._successes_needed,
+            "transitions": self.transitions,
+            "reported_failures": self.reported_failures,
+        }
+        if self._informer is not None:
+            out["watch"] = {
+                "healthy": self._informer.healthy,
+                "synced": self._informer.synced.is_set(),
+                "resource_version": self._informer.resource_version,
+                "last_error": self._informer.last_error or None,
+            }
+        return out
+
+    async def run(self) -> None:
+        """Probe every `interval` (at once when woken by a failure) until cancelled."""
+        while True:
+            self._wake.clear()
+            ok, error = await self._probe()
+            self._record(ok, error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._interval)
+
+    # ----------------------------------------------------------------- internals
+
+    def _on_informer_health(self, healthy: bool) -> None:
+        if not healthy:
+            self._wake.set()
+
+    async def _probe(self) -> tuple[bool, str]:
+        started = time.monotonic()
+        try:
+            await self._client.get(self._probe_path, timeout=self._timeout)
+            ok, error = True, ""
+        except KubeError as exc:
+            # Answered: the link works. A 5xx means the API server itself is not serving.
+            ok, error = (exc.code < 500), ("" if exc.code < 500 else str(exc))
+        except KubeUnreachable as exc:
+            ok, error = False, str(exc)
+        self._last_latency = time.monotonic() - started
+        self._last_probe_at = time.time()
+        self._last_probe_ok = ok
+        if self._metrics is not None:
+            self._metrics.probe(ok)
+        return ok, error
+
+    def _record(self, ok: bool, error: str) -> None:
+        if ok:
+            self.consecutive_successes += 1
+            self.consecutive_failures = 0
+            self._last_error = ""
+            if not self.connected and self.consecutive_successes >= self._successes_needed:
+                self._set(True, "")
+        else:
+            self.consecutive_failures += 1
+            self.consecutive_successes = 0
+            self._last_error = error
+            if self.connected and self.consecutive_failures >= self._failures_needed:
+                self._set(False, error)
+            elif not self.connected and self.transitions == 0 and self.consecutive_failures == self._failures_needed:
+                # Never connected since start: say so once, so an offline start is visible in the logs.
+                _log.warning("cloud link not reachable", node=self._node, error=error)
+
+    def _set(self, connected: bool, reason: str) -> None:
+        self.connected = connected
+        self.transitions += 1
+        self._since = time.time()
+        if connected:
+            self._connected_event.set()
+            _log.info("cloud link connected", node=self._node, successes=self.consecutive_successes)
+        else:
+            self._connected_event.clear()
+            _log.warning("cloud link disconnected", node=self._node, failures=self.consecutive_failures,
+                         reason=reason)
+        if self._metrics is not None:
+            self._metrics.set_link(connected, transition=True)
+        for fn in self._listeners:
+            try:
+                fn(connected)
+            except Exception:
+                _log.exception("link listener failed")

@@ -1,0 +1,122 @@
+"""The agent's Prometheus metrics, on a private registry.
+
+A private `CollectorRegistry` (not the process-global default) so that several agents in one test
+process, or a restarted agent, never collide on metric names. Informer counters are read at scrape
+time through a collector instead of being pushed, so the informer stays free of metrics code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.registry import Collector
+
+from edgeagent.kube.informer import Informer
+
+# Latency buckets for a loopback API answering from memory: most answers are well under a millisecond,
+# upgrades wait on the cloud for up to the upgrade timeout.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+QUEUE_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "obsolete")
+
+
+class _InformerCollector(Collector):
+    def __init__(self, informer: Informer) -> None:
+        self._informer = informer
+
+    def collect(self) -> Iterable[Metric]:
+        inf = self._informer
+        restarts = CounterMetricFamily("edgeagent_watch_restarts", "Watch streams re-established after they ended.")
+        restarts.add_metric([], inf.watch_restarts)
+        yield restarts
+        relists = CounterMetricFamily("edgeagent_watch_relists", "Full lists of the pods (start-up, 410 Gone).")
+        relists.add_metric([], inf.relists)
+        yield relists
+        healthy = GaugeMetricFamily("edgeagent_watch_healthy", "1 while the last list/watch call succeeded.")
+        healthy.add_metric([], 1.0 if inf.healthy else 0.0)
+        yield healthy
+
+
+class _CallbackGauge(Collector):
+    def __init__(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        self._name = name
+        self._doc = documentation
+        self._read = read
+
+    def collect(self) -> Iterable[Metric]:
+        gauge = GaugeMetricFamily(self._name, self._doc)
+        gauge.add_metric([], float(self._read()))
+        yield gauge
+
+
+class AgentMetrics:
+    """Every metric the agent exposes at `/metrics`; components record through the methods below."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("edgeagent_http_requests", "HTTP requests answered, by route, method and code.",
+                                ["path", "method", "code"], registry=r)
+        self.request_seconds = Histogram("edgeagent_http_request_duration_seconds",
+                                         "Time to answer an HTTP request, by route and method.",
+                                         ["path", "method"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.cache_pods = Gauge("edgeagent_cache_pods", "Pods bound to this node held in the local cache.",
+                                registry=r)
+        self.cache_rebuilds = Counter("edgeagent_cache_podlist_encodes",
+                                      "Times the PodList served by GET /pods was re-encoded after a change.",
+                                      registry=r)
+        self.snapshot_writes = Counter("edgeagent_snapshot_writes", "Pod snapshots written to the state store.",
+                                       ["result"], registry=r)
+        self.link_connected = Gauge("edgeagent_cloud_link_connected", "1 while the cloud API counts as reachable.",
+                                    registry=r)
+        self.link_transitions = Counter("edgeagent_cloud_link_transitions",
+                                        "Changes of the cloud link state, by the state entered.", ["to"], registry=r)
+        self.link_probes = Counter("edgeagent_cloud_link_probes", "Cloud link probes, by result.", ["result"],
+                                   registry=r)
+        self.queue_entries = Gauge("edgeagent_upgrade_queue_entries", "Upgrade requests in the queue, by state.",
+                                   ["state"], registry=r)
+        self.upgrades = Counter("edgeagent_upgrades", "Upgrade requests by outcome (200/202/4xx/5xx words).",
+                                ["outcome"], registry=r)
+        for state in QUEUE_STATES:
+            self.queue_entries.labels(state=state).set(0)
+        self.link_connected.set(0)
+
+    # ----------------------------------------------------------------- wiring
+
+    def track_informer(self, informer: Informer) -> None:
+        """Expose the informer's watch restarts, relists and health, read at scrape time."""
+        self.registry.register(_InformerCollector(informer))
+
+    def track_gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        self.registry.register(_CallbackGauge(name, documentation, read))
+
+    # ----------------------------------------------------------------- recording
+
+    def observe_request(self, path: str, method: str, code: int, seconds: float) -> None:
+        """`path` must be the route pattern (e.g. `/openyurt.io/v1/namespaces/{ns}/pods/{name}/upgrade`),
+        never the raw URL: one series per pod name would grow without bound."""
+        self.requests.labels(path=path, method=method, code=str(code)).inc()
+        self.request_seconds.labels(path=path, method=method).observe(seconds)
+
+    def upgrade_outcome(self, outcome: str) -> None:
+        self.upgrades.labels(outcome=outcome).inc()
+
+    def set_queue_counts(self, counts: Mapping[str, int]) -> None:
+        """Replace the per-state queue gauge; states not mentioned are 0."""
+        for state in set(QUEUE_STATES) | set(counts):
+            self.queue_entries.labels(state=state).set(counts.get(state, 0))
+
+    def set_link(self, connected: bool, *, transition: bool) -> None:
+        self.link_connected.set(1 if connected else 0)
+        if transition:
+            self.link_transitions.labels(to="connected" if connected else "disconnected").inc()
+
+    def probe(self, ok: bool) -> None:
+        self.link_probes.labels(result="ok" if ok else "failed").inc()
+
+    def render(self) -> tuple[bytes, str]:
+        """(body, content type) in the classic 0.0.4 text format, which every Prometheus version scrapes."""
+        return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4
