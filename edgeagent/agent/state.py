@@ -392,7 +392,8 @@ class StateStore:
 
     # ---------------------------------------------------------------- queue
 
-    async def enqueue(self, namespace: str, name: str, uid: str, node: str) -> tuple[UpgradeRequest, bool]:
+    async def enqueue(self, namespace: str, name: str, uid: str, node: str, *,
+                      message: str = "queued: cloud unreachable") -> tuple[UpgradeRequest, bool]:
         """Durably queue an upgrade; returns (entry, created_new). Committed (fsynced) when this returns.
 
         The same pod already queued or running gives back that entry. A queued entry for an earlier
@@ -412,8 +413,7 @@ class StateStore:
                     "UPDATE requests SET state = ?, message = ?, updated = ? WHERE id = ?",
                     (OBSOLETE, f"superseded: pod was replaced (uid {uid})", now, existing.id),
                 )
-            request = UpgradeRequest(_new_id(), namespace, name, uid, node, QUEUED, "queued: cloud unreachable",
-                                     0, now, now)
+            request = UpgradeRequest(_new_id(), namespace, name, uid, node, QUEUED, message, 0, now, now)
             conn.execute(
                 f"INSERT INTO requests ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.id, request.namespace, request.name, request.uid, request.node, request.state,
@@ -439,6 +439,17 @@ class StateStore:
     async def get_request(self, request_id: str) -> UpgradeRequest | None:
         def _get(conn: sqlite3.Connection) -> UpgradeRequest | None:
             row = conn.execute(f"SELECT {_COLUMNS} FROM requests WHERE id = ?", (request_id,)).fetchone()
+            return _row(row) if row else None
+
+        return await self._call(lambda: self._read(_get, None))
+
+    async def active_request(self, namespace: str, name: str) -> UpgradeRequest | None:
+        """The queued or running request for this pod, if any."""
+        def _get(conn: sqlite3.Connection) -> UpgradeRequest | None:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM requests WHERE namespace = ? AND name = ? AND state IN (?, ?)",
+                (namespace, name, *ACTIVE_STATES),
+            ).fetchone()
             return _row(row) if row else None
 
         return await self._call(lambda: self._read(_get, None))

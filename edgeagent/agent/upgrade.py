@@ -1,0 +1,361 @@
+"""The OTA upgrade and image pre-pull requests (interfaces.md §2), online and offline.
+
+Online, the decision is made on a fresh read from the cloud, never on the cache, and the delete
+carries the pod's UID as a precondition: between our read and our delete the DaemonSet controller may
+have replaced the pod, and the replacement must not be deleted. Offline (or when the cloud does not
+answer within `upgrade_timeout`), the same checks run on the cached pod and the request is committed
+to the state store before `202` is answered; the drainer applies it when the link returns.
+
+Unlike YurtHub, which answers 503 while disconnected and deletes without a precondition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from edgeagent import log
+from edgeagent.agent.state import StateStore, StateUnavailable, UpgradeRequest
+from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.objects import (
+    CONDITION_POD_IMAGE_READY,
+    CONDITION_POD_NEED_UPGRADE,
+    REASON_WAIT_PULL_IMAGE,
+    daemonset_owner,
+    get_condition,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_terminating,
+    pod_path,
+    uid_of,
+    version_from_message,
+    version_message,
+)
+
+JSON = dict[str, Any]
+_log = log.get("edgeagent.upgrade")
+
+# Status words of the JSON bodies (`{"status", "message", "id"?}`).
+STARTED = "Started"
+QUEUED = "Queued"
+IMAGE_PULL_REQUESTED = "ImagePullRequested"
+FORBIDDEN = "Forbidden"
+NOT_FOUND = "NotFound"
+BAD_REQUEST = "BadRequest"
+CONFLICT = "Conflict"
+UNAVAILABLE = "ServiceUnavailable"
+BAD_GATEWAY = "BadGateway"
+
+_WORDS = {200: STARTED, 202: QUEUED, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT,
+          502: BAD_GATEWAY, 503: UNAVAILABLE}
+
+
+class PodLookup(Protocol):
+    """What the upgrade service needs from the pod cache (PodCache satisfies it)."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class Link(Protocol):
+    """What the upgrade service and drainer need from the link monitor (LinkMonitor satisfies it)."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    def report_failure(self, reason: str) -> None: ...
+
+
+class UpgradeMetrics(Protocol):
+    def upgrade_outcome(self, outcome: str) -> None: ...
+
+    def set_queue_counts(self, counts: dict[str, int]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One answer of the upgrade/imagepull endpoints: the HTTP layer renders it as text or JSON."""
+
+    http_status: int
+    status_word: str
+    message: str
+    request_id: str | None = None
+
+    def to_json(self) -> JSON:
+        body: JSON = {"status": self.status_word, "message": self.message}
+        if self.request_id is not None:
+            body["id"] = self.request_id
+        return body
+
+
+def _outcome(code: int, message: str, request_id: str | None = None) -> Outcome:
+    return Outcome(code, _WORDS[code], message, request_id)
+
+
+def validate_names(namespace: str, name: str) -> Outcome | None:
+    """400 unless the namespace is a DNS-1123 label and the name a DNS-1123 subdomain, as the API requires."""
+    if not is_dns1123_label(namespace):
+        return _outcome(400, f"invalid namespace {namespace!r}: must be a DNS-1123 label "
+                             "(lower-case alphanumerics and '-', at most 63 characters)")
+    if not is_dns1123_subdomain(name):
+        return _outcome(400, f"invalid pod name {name!r}: must be a DNS-1123 subdomain "
+                             "(lower-case alphanumerics, '-' and '.', at most 253 characters)")
+    return None
+
+
+def upgrade_refusal(pod: JSON, node_name: str) -> Outcome | None:
+    """Why this pod may not be upgraded through this node's agent, or None when it may."""
+    key = f"{pod.get('metadata', {}).get('namespace', '')}/{pod.get('metadata', {}).get('name', '')}"
+    bound = str((pod.get("spec") or {}).get("nodeName") or "")
+    if bound != node_name:
+        where = f"node {bound!r}" if bound else "no node"
+        return _outcome(403, f"pod {key} is bound to {where}, not to this node ({node_name!r})")
+    if is_terminating(pod):
+        return _outcome(403, f"pod {key} is already being deleted")
+    if daemonset_owner(pod) is None:
+        return _outcome(400, f"pod {key} is not owned by a DaemonSet; only DaemonSet pods can be upgraded")
+    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
+    if need is None or need.get("status") != "True":
+        state = "absent" if need is None else f"{need.get('status')!r}"
+        return _outcome(403, f"pod {key} does not need an upgrade: condition {CONDITION_POD_NEED_UPGRADE} "
+                             f"is {state}, not 'True'")
+    image = get_condition(pod, CONDITION_POD_IMAGE_READY)
+    if image is not None:
+        wanted = version_from_message(str(need.get("message") or ""))
+        have = version_from_message(str(image.get("message") or ""))
+        if image.get("status") != "True" or wanted is None or have != wanted:
+            return _outcome(403, f"pod {key}: the image of the current version is not ready: condition "
+                                 f"{CONDITION_POD_IMAGE_READY} is {image.get('status')!r} for "
+                                 f"{image.get('message')!r}, wanted 'True' for {need.get('message')!r}")
+    return None
+
+
+def is_retryable(exc: KubeError) -> bool:
+    """The cloud answered but could not do it now (overload, restart): worth trying again later."""
+    return exc.code >= 500 or exc.code == 429
+
+
+class _Deadline:
+    def __init__(self, seconds: float, cap: float) -> None:
+        self._end = time.monotonic() + seconds
+        self._cap = cap
+
+    def left(self) -> float:
+        remaining = self._end - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("upgrade timeout exceeded")
+        return min(remaining, self._cap)
+
+
+class UpgradeService:
+    """Answers upgrade and imagepull requests; the outcomes are exactly those of interfaces.md §2."""
+
+    def __init__(self, *, client: KubeClient, cache: PodLookup, link: Link, state: StateStore,
+                 node_name: str, upgrade_timeout: float, request_timeout: float,
+                 metrics: UpgradeMetrics | None = None) -> None:
+        self._client = client
+        self._cache = cache
+        self._link = link
+        self._state = state
+        self._node = node_name
+        self._upgrade_timeout = upgrade_timeout
+        self._request_timeout = request_timeout
+        self._metrics = metrics
+        # Called after a new entry is committed, so the drainer need not wait for its next poll.
+        self.on_queued: list[Callable[[], None]] = []
+
+    # ------------------------------------------------------------------ upgrade
+
+    async def upgrade(self, namespace: str, name: str) -> Outcome:
+        outcome = await self._upgrade(namespace, name)
+        _log.info("upgrade_request", pod=f"{namespace}/{name}", code=outcome.http_status,
+                  status=outcome.status_word, message=outcome.message, id=outcome.request_id)
+        if self._metrics is not None:
+            self._metrics.upgrade_outcome(outcome.status_word)
+        return outcome
+
+    async def _upgrade(self, namespace: str, name: str) -> Outcome:
+        invalid = validate_names(namespace, name)
+        if invalid is not None:
+            return invalid
+        key = f"{namespace}/{name}"
+        if not self._link.connected:
+            return await self._queue_from_cache(namespace, name, "the cloud link is down")
+
+        deadline = _Deadline(self._upgrade_timeout, self._request_timeout)
+        path = pod_path(namespace, name)
+        try:
+            async with asyncio.timeout(self._upgrade_timeout):
+                pod = await self._client.get(path, timeout=deadline.left())
+        except KubeError as exc:
+            if exc.code == 404:
+                return _outcome(404, f"pod {key} not found")
+            if is_retryable(exc):
+                return await self._queue_from_cache(namespace, name, f"the cloud answered {exc.code}: {exc.message}")
+            return self._cloud_refused("reading", key, exc)
+        except (KubeUnreachable, TimeoutError) as exc:
+            reason = f"GET {key} failed: {_describe(exc)}"
+            self._link.report_failure(reason)
+            return await self._queue_from_cache(namespace, name, reason)
+
+        refusal = upgrade_refusal(pod, self._node)
+        if refusal is not None:
+            return refusal
+        uid = uid_of(pod)
+        existing = await self._active_request(namespace, name)
+        if existing is not None and existing.uid == uid:
+            # Already queued (the link came back, the drainer is on it): one request per pod.
+            return _outcome(202, _already(existing), existing.id)
+        try:
+            async with asyncio.timeout(deadline.left()):
+                await self._client.delete(path, {"preconditions": {"uid": uid}}, timeout=deadline.left())
+        except KubeError as exc:
+            if exc.code == 404:
+                return _outcome(404, f"pod {key} was deleted meanwhile")
+            if exc.code == 409:
+                return _outcome(409, f"pod {key} was replaced meanwhile (uid {uid} no longer exists); "
+                                     "the new pod was not deleted")
+            if is_retryable(exc):
+                return await self._enqueue(namespace, name, uid, f"the cloud answered {exc.code}: {exc.message}")
+            return self._cloud_refused("deleting", key, exc)
+        except (KubeUnreachable, TimeoutError) as exc:
+            reason = f"DELETE {key} failed: {_describe(exc)}"
+            self._link.report_failure(reason)
+            return await self._enqueue(namespace, name, uid, reason)
+        return _outcome(200, f"Start updating pod {key}")
+
+    @staticmethod
+    def _cloud_refused(doing: str, key: str, exc: KubeError) -> Outcome:
+        return _outcome(502, f"the cloud API refused {doing} pod {key} ({exc.code}): {exc.message}")
+
+    async def _queue_from_cache(self, namespace: str, name: str, reason: str) -> Outcome:
+        key = f"{namespace}/{name}"
+        pod = self._cache.get(namespace, name)
+        if pod is None:
+            return _outcome(404, f"pod {key} is not in the local cache and the cloud cannot be asked ({reason})")
+        refusal = upgrade_refusal(pod, self._node)
+        if refusal is not None:
+            return refusal
+        return await self._enqueue(namespace, name, uid_of(pod), reason)
+
+    async def _enqueue(self, namespace: str, name: str, uid: str, reason: str) -> Outcome:
+        key = f"{namespace}/{name}"
+        try:
+            request, created = await self._state.enqueue(namespace, name, uid, self._node,
+                                                         message=f"queued: {reason}")
+        except StateUnavailable as exc:
+            return _outcome(503, f"the cloud cannot be reached ({reason}) and the upgrade request for pod {key} "
+                                 f"could not be stored: {exc}; nothing was queued")
+        await self._publish_counts()
+        if created:
+            for callback in self.on_queued:
+                callback()
+            return _outcome(202, f"Upgrade of pod {key} queued as request {request.id}: {reason}; it is applied "
+                                 "when the cloud is reachable again", request.id)
+        return _outcome(202, _already(request), request.id)
+
+    async def _active_request(self, namespace: str, name: str) -> UpgradeRequest | None:
+        try:
+            return await self._state.active_request(namespace, name)
+        except StateUnavailable:
+            return None  # nothing readable is queued; the online path does not need the store
+
+    async def _publish_counts(self) -> None:
+        if self._metrics is None:
+            return
+        try:
+            self._metrics.set_queue_counts(await self._state.counts())
+        except StateUnavailable as exc:
+            _log.warning("queue_counts_unavailable", error=str(exc))
+
+    # ------------------------------------------------------------------ imagepull
+
+    async def imagepull(self, namespace: str, name: str) -> Outcome:
+        outcome = await self._imagepull(namespace, name)
+        _log.info("imagepull_request", pod=f"{namespace}/{name}", code=outcome.http_status,
+                  status=outcome.status_word, message=outcome.message)
+        if self._metrics is not None:
+            self._metrics.upgrade_outcome(f"imagepull_{outcome.status_word}")
+        return outcome
+
+    async def _imagepull(self, namespace: str, name: str) -> Outcome:
+        """Ask for the next version's image: PodImageReady False/WaitPullImage with that version.
+
+        Needs the cloud (the condition lives there); not queued, since a pre-pull is only useful
+        ahead of an upgrade and a stale one would be misleading.
+        """
+        invalid = validate_names(namespace, name)
+        if invalid is not None:
+            return invalid
+        key = f"{namespace}/{name}"
+        if not self._link.connected:
+            return _outcome(503, f"the cloud link is down; the image pre-pull for pod {key} needs the cloud, "
+                                 "try again when it is back")
+        path = pod_path(namespace, name)
+        deadline = _Deadline(self._upgrade_timeout, self._request_timeout)
+        try:
+            async with asyncio.timeout(self._upgrade_timeout):
+                pod = await self._client.get(path, timeout=deadline.left())
+                refusal = _imagepull_refusal(pod, self._node)
+                if refusal is not None:
+                    return refusal
+                need = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
+                version = version_from_message(str(need.get("message") or "")) or ""
+                patch = {
+                    # The UID guard: a replaced pod must not receive the old pod's request.
+                    "metadata": {"uid": uid_of(pod)},
+                    "status": {"conditions": [{
+                        "type": CONDITION_POD_IMAGE_READY,
+                        "status": "False",
+                        "reason": REASON_WAIT_PULL_IMAGE,
+                        "message": version_message(version),
+                        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    }]},
+                }
+                await self._client.patch(f"{path}/status", patch, CONTENT_STRATEGIC_MERGE_PATCH,
+                                         timeout=deadline.left())
+        except KubeError as exc:
+            if exc.code == 404:
+                return _outcome(404, f"pod {key} not found")
+            if exc.code in (409, 422):
+                return _outcome(409, f"pod {key} was replaced meanwhile; the image pre-pull was not recorded: "
+                                     f"{exc.message}")
+            if is_retryable(exc):
+                return _outcome(503, f"the cloud API could not take the image pre-pull for pod {key} now "
+                                     f"({exc.code}): {exc.message}")
+            return self._cloud_refused("patching", key, exc)
+        except (KubeUnreachable, TimeoutError) as exc:
+            reason = f"image pre-pull for {key}: {_describe(exc)}"
+            self._link.report_failure(reason)
+            return _outcome(503, f"the cloud API did not answer ({_describe(exc)}); the image pre-pull for pod "
+                                 f"{key} needs the cloud, try again later")
+        return Outcome(200, IMAGE_PULL_REQUESTED, f"Image pre-pull requested for pod {key}")
+
+
+def _imagepull_refusal(pod: JSON, node_name: str) -> Outcome | None:
+    key = f"{pod.get('metadata', {}).get('namespace', '')}/{pod.get('metadata', {}).get('name', '')}"
+    bound = str((pod.get("spec") or {}).get("nodeName") or "")
+    if bound != node_name:
+        return _outcome(403, f"pod {key} is bound to {bound or 'no node'!r}, not to this node ({node_name!r})")
+    if is_terminating(pod):
+        return _outcome(403, f"pod {key} is already being deleted")
+    if daemonset_owner(pod) is None:
+        return _outcome(400, f"pod {key} is not owned by a DaemonSet; only DaemonSet pods can be upgraded")
+    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
+    if need is None or need.get("status") != "True" or not version_from_message(str(need.get("message") or "")):
+        return _outcome(403, f"pod {key} has no pending version to pre-pull: condition "
+                             f"{CONDITION_POD_NEED_UPGRADE} is not 'True' with a 'controllerrevision: <hash>' message")
+    return None
+
+
+def _already(request: UpgradeRequest) -> str:
+    return f"Upgrade of pod {request.key} is already queued as request {request.id} (state {request.state})"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
