@@ -1,0 +1,195 @@
+"""The resource kinds the simulated API server serves, in one table.
+
+Discovery, URL routing, field-selector validation and the store's per-kind rules (status split,
+generation, unconditional updates) all read this table, so adding a kind is a one-line change here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# metadata.name and metadata.namespace are selectable on every kind (the apiserver's default attrs).
+_GENERIC = frozenset({"metadata.name", "metadata.namespace"})
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    list_kind: str
+    namespaced: bool
+    short_names: tuple[str, ...]
+    subresources: tuple[str, ...]  # e.g. ("status",)
+    field_selectors: frozenset[str]
+    # The apiserver lets PUT omit metadata.resourceVersion for most kinds; Leases must carry it (422).
+    unconditional_update: bool = True
+    # Kinds whose spec changes bump metadata.generation (and that start at generation 1).
+    has_generation: bool = False
+    # `kubectl get all` expands the "all" category from discovery.
+    categories: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> str:
+        return self.api_version
+
+    @property
+    def has_status(self) -> bool:
+        """With a status subresource, the main endpoint ignores status and `/status` ignores the rest."""
+        return "status" in self.subresources
+
+
+PODS = Resource(
+    group="",
+    version="v1",
+    plural="pods",
+    singular="pod",
+    kind="Pod",
+    list_kind="PodList",
+    namespaced=True,
+    short_names=("po",),
+    subresources=("status",),
+    field_selectors=_GENERIC
+    | {
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    },
+    categories=("all",),
+)
+NODES = Resource(
+    group="",
+    version="v1",
+    plural="nodes",
+    singular="node",
+    kind="Node",
+    list_kind="NodeList",
+    namespaced=False,
+    short_names=("no",),
+    subresources=("status",),
+    field_selectors=_GENERIC | {"spec.unschedulable"},
+)
+NAMESPACES = Resource(
+    group="",
+    version="v1",
+    plural="namespaces",
+    singular="namespace",
+    kind="Namespace",
+    list_kind="NamespaceList",
+    namespaced=False,
+    short_names=("ns",),
+    subresources=("status",),
+    field_selectors=_GENERIC | {"status.phase"},
+)
+EVENTS = Resource(
+    group="",
+    version="v1",
+    plural="events",
+    singular="event",
+    kind="Event",
+    list_kind="EventList",
+    namespaced=True,
+    short_names=("ev",),
+    subresources=(),
+    field_selectors=_GENERIC
+    | {
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    },
+)
+DAEMONSETS = Resource(
+    group="apps",
+    version="v1",
+    plural="daemonsets",
+    singular="daemonset",
+    kind="DaemonSet",
+    list_kind="DaemonSetList",
+    namespaced=True,
+    short_names=("ds",),
+    subresources=("status",),
+    field_selectors=_GENERIC,
+    has_generation=True,
+    categories=("all",),
+)
+CONTROLLER_REVISIONS = Resource(
+    group="apps",
+    version="v1",
+    plural="controllerrevisions",
+    singular="controllerrevision",
+    kind="ControllerRevision",
+    list_kind="ControllerRevisionList",
+    namespaced=True,
+    short_names=(),
+    subresources=(),
+    field_selectors=_GENERIC,
+)
+LEASES = Resource(
+    group="coordination.k8s.io",
+    version="v1",
+    plural="leases",
+    singular="lease",
+    kind="Lease",
+    list_kind="LeaseList",
+    namespaced=True,
+    short_names=(),
+    subresources=(),
+    field_selectors=_GENERIC,
+    unconditional_update=False,
+)
+JOBS = Resource(
+    group="batch",
+    version="v1",
+    plural="jobs",
+    singular="job",
+    kind="Job",
+    list_kind="JobList",
+    namespaced=True,
+    short_names=(),
+    subresources=("status",),
+    field_selectors=_GENERIC | {"status.successful"},
+    has_generation=True,
+    categories=("all",),
+)
+
+RESOURCES: dict[str, Resource] = {
+    r.plural: r for r in (PODS, NODES, NAMESPACES, EVENTS, DAEMONSETS, CONTROLLER_REVISIONS, LEASES, JOBS)
+}
+
+# Group -> version -> plural -> Resource: the URL router's view of the table.
+_BY_GROUP_VERSION: dict[tuple[str, str], dict[str, Resource]] = {}
+for _r in RESOURCES.values():
+    _BY_GROUP_VERSION.setdefault((_r.group, _r.version), {})[_r.plural] = _r
+
+
+def resource_for(group: str, version: str, plural: str) -> Resource | None:
+    return _BY_GROUP_VERSION.get((group, version), {}).get(plural)
+
+
+def resources_in(group: str, version: str) -> list[Resource]:
+    """The kinds served under one group/version, in table order (discovery lists them)."""
+    return list(_BY_GROUP_VERSION.get((group, version), {}).values())
+
+
+def group_versions() -> list[tuple[str, str]]:
+    """Every (group, version) served, core first."""
+    return list(_BY_GROUP_VERSION)

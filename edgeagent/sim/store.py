@@ -1,0 +1,1038 @@
+"""The simulated cluster's state: versioned objects, one global resourceVersion, bounded event history.
+
+Everything the real apiserver's registry and storage layers decide lives here (not in the HTTP layer), so
+the sim's own controllers, which call the Store in-process, get the same semantics as HTTP clients:
+optimistic concurrency, status-subresource split, graceful pod deletion, DaemonSet generations, no-op
+writes that store nothing.
+
+Stored objects are treated as immutable: a write builds a new dict and replaces the old one, so the event
+history, list snapshots and serialisation caches can share them without copying. Public methods copy on
+the way in and out because in-process callers may mutate what they hold; the HTTP layer reads the shared
+objects through `list_page`/`entry` and watch subscriptions and only serialises them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import random
+import re
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgeagent.sim import errors
+from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
+from edgeagent.sim.resources import DAEMONSETS, JOBS, NAMESPACES, PODS, RESOURCES, Resource
+from edgeagent.sim.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    label_selector_from_dict,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+JSON = dict[str, Any]
+# Aliases: inside Store, `list` names the method, not the builtin.
+_Keys = list[tuple[str, str]]
+_Objects = list[JSON]
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-node-lease", "kube-public")
+TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+# The apiserver's random suffix alphabet for generateName (no vowels, no confusable characters).
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_POD_UPDATE_FORBIDDEN = (
+    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+    "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+_CONTINUE_TOO_OLD = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def clone(obj: JSON) -> JSON:
+    """Deep copy of a JSON tree; several times faster than copy.deepcopy for plain dicts and lists."""
+    return {k: _clone_value(v) for k, v in obj.items()}
+
+
+def _clone_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _clone_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clone_value(v) for v in value]
+    return value
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON, as the apiserver writes it (kubernetes_asyncio reads watch events line by line)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def timestamp(at: float | None = None) -> str:
+    """RFC 3339 with second precision, the wire format of metav1.Time."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if at is None else at))
+
+
+def _meta(obj: JSON) -> JSON:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _key_string(key: tuple[str, str]) -> str:
+    """etcd key order (`<namespace>/<name>`): lists and continue tokens follow it."""
+    return f"{key[0]}/{key[1]}" if key[0] else key[1]
+
+
+class StoredObject:
+    """One stored object plus lazily built serialisations, shared by every reader of this version."""
+
+    __slots__ = ("_item_json", "_json", "obj")
+
+    def __init__(self, obj: JSON) -> None:
+        self.obj = obj
+        self._json: bytes | None = None
+        self._item_json: bytes | None = None
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = dumps(self.obj)
+        return self._json
+
+    def item_json(self) -> bytes:
+        """The object as a list item: the real server leaves kind/apiVersion off items of typed lists."""
+        if self._item_json is None:
+            self._item_json = dumps({k: v for k, v in self.obj.items() if k not in ("kind", "apiVersion")})
+        return self._item_json
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED
+    resource: Resource
+    object: JSON  # after the change (DELETED: the last state, carrying the deletion's RV)
+    old: JSON | None  # before the change (None for ADDED)
+    rv: int
+    # Serialised forms, built once per event and shared by every HTTP watcher of it.
+    cache: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass
+class ListPage:
+    items: list[StoredObject]
+    resource_version: int
+    continue_token: str | None = None
+    remaining: int | None = None
+
+
+class Subscription:
+    """Events from one Store, in commit order, without ever blocking the writer.
+
+    In-process controllers get deep copies (they may mutate); the HTTP layer asks for the shared objects
+    and a bounded queue, since a watcher that cannot keep up is dropped (the client re-lists) rather than
+    allowed to grow memory without bound, as the real apiserver does with slow watchers.
+    """
+
+    def __init__(
+        self, store: Store, plurals: frozenset[str] | None, *, copy: bool, max_queue: int | None = None
+    ) -> None:
+        self._store = store
+        self.plurals = plurals
+        self._copy = copy
+        self._max_queue = max_queue
+        self._buffer: deque[WatchEvent] = deque()
+        self._wakeup = asyncio.Event()
+        self.closed = False
+        self.overflowed = False
+
+    def _push(self, event: WatchEvent) -> None:
+        if self.closed:
+            return
+        if self._max_queue is not None and len(self._buffer) >= self._max_queue:
+            self.overflowed = True
+            self.close()
+            return
+        self._buffer.append(event)
+        self._wakeup.set()
+
+    def _out(self, event: WatchEvent) -> WatchEvent:
+        if not self._copy:
+            return event
+        old = clone(event.old) if event.old is not None else None
+        return WatchEvent(event.type, event.resource, clone(event.object), old, event.rv)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        while not self._buffer:
+            if self.closed:
+                raise StopAsyncIteration
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        return self._out(self._buffer.popleft())
+
+    def drain(self) -> list[WatchEvent]:
+        """Everything queued right now, without waiting (lets a watcher batch its writes)."""
+        events = [self._out(e) for e in self._buffer]
+        self._buffer.clear()
+        return events
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until an event is queued or the subscription closes; False on timeout."""
+        if self._buffer or self.closed:
+            return True
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._store._unsubscribe(self)
+            self._wakeup.set()
+
+
+class Store:
+    def __init__(self, history: int = 10000) -> None:
+        self._rv = 0
+        self._objects: dict[str, dict[tuple[str, str], StoredObject]] = {plural: {} for plural in RESOURCES}
+        self._sorted_keys: dict[str, list[tuple[str, str]]] = {}
+        self._history: deque[WatchEvent] = deque()
+        self._history_limit = max(0, history)
+        # Every event with rv > _compacted_rv is still in _history.
+        self._compacted_rv = 0
+        self._subscribers: dict[str, set[Subscription]] = {plural: set() for plural in RESOURCES}
+        self._subscribers_all: set[Subscription] = set()
+        self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.deletes: list[JSON] = []
+        for name in DEFAULT_NAMESPACES:
+            self.create(NAMESPACES, {"metadata": {"name": name}})
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    @property
+    def oldest_resource_version(self) -> int:
+        """Watches and exact lists from an RV below this one are answered with 410 Expired."""
+        return self._compacted_rv
+
+    def entry(self, res: Resource, namespace: str | None, name: str) -> StoredObject:
+        """The shared stored version (callers must not mutate `.obj`)."""
+        found = self._objects[res.plural].get(self._key(res, namespace, name))
+        if found is None:
+            raise errors.not_found(res.plural, name, res.group)
+        return found
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> JSON:
+        return clone(self.entry(res, namespace, name).obj)
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[_Objects, int]:
+        labels, fields = self.parse_selectors(res, label_selector, field_selector)
+        page = self.list_page(res, namespace, labels=labels, fields=fields)
+        return [clone(item.obj) for item in page.items], page.resource_version
+
+    @staticmethod
+    def parse_selectors(
+        res: Resource, label_selector: str | None, field_selector: str | None
+    ) -> tuple[LabelSelector, FieldSelector]:
+        try:
+            return parse_label_selector(label_selector), parse_field_selector(field_selector, res.field_selectors)
+        except SelectorError as exc:
+            raise errors.bad_request(str(exc)) from exc
+
+    def list_page(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> ListPage:
+        """A list with the apiserver's resourceVersion/paging rules (the caller already waited for a future RV).
+
+        RV unset or "0": latest. "N" without limit (or NotOlderThan): latest, which is not older than N.
+        "N" with limit (or Exact): the state at exactly N, rebuilt from history, or 410 if that is compacted.
+        Every page of a paged list is served at the first page's RV.
+        """
+        start_after: str | None = None
+        if continue_token:
+            if resource_version not in (None, "", "0"):
+                raise errors.bad_request("specifying resource version is not allowed when using continue")
+            at_rv, start_after = self._decode_continue(continue_token)
+            if at_rv < self._compacted_rv and at_rv != self._rv:
+                raise errors.gone(_CONTINUE_TOO_OLD)
+        elif resource_version not in (None, "", "0"):
+            requested = parse_resource_version(resource_version)
+            exact = resource_version_match == "Exact" or (resource_version_match is None and bool(limit))
+            if requested > self._rv:
+                raise errors.too_large_rv(requested, self._rv)
+            at_rv = requested if exact else self._rv
+            if at_rv < self._compacted_rv and at_rv != self._rv:
+                raise errors.list_too_old()
+        else:
+            at_rv = self._rv
+        objects = self._objects[res.plural] if at_rv == self._rv else self._state_at(res, at_rv)
+        keys = self._keys_sorted(res) if at_rv == self._rv else sorted(objects, key=_key_string)
+        ns = namespace if res.namespaced else None
+        items: list[StoredObject] = []
+        remaining = 0
+        last_key = ""
+        for key in keys:
+            if ns and key[0] != ns:
+                continue
+            key_string = _key_string(key)
+            if start_after is not None and key_string <= start_after:
+                continue
+            stored = objects[key]
+            obj = stored.obj
+            if labels is not None and not labels.empty and not labels.matches(_meta(obj).get("labels") or {}):
+                continue
+            if fields is not None and not fields.empty and not fields.matches(obj):
+                continue
+            if limit and len(items) >= limit:
+                remaining += 1
+                continue
+            items.append(stored)
+            last_key = key_string
+        page = ListPage(items, at_rv)
+        if remaining:
+            page.continue_token = self._encode_continue(at_rv, last_key)
+            if (labels is None or labels.empty) and (fields is None or fields.empty):
+                page.remaining = remaining
+        return page
+
+    def _state_at(self, res: Resource, at_rv: int) -> dict[tuple[str, str], StoredObject]:
+        """The objects of one kind as they were right after RV `at_rv`, by undoing later events."""
+        state = dict(self._objects[res.plural])
+        for event in reversed(self._history):
+            if event.rv <= at_rv:
+                break
+            if event.resource.plural != res.plural:
+                continue
+            key = self._key_of(res, event.object)
+            if event.type == "ADDED":
+                state.pop(key, None)
+            elif event.old is not None:
+                state[key] = StoredObject(event.old)
+        return state
+
+    def _keys_sorted(self, res: Resource) -> _Keys:
+        keys = self._sorted_keys.get(res.plural)
+        if keys is None:
+            keys = sorted(self._objects[res.plural], key=_key_string)
+            self._sorted_keys[res.plural] = keys
+        return keys
+
+    @staticmethod
+    def _encode_continue(at_rv: int, start: str) -> str:
+        token = {"v": "meta.k8s.io/v1", "rv": at_rv, "start": start + "\x00"}
+        return base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
+
+    @staticmethod
+    def _decode_continue(token: str) -> tuple[int, str]:
+        try:
+            data = json.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
+            if data.get("v") != "meta.k8s.io/v1":
+                raise ValueError("unsupported version")
+            at_rv, start = int(data["rv"]), str(data["start"])
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
+            raise errors.bad_request(f"continue key is not valid: {exc}") from exc
+        if at_rv <= 0:
+            raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion (version)")
+        return at_rv, start.rstrip("\x00")
+
+    async def wait_for_resource_version(self, rv: int, timeout: float) -> bool:
+        """Wait (bounded) until the store reaches `rv`: lists and watches ahead of the server block briefly."""
+        if self._rv >= rv:
+            return True
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = (rv, future)
+        self._rv_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return self._rv >= rv
+        finally:
+            if waiter in self._rv_waiters:
+                self._rv_waiters.remove(waiter)
+        return True
+
+    # ------------------------------------------------------------------------------------------ watch
+
+    def subscribe(self, resources: Iterable[Resource] | None = None, *, since_rv: int | None = None) -> Subscription:
+        """Events after `since_rv` (replayed from history; 410 if compacted), or from now on when None."""
+        return self.open_subscription(resources, since_rv=since_rv, copy=True)
+
+    def open_subscription(
+        self,
+        resources: Iterable[Resource] | None = None,
+        *,
+        since_rv: int | None = None,
+        copy: bool = False,
+        max_queue: int | None = None,
+    ) -> Subscription:
+        plurals = frozenset(r.plural for r in resources) if resources is not None else None
+        if since_rv is not None and since_rv < self._compacted_rv:
+            raise errors.gone(f"too old resource version: {since_rv} ({self._compacted_rv})")
+        sub = Subscription(self, plurals, copy=copy, max_queue=max_queue)
+        if since_rv is not None:
+            for event in self._history:
+                if event.rv > since_rv and (plurals is None or event.resource.plural in plurals):
+                    sub._push(event)
+        if plurals is None:
+            self._subscribers_all.add(sub)
+        else:
+            for plural in plurals:
+                self._subscribers[plural].add(sub)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        self._subscribers_all.discard(sub)
+        for plural in sub.plurals or ():
+            self._subscribers[plural].discard(sub)
+
+    def compact(self, keep: int = 0) -> None:
+        """Forget all but the newest `keep` events, as etcd compaction does (tests use it to force 410s)."""
+        while len(self._history) > max(0, keep):
+            self._history.popleft()
+        self._compacted_rv = self._history[0].rv - 1 if self._history else self._rv
+
+    # ------------------------------------------------------------------------------------------ writes
+
+    def _commit(self, res: Resource, type_: str, obj: JSON, old: JSON | None) -> WatchEvent:
+        self._rv += 1
+        rv = self._rv
+        table = self._objects[res.plural]
+        key = self._key_of(res, obj)
+        if type_ == "DELETED":
+            obj = {**obj, "metadata": {**_meta(obj), "resourceVersion": str(rv)}}
+            table.pop(key, None)
+            self._sorted_keys.pop(res.plural, None)
+        else:
+            obj["metadata"]["resourceVersion"] = str(rv)
+            if key not in table:
+                self._sorted_keys.pop(res.plural, None)
+            table[key] = StoredObject(obj)
+        event = WatchEvent(type_, res, obj, old, rv)
+        if self._history_limit:
+            self._history.append(event)
+            while len(self._history) > self._history_limit:
+                self._compacted_rv = self._history.popleft().rv
+        else:
+            self._compacted_rv = rv
+        for sub in list(self._subscribers[res.plural]):
+            sub._push(event)
+        for sub in list(self._subscribers_all):
+            sub._push(event)
+        if self._rv_waiters:
+            for waited, future in self._rv_waiters:
+                if waited <= rv and not future.done():
+                    future.set_result(None)
+        return event
+
+    def create(self, res: Resource, obj: JSON, *, namespace: str | None = None, dry_run: bool = False) -> JSON:
+        new = _own(obj)
+        meta = new["metadata"]
+        self._check_kind(res, new)
+        ns = self._namespace_for(res, namespace, meta)
+        if meta.get("resourceVersion"):
+            raise errors.internal_error("resourceVersion should not be set on objects to be created")
+        name = meta.get("name") or ""
+        if not name:
+            prefix = meta.get("generateName") or ""
+            if not prefix:
+                raise errors.invalid(
+                    res.kind, "", [errors.field_required("metadata.name", "name or generateName is required")]
+                )
+            name = self._generate_name(res, ns, str(prefix))
+        self._validate_name(res, str(name))
+        if res.namespaced:
+            ns_entry = self._objects[NAMESPACES.plural].get(("", ns))
+            if ns_entry is None:
+                raise errors.not_found(NAMESPACES.plural, ns)
+            if _meta(ns_entry.obj).get("deletionTimestamp"):
+                raise errors.forbidden(
+                    res.plural,
+                    str(name),
+                    f"unable to create new content in namespace {ns} because it is being terminated",
+                    res.group,
+                )
+        if self._key(res, ns, str(name)) in self._objects[res.plural]:
+            raise errors.already_exists(res.plural, str(name), res.group)
+        meta["name"] = name
+        if res.namespaced:
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = timestamp()
+        meta.pop("deletionTimestamp", None)
+        meta.pop("deletionGracePeriodSeconds", None)
+        if res.has_generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        _default(res, new)
+        _validate(res, new)
+        if res is DAEMONSETS:
+            meta.setdefault("annotations", {})[TEMPLATE_GENERATION] = "1"
+            new["status"] = {
+                "currentNumberScheduled": 0,
+                "desiredNumberScheduled": 0,
+                "numberMisscheduled": 0,
+                "numberReady": 0,
+            }
+        elif res is JOBS:
+            new["status"] = {}
+        elif res is NAMESPACES:
+            labels = meta.setdefault("labels", {})
+            labels["kubernetes.io/metadata.name"] = name
+            new.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            new["status"] = {"phase": "Active"}
+        elif res is PODS:
+            status = new.setdefault("status", {})
+            status.setdefault("phase", "Pending")
+        new = _ordered(res, new)
+        if dry_run:
+            meta["resourceVersion"] = str(self._rv)
+            return new
+        self._commit(res, "ADDED", new, None)
+        return clone(new)
+
+    def update(
+        self, res: Resource, obj: JSON, *, subresource: str | None = None, dry_run: bool = False
+    ) -> JSON:
+        """PUT: stale RV → 409; no RV is fine except for kinds that demand it (Leases → 422)."""
+        new = _own(obj)
+        meta = new["metadata"]
+        self._check_kind(res, new)
+        name = str(meta.get("name") or "")
+        if not name:
+            raise errors.invalid(res.kind, "", [errors.field_required("metadata.name", "name is required")])
+        ns = str(meta.get("namespace") or "default") if res.namespaced else ""
+        stored = self.entry(res, ns, name)
+        old = stored.obj
+        old_meta = _meta(old)
+        rv = meta.get("resourceVersion")
+        if rv:
+            if str(rv) != old_meta.get("resourceVersion"):
+                raise errors.conflict_modified(res.plural, name, res.group)
+        elif not res.unconditional_update:
+            cause = {
+                "reason": "FieldValueInvalid",
+                "message": "Invalid value: 0x0: must be specified for an update",
+                "field": "metadata.resourceVersion",
+            }
+            raise errors.invalid(res.kind, name, [cause], res.group)
+        uid = meta.get("uid")
+        if uid and uid != old_meta.get("uid"):
+            raise errors.conflict(
+                res.plural,
+                name,
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old_meta.get('uid')}",
+                res.group,
+            )
+        merged = self._prepare_update(res, old, new, subresource)
+        return self._finish_update(res, old, merged, dry_run)
+
+    def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        body: bytes | JSON | _Objects,
+        content_type: str,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> JSON:
+        """PATCH: unconditional unless the patch carries metadata.resourceVersion; a changed uid is 422."""
+        media = media_type(content_type)
+        if media not in CONTENT_TYPES:
+            raise errors.unsupported_media_type(content_type)
+        key = self._key(res, namespace, name)
+        stored = self._objects[res.plural].get(key)
+        try:
+            if stored is None:
+                if media == APPLY_PATCH and subresource is None:
+                    # Server-side apply creates what does not exist yet.
+                    return self._apply_create(res, namespace, name, body, dry_run)
+                raise errors.not_found(res.plural, name, res.group)
+            old = stored.obj
+            patched = apply_patch(clone(old), body, media, res.kind)
+        except PatchError as exc:
+            raise exc.to_api_error() from exc
+        old_meta = _meta(old)
+        if not isinstance(patched, dict):
+            raise errors.bad_request("the patch did not produce an object")
+        patched = _own(patched)
+        meta = patched["metadata"]
+        rv = meta.get("resourceVersion")
+        if rv and str(rv) != old_meta.get("resourceVersion"):
+            raise errors.conflict_modified(res.plural, name, res.group)
+        causes: _Objects = []
+        for field_name in ("uid", "name", "namespace"):
+            value = meta.get(field_name)
+            if value and value != old_meta.get(field_name):
+                causes.append(errors.field_invalid(f"metadata.{field_name}", value, "field is immutable"))
+        if causes:
+            raise errors.invalid(res.kind, name, causes, res.group)
+        merged = self._prepare_update(res, old, patched, subresource)
+        return self._finish_update(res, old, merged, dry_run)
+
+    def _apply_create(
+        self, res: Resource, namespace: str | None, name: str, body: bytes | JSON | _Objects, dry_run: bool
+    ) -> JSON:
+        obj = apply_patch({}, body, APPLY_PATCH, res.kind)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be a JSON object")
+        if meta.setdefault("name", name) != name:
+            raise errors.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            )
+        return self.create(res, obj, namespace=namespace, dry_run=dry_run)
+
+    def _prepare_update(self, res: Resource, old: JSON, new: JSON, subresource: str | None) -> JSON:
+        """The object PUT/PATCH would store: system fields kept, status split, kind-specific rules applied."""
+        if subresource is not None and subresource not in res.subresources:
+            raise errors.not_found_path()
+        old_meta = _meta(old)
+        if subresource == "status":
+            # Only status is taken from a status write (ResetObjectMetaForStatus and the strategies).
+            merged = {k: v for k, v in old.items() if k != "status"}
+            merged["metadata"] = dict(old_meta)
+            if "status" in new:
+                merged["status"] = new["status"]
+            return _ordered(res, merged)
+        meta = new["metadata"]
+        for system in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+            if system in old_meta:
+                meta[system] = old_meta[system]
+            else:
+                meta.pop(system, None)
+        meta["name"] = old_meta.get("name")
+        if res.namespaced:
+            meta["namespace"] = old_meta.get("namespace")
+        meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if old_meta.get("deletionTimestamp"):
+            added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
+            if added:
+                raise errors.invalid(
+                    res.kind,
+                    str(meta["name"]),
+                    [
+                        errors.field_forbidden(
+                            "metadata.finalizers", "no new finalizers can be added if the object is being deleted"
+                        )
+                    ],
+                    res.group,
+                )
+        if res.has_status:
+            if "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+        _default(res, new)
+        _validate(res, new)
+        if res is PODS:
+            _check_pod_update(old, new)
+        if res is NAMESPACES:
+            new.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+        if res.has_generation:
+            generation = int(old_meta.get("generation") or 1)
+            if new.get("spec") != old.get("spec"):
+                generation += 1
+            meta["generation"] = generation
+        if res is DAEMONSETS:
+            _daemonset_update(old, new)
+        return _ordered(res, new)
+
+    def _finish_update(self, res: Resource, old: JSON, new: JSON, dry_run: bool) -> JSON:
+        if new == old:
+            return clone(old)  # a no-op write stores nothing: same RV, no event
+        if dry_run:
+            return new
+        old_meta, meta = _meta(old), _meta(new)
+        if (
+            meta.get("deletionTimestamp")
+            and old_meta.get("finalizers")
+            and not meta.get("finalizers")
+            and meta.get("deletionGracePeriodSeconds") == 0
+        ):
+            # The last finalizer of an object being deleted went away: the update completes the deletion.
+            event = self._commit(res, "DELETED", new, old)
+            return clone(event.object)
+        self._commit(res, "MODIFIED", new, old)
+        return clone(new)
+
+    def delete(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        options: JSON | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> JSON:
+        """DELETE with DeleteOptions; every call (whatever its outcome) is recorded in `deletes`."""
+        options = options or {}
+        preconditions = options.get("preconditions") or {}
+        record: JSON = {
+            "resource": res.plural,
+            "namespace": namespace if res.namespaced else None,
+            "name": name,
+            "uid": None,
+            "precondition_uid": preconditions.get("uid"),
+            "precondition_rv": preconditions.get("resourceVersion"),
+            "outcome": "not_found",
+            "code": 404,
+            "rv": self._rv,
+            "time": time.time(),
+        }
+        self.deletes.append(record)
+        stored = self._objects[res.plural].get(self._key(res, namespace, name))
+        if stored is None:
+            raise errors.not_found(res.plural, name, res.group)
+        old = stored.obj
+        old_meta = _meta(old)
+        record["uid"] = old_meta.get("uid")
+        want_uid = preconditions.get("uid")
+        if want_uid is not None and want_uid != old_meta.get("uid"):
+            record.update(outcome="conflict", code=409)
+            raise errors.precondition_failed_uid(res.kind, name, str(want_uid), str(old_meta.get("uid")), res.group)
+        want_rv = preconditions.get("resourceVersion")
+        if want_rv is not None and str(want_rv) != old_meta.get("resourceVersion"):
+            record.update(outcome="conflict", code=409)
+            raise errors.precondition_failed_rv(
+                res.kind, name, str(want_rv), str(old_meta.get("resourceVersion")), res.group
+            )
+        record.update(code=200)
+        if dry_run or "All" in (options.get("dryRun") or []):
+            record["outcome"] = "dry_run"
+            return clone(old) if res is PODS else errors.success_status(res.plural, name, old_meta.get("uid", ""))
+        result = self._delete_pod(old, options) if res is PODS else self._delete_other(res, old)
+        gone = self._key(res, namespace, name) not in self._objects[res.plural]
+        record.update(outcome="deleted" if gone else "graceful", rv=self._rv)
+        if gone:
+            self._cascade(res, old, options)
+        return result
+
+    def _delete_pod(self, old: JSON, options: JSON) -> JSON:
+        old_meta = _meta(old)
+        spec = old.get("spec") or {}
+        grace_option = options.get("gracePeriodSeconds")
+        if grace_option is not None:
+            grace = int(grace_option)
+            if grace < 0:
+                grace = 1
+        else:
+            grace = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
+        phase = (old.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            grace = 0
+        current = old_meta.get("deletionGracePeriodSeconds")
+        if old_meta.get("deletionTimestamp") is not None and current is not None and grace >= int(current):
+            return clone(old)  # already terminating at least as fast: nothing changes
+        now = time.time()
+        new = dict(old)
+        new["metadata"] = {
+            **old_meta,
+            "deletionTimestamp": timestamp(now + grace),
+            "deletionGracePeriodSeconds": grace,
+        }
+        self._commit(PODS, "MODIFIED", new, old)
+        if grace == 0 and not old_meta.get("finalizers"):
+            event = self._commit(PODS, "DELETED", new, new)
+            return clone(event.object)
+        return clone(new)
+
+    def _delete_other(self, res: Resource, old: JSON) -> JSON:
+        old_meta = _meta(old)
+        if res is NAMESPACES:
+            self._empty_namespace(str(old_meta.get("name")))
+        if old_meta.get("finalizers"):
+            if old_meta.get("deletionTimestamp"):
+                return clone(old)
+            new = dict(old)
+            new["metadata"] = {**old_meta, "deletionTimestamp": timestamp(), "deletionGracePeriodSeconds": 0}
+            self._commit(res, "MODIFIED", new, old)
+            return clone(new)
+        event = self._commit(res, "DELETED", old, old)
+        if res is NAMESPACES:
+            return clone(event.object)
+        return errors.success_status(res.plural, str(old_meta.get("name")), str(old_meta.get("uid", "")), res.group)
+
+    def _empty_namespace(self, namespace: str) -> None:
+        """The namespace controller's job, done at once: everything in the namespace goes first."""
+        for res in RESOURCES.values():
+            if not res.namespaced:
+                continue
+            for key in [k for k in self._keys_sorted(res) if k[0] == namespace]:
+                stored = self._objects[res.plural].get(key)
+                if stored is None:
+                    continue
+                obj = stored.obj
+                if _meta(obj).get("finalizers"):
+                    obj = {**obj, "metadata": {**_meta(obj), "finalizers": []}}
+                    self._commit(res, "MODIFIED", obj, stored.obj)
+                    stored = self._objects[res.plural][key]
+                self._commit(res, "DELETED", stored.obj, stored.obj)
+
+    def _cascade(self, res: Resource, owner: JSON, options: JSON) -> None:
+        """The garbage collector's job, done at once: dependents of a deleted owner go (or are orphaned)."""
+        owner_uid = _meta(owner).get("uid")
+        orphan = options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True
+        for dep_res in RESOURCES.values():
+            if dep_res is NAMESPACES:
+                continue
+            for key, stored in list(self._objects[dep_res.plural].items()):
+                refs = _meta(stored.obj).get("ownerReferences") or []
+                if not any(isinstance(r, dict) and r.get("uid") == owner_uid for r in refs):
+                    continue
+                if orphan:
+                    obj = {**stored.obj, "metadata": dict(_meta(stored.obj))}
+                    obj["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != owner_uid]
+                    if not obj["metadata"]["ownerReferences"]:
+                        del obj["metadata"]["ownerReferences"]
+                    self._commit(dep_res, "MODIFIED", obj, stored.obj)
+                elif not _meta(stored.obj).get("deletionTimestamp"):
+                    self.delete(dep_res, key[0] or None, key[1], {"propagationPolicy": "Background"})
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _key(res: Resource, namespace: str | None, name: str) -> tuple[str, str]:
+        return ((namespace or "default") if res.namespaced else "", name)
+
+    @staticmethod
+    def _key_of(res: Resource, obj: JSON) -> tuple[str, str]:
+        meta = _meta(obj)
+        return (str(meta.get("namespace") or "") if res.namespaced else "", str(meta.get("name") or ""))
+
+    @staticmethod
+    def _check_kind(res: Resource, obj: JSON) -> None:
+        kind, api_version = obj.get("kind"), obj.get("apiVersion")
+        if kind not in (None, "", res.kind):
+            raise errors.bad_request(f'the kind in the data ({kind}) does not match the expected kind ({res.kind})')
+        if api_version not in (None, "", res.api_version):
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({res.api_version})"
+            )
+
+    @staticmethod
+    def _namespace_for(res: Resource, namespace: str | None, meta: JSON) -> str:
+        if not res.namespaced:
+            return ""
+        body_ns = meta.get("namespace")
+        if namespace and body_ns and body_ns != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        return str(namespace or body_ns or "default")
+
+    def _generate_name(self, res: Resource, namespace: str, prefix: str) -> str:
+        # The apiserver truncates the prefix so the name stays within 63 characters.
+        base = prefix[: 63 - 5]
+        while True:
+            name = base + "".join(random.choices(_NAME_ALPHABET, k=5))
+            if self._key(res, namespace, name) not in self._objects[res.plural]:
+                return name
+
+    @staticmethod
+    def _validate_name(res: Resource, name: str) -> None:
+        if res is NAMESPACES:
+            ok = len(name) <= 63 and _DNS_LABEL.fullmatch(name) is not None
+            rule = (
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+                "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            )
+        else:
+            ok = len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
+            rule = (
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+                "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
+                "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            )
+        if not ok:
+            raise errors.invalid(res.kind, name, [errors.field_invalid("metadata.name", name, rule)], res.group)
+
+
+def parse_resource_version(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise errors.bad_request(f"invalid resource version: {text}")
+    return value
+
+
+def _own(obj: Any) -> JSON:
+    """A private deep copy with a metadata dict, so the store can edit it and keep it."""
+    if not isinstance(obj, dict):
+        raise errors.bad_request(f"the object must be a JSON object, got {type(obj).__name__}")
+    own = clone(obj)
+    meta = own.get("metadata")
+    if meta is None:
+        own["metadata"] = {}
+    elif not isinstance(meta, dict):
+        raise errors.bad_request("metadata must be a JSON object")
+    return own
+
+
+def _ordered(res: Resource, obj: JSON) -> JSON:
+    """kind, apiVersion, metadata first, like the real server's JSON."""
+    out: JSON = {"kind": res.kind, "apiVersion": res.api_version, "metadata": obj.get("metadata", {})}
+    for key, value in obj.items():
+        if key not in out:
+            out[key] = value
+    return out
+
+
+def _image_pull_policy(image: str) -> str:
+    name = image.rsplit("/", 1)[-1]
+    if "@" in name:
+        return "IfNotPresent"
+    tag = name.split(":", 1)[1] if ":" in name else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _default_pod_spec(spec: JSON) -> None:
+    """The defaulting the real server applies, so a re-submitted manifest compares equal to what it stored."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    for list_name in ("initContainers", "containers"):
+        for container in spec.get(list_name) or []:
+            if isinstance(container, dict):
+                container.setdefault("imagePullPolicy", _image_pull_policy(str(container.get("image", ""))))
+                container.setdefault("terminationMessagePath", "/dev/termination-log")
+                container.setdefault("terminationMessagePolicy", "File")
+
+
+def _default(res: Resource, obj: JSON) -> None:
+    spec = obj.get("spec")
+    if res is PODS and isinstance(spec, dict):
+        _default_pod_spec(spec)
+    elif res is DAEMONSETS and isinstance(spec, dict):
+        strategy = spec.setdefault("updateStrategy", {})
+        if isinstance(strategy, dict):
+            strategy.setdefault("type", "RollingUpdate")
+            if strategy["type"] == "RollingUpdate":
+                rolling = strategy.setdefault("rollingUpdate", {})
+                if isinstance(rolling, dict):
+                    rolling.setdefault("maxUnavailable", 1)
+                    rolling.setdefault("maxSurge", 0)
+        spec.setdefault("revisionHistoryLimit", 10)
+        template_spec = (spec.get("template") or {}).get("spec")
+        if isinstance(template_spec, dict):
+            _default_pod_spec(template_spec)
+
+
+def _validate(res: Resource, obj: JSON) -> None:
+    name = str(_meta(obj).get("name") or "")
+    if res is PODS:
+        containers = (obj.get("spec") or {}).get("containers")
+        if not containers:
+            raise errors.invalid(res.kind, name, [errors.field_required("spec.containers")])
+    elif res is DAEMONSETS:
+        spec = obj.get("spec") or {}
+        selector = spec.get("selector")
+        if not selector:
+            raise errors.invalid(res.kind, name, [errors.field_required("spec.selector")], res.group)
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        try:
+            matches = label_selector_from_dict(selector).matches(labels)
+        except SelectorError as exc:
+            raise errors.invalid(
+                res.kind, name, [errors.field_invalid("spec.selector", selector, str(exc))], res.group
+            ) from exc
+        if not matches:
+            cause = errors.field_invalid(
+                "spec.template.metadata.labels", labels, "`selector` does not match template `labels`"
+            )
+            raise errors.invalid(res.kind, name, [cause], res.group)
+        strategy = (spec.get("updateStrategy") or {}).get("type")
+        if strategy not in ("RollingUpdate", "OnDelete"):
+            cause = errors.field_not_supported("spec.updateStrategy.type", strategy, ["OnDelete", "RollingUpdate"])
+            raise errors.invalid(res.kind, name, [cause], res.group)
+
+
+def _check_pod_update(old: JSON, new: JSON) -> None:
+    """Pod specs are immutable apart from images, tolerations added, activeDeadlineSeconds and binding."""
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    if old_spec == new_spec:
+        return
+    old_tolerations = old_spec.get("tolerations") or []
+    new_tolerations = new_spec.get("tolerations") or []
+    tolerations_ok = all(t in new_tolerations for t in old_tolerations)
+    if tolerations_ok and _pod_spec_mutable_view(old_spec, old_spec) == _pod_spec_mutable_view(new_spec, old_spec):
+        return
+    name = str(_meta(old).get("name") or "")
+    raise errors.invalid("Pod", name, [errors.field_forbidden("spec", _POD_UPDATE_FORBIDDEN)])
+
+
+def _pod_spec_mutable_view(spec: JSON, old_spec: JSON) -> JSON:
+    view = {k: v for k, v in spec.items() if k not in ("activeDeadlineSeconds", "tolerations")}
+    for list_name in ("containers", "initContainers"):
+        if isinstance(view.get(list_name), list):
+            view[list_name] = [
+                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c for c in view[list_name]
+            ]
+    if not old_spec.get("nodeName"):
+        view.pop("nodeName", None)  # binding an unbound pod (what the scheduler's Binding does)
+    return view
+
+
+def _daemonset_update(old: JSON, new: JSON) -> None:
+    """Selector immutable; a template change bumps the template generation annotation (generation done above)."""
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    name = str(_meta(old).get("name") or "")
+    if new_spec.get("selector") != old_spec.get("selector"):
+        cause = errors.field_invalid("spec.selector", new_spec.get("selector"), "field is immutable")
+        raise errors.invalid("DaemonSet", name, [cause], "apps")
+    old_annotations = _meta(old).get("annotations") or {}
+    try:
+        template_generation = int(old_annotations.get(TEMPLATE_GENERATION, "1"))
+    except ValueError:
+        template_generation = 1
+    if new_spec.get("template") != old_spec.get("template"):
+        template_generation += 1
+    meta = new["metadata"]
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = {}
+    meta["annotations"] = {**annotations, TEMPLATE_GENERATION: str(template_generation)}
