@@ -167,8 +167,11 @@ def test_field_not_supported_lists_values() -> None:
 
 def test_field_forbidden() -> None:
     cause = errors.field_forbidden("spec", "pod updates may not change fields")
-    assert cause == {"reason": "FieldValueForbidden", "message": "Forbidden: pod updates may not change fields",
-                     "field": "spec"}
+    assert cause == {
+        "reason": "FieldValueForbidden",
+        "message": "Forbidden: pod updates may not change fields",
+        "field": "spec",
+    }
 
 
 def test_bad_request() -> None:
@@ -312,6 +315,9 @@ def test_success_status_for_delete() -> None:
 
 
 def test_status_bodies_are_json_serialisable() -> None:
-    for err in (errors.not_found("pods", "x"), errors.too_large_rv(1, 0), errors.invalid(
-            "Pod", "x", [errors.field_invalid("a", {"b": [1]}, "bad")])):
+    for err in (
+        errors.not_found("pods", "x"),
+        errors.too_large_rv(1, 0),
+        errors.invalid("Pod", "x", [errors.field_invalid("a", {"b": [1]}, "bad")]),
+    ):
         assert json.loads(json.dumps(err.status)) == err.status
