@@ -1,0 +1,299 @@
+"""AdvancedRollingUpdate planning: given a DaemonSet, its pods and the nodes, which pods to delete now.
+
+Pure (no I/O, clock injected) so that the budget rules can be checked exhaustively by property tests.
+It follows OpenYurt's daemonPodUpdater:
+
+- pods are grouped by node; nodes that are not Ready are skipped, so a cut link does not block the roll;
+- the budget is `apps.openyurt.io/max-unavailable` scaled against the nodes running the DaemonSet,
+  rounded up; a Ready node counts against it while its pod is missing, terminating, duplicated or an
+  up-to-date pod that is not yet available (Ready for `minReadySeconds`);
+- old pods that are not available are replaced first (that costs no availability), then old available
+  pods up to the remaining budget.
+
+and fixes what OpenYurt leaves open:
+
+- nodes are visited in name order, so a roll is reproducible and `rollout status` predictable;
+- a node that went NotReady *after* receiving the new version, or whose pod deletion is still in
+  flight, keeps counting against the budget (OpenYurt forgets it and starts more deletions: a version
+  that takes nodes down would spread at full speed);
+- `edgeagent.io/partition`, `node-selector`, `paused` and `max-failed` + `progress-deadline-seconds`
+  (pods of the new version that are not available in time stop the roll instead of being skipped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from edgeagent.controller.expectations import Expectations
+from edgeagent.controller.pods import (
+    available_at,
+    created_at,
+    group_by_node,
+    is_available,
+    node_of,
+    node_ready_changed_at,
+)
+from edgeagent.controller.revisions import is_pod_updated
+from edgeagent.controller.settings import RollSettings
+from edgeagent.kube.objects import is_node_ready, is_terminating, labels_of, name_of, uid_of
+
+JSON = dict[str, Any]
+
+# Wake-ups are scheduled slightly after the moment a pod becomes available, so the reconcile sees it so.
+_REQUEUE_SLACK = 0.05
+
+
+class NodeState(StrEnum):
+    UP_TO_DATE = "up to date"
+    OUTDATED = "outdated"
+    UNAVAILABLE = "unavailable"
+    NOT_READY = "NotReady"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node as the roll sees it: at most one old and one new live pod, plus pods being deleted."""
+
+    name: str
+    node: JSON | None
+    ready: bool
+    new: JSON | None
+    old: JSON | None
+    terminating: tuple[JSON, ...]
+    excess: bool
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return labels_of(self.node) if self.node else {}
+
+
+def node_views(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], current_hash: str) -> list[NodeView]:
+    """Nodes running a pod of the DaemonSet, sorted by name (the roll's deterministic order)."""
+    views: list[NodeView] = []
+    for node_name, group in sorted(group_by_node(pods).items()):
+        node = nodes.get(node_name)
+        new: JSON | None = None
+        old: JSON | None = None
+        excess = False
+        terminating: list[JSON] = []
+        for pod in sorted(group, key=name_of):
+            if is_terminating(pod):
+                terminating.append(pod)
+            elif is_pod_updated(ds, pod, current_hash):
+                excess = excess or new is not None
+                new = pod
+            else:
+                excess = excess or old is not None
+                old = pod
+        views.append(NodeView(
+            name=node_name,
+            node=node,
+            # A node we cannot see (deleted, not yet listed) is treated as not Ready: never act on a guess.
+            ready=node is not None and is_node_ready(node),
+            new=new,
+            old=old,
+            terminating=tuple(terminating),
+            excess=excess,
+        ))
+    return views
+
+
+def node_state(view: NodeView, min_ready_seconds: int, now: float) -> NodeState:
+    """What `rollout status` prints for a node."""
+    if not view.ready:
+        return NodeState.NOT_READY
+    if view.excess or view.new is None:
+        return NodeState.OUTDATED if view.old is not None and not view.excess else NodeState.UNAVAILABLE
+    if view.old is not None or not is_available(view.new, min_ready_seconds, now):
+        return NodeState.UNAVAILABLE
+    return NodeState.UP_TO_DATE
+
+
+def _went_down_after(view: NodeView, pod: JSON) -> bool:
+    """The node's Ready condition changed (to not Ready) at or after the pod was created."""
+    changed = node_ready_changed_at(view.node) if view.node else None
+    return changed is not None and changed >= created_at(pod)
+
+
+def _counts_unavailable(view: NodeView, settings: RollSettings, now: float) -> bool:
+    """Whether the node uses up budget (old pods that are candidates are handled by the caller)."""
+    if view.ready:
+        if view.excess or (view.new is None and view.old is None):
+            return True
+        if view.new is not None and view.old is not None:
+            return True
+        if view.new is not None:
+            return not is_available(view.new, settings.min_ready_seconds, now)
+        # Old pod only, not eligible for replacement: its unavailability is real, count it.
+        return False
+    # Not Ready: OpenYurt ignores these nodes. We still count replacements in flight on them.
+    if view.old is not None or view.excess:
+        return False
+    if view.new is None:
+        return bool(view.terminating)
+    return _went_down_after(view, view.new)
+
+
+@dataclass
+class Plan:
+    """What to do now, and the numbers behind it (logged, exported as metrics, put in Events)."""
+
+    total: int = 0
+    updated: int = 0
+    outdated: int = 0
+    max_unavailable: int = 0
+    unavailable: int = 0
+    delete: list[JSON] = field(default_factory=list)
+    # How many of `delete` were old pods that were not available anyway (they cost no budget).
+    replacing_unavailable: int = 0
+    held_by_partition: int = 0
+    not_selected: int = 0
+    not_ready: int = 0
+    failed: list[str] = field(default_factory=list)
+    # Nodes of `in_flight` that have an available pod again (or no longer exist): replacement done.
+    settled: set[str] = field(default_factory=set)
+    max_failed: int | None = None
+    auto_pause: bool = False
+    paused: bool = False
+    requeue_after: float | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.outdated == 0 and self.updated == self.total
+
+
+def _soonest(current: float | None, candidate: float) -> float:
+    return candidate if current is None else min(current, candidate)
+
+
+def plan_rolling_update(
+    ds: JSON,
+    pods: Iterable[JSON],
+    nodes: Mapping[str, JSON],
+    current_hash: str,
+    settings: RollSettings,
+    now: float,
+    in_flight: Collection[str] = frozenset(),
+) -> Plan:
+    """`in_flight`: nodes where this controller deleted a pod and has not yet seen an available pod
+    again (see expectations.py); they count as unavailable whatever the cache shows."""
+    views = node_views(ds, pods, nodes, current_hash)
+    plan = Plan(total=len(views), paused=settings.paused)
+    min_ready = settings.min_ready_seconds
+    seen = {view.name for view in views}
+    for name in in_flight:
+        if name in seen:
+            continue
+        if name in nodes:
+            # Old pod gone, replacement not created yet: the node still needs (and lacks) a pod.
+            plan.total += 1
+            plan.unavailable += 1
+        else:
+            plan.settled.add(name)
+    plan.max_unavailable = settings.max_unavailable.scaled(plan.total, round_up=True)
+
+    replacements: list[JSON] = []
+    candidates: list[JSON] = []
+    already_counted: set[str] = set()
+    wake: float | None = None
+    for view in views:
+        if view.new is not None and view.old is None and not view.excess:
+            plan.updated += 1
+        if view.old is not None and view.new is None and not view.excess:
+            plan.outdated += 1
+        if not view.ready and view.old is not None:
+            plan.not_ready += 1
+        counted = _counts_unavailable(view, settings, now)
+        if view.name in in_flight:
+            live = [p for p in (view.new, view.old) if p is not None]
+            if not view.excess and any(is_available(p, min_ready, now) for p in live):
+                plan.settled.add(view.name)
+            else:
+                counted = True
+        if counted:
+            plan.unavailable += 1
+
+        # Wake up when a Ready-but-not-yet-available pod turns available: no event marks that moment.
+        for pod in (view.new, view.old):
+            if pod is not None and view.ready and min_ready > 0:
+                at = available_at(pod, min_ready)
+                if at is not None and at > now:
+                    wake = _soonest(wake, at - now)
+
+        if settings.max_failed is not None and view.new is not None and not view.excess:
+            deadline = created_at(view.new) + settings.progress_deadline
+            if view.ready:
+                failing = not is_available(view.new, min_ready, now)
+            else:
+                changed = node_ready_changed_at(view.node) if view.node else None
+                failing = _went_down_after(view, view.new) and changed is not None and changed <= deadline
+            if failing:
+                if now >= deadline:
+                    plan.failed.append(name_of(view.new))
+                else:
+                    wake = _soonest(wake, deadline - now)
+
+        if not view.ready or view.excess or view.old is None or view.new is not None:
+            continue
+        selector = settings.node_selector
+        if selector is not None and not selector.matches(view.labels):
+            plan.not_selected += 1
+            if not is_available(view.old, min_ready, now):
+                plan.unavailable += 1
+            continue
+        if is_available(view.old, min_ready, now):
+            candidates.append(view.old)
+        else:
+            replacements.append(view.old)
+            if counted:
+                # Already counted (in flight): not a second time if it is held back.
+                already_counted.add(name_of(view.old))
+
+    if settings.max_failed is not None:
+        plan.max_failed = max(1, settings.max_failed.scaled(plan.total, round_up=True))
+        plan.auto_pause = not settings.paused and plan.outdated > 0 and len(plan.failed) >= plan.max_failed
+
+    keep = min(plan.total, settings.partition.scaled(plan.total, round_up=True)) if settings.partition else 0
+    allowance = max(0, plan.outdated - keep)
+    plan.held_by_partition = max(0, len(replacements) + len(candidates) - allowance)
+
+    acting = not settings.paused and not plan.auto_pause
+    chosen = replacements[:allowance] if acting else []
+    plan.replacing_unavailable = len(chosen)
+    # Old pods that are unavailable and stay (paused, partition) are unavailability like any other.
+    plan.unavailable += sum(1 for p in replacements[len(chosen):] if name_of(p) not in already_counted)
+    if acting:
+        allowance -= len(chosen)
+        room = max(0, plan.max_unavailable - plan.unavailable)
+        chosen += candidates[:min(room, allowance)]
+        plan.delete = chosen
+
+    if wake is not None:
+        plan.requeue_after = wake + _REQUEUE_SLACK
+    return plan
+
+
+def plan_step(
+    key: str,
+    ds: JSON,
+    pods: list[JSON],
+    nodes: Mapping[str, JSON],
+    current_hash: str,
+    settings: RollSettings,
+    now: float,
+    expectations: Expectations,
+) -> Plan | None:
+    """One reconcile's decision, guarded by the DaemonSet's expectations (None: still waiting to see our
+    previous deletions in the cache). The chosen deletions are recorded as expected before returning,
+    so the caller must either delete them or report each failure to `expectations`."""
+    live = {uid_of(p) for p in pods if not is_terminating(p)}
+    if not expectations.satisfied(key, live):
+        return None
+    plan = plan_rolling_update(ds, pods, nodes, current_hash, settings, now, expectations.in_flight(key))
+    expectations.settle(key, plan.settled)
+    if plan.delete:
+        expectations.expect_deletions(key, [(uid_of(p), node_of(p)) for p in plan.delete])
+    return plan
