@@ -1,0 +1,200 @@
+"""`edgeagent pods | upgrade NS/NAME | upgrades [--cancel ID]`: talk to the local agent over HTTP.
+
+Tables for people, `--json` for scripts (the agent's own JSON, unchanged). Exit 0 when the agent did
+what was asked (an upgrade queued for later counts), 1 otherwise, with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import aiohttp
+
+from edgeagent.agent.auth import read_token_file
+from edgeagent.config import ClientConfig
+from edgeagent.kube.objects import (
+    CONDITION_POD_NEED_UPGRADE,
+    LABEL_REVISION_HASH,
+    get_condition,
+    is_pod_ready,
+    labels_of,
+    meta,
+)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+UPGRADES_PATH = "/openyurt.io/v1/upgrades"
+
+
+class ClientError(Exception):
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _headers(cfg: ClientConfig) -> dict[str, str]:
+    headers = {"Accept": "application/json"}
+    if cfg.token_file is not None:
+        try:
+            headers["Authorization"] = f"Bearer {read_token_file(cfg.token_file)}"
+        except (OSError, ValueError) as exc:
+            raise ClientError(f"--token-file: {exc}", EXIT_USAGE) from exc
+    return headers
+
+
+async def _request(cfg: ClientConfig, method: str, path: str) -> tuple[int, Any]:
+    url = cfg.agent.rstrip("/") + path
+    headers = _headers(cfg)
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=cfg.timeout)) as session, \
+                session.request(method, url, headers=headers) as resp:
+            raw = await resp.read()
+            status = resp.status
+    except aiohttp.InvalidURL as exc:
+        raise ClientError(f"--agent {cfg.agent!r} is not a valid URL", EXIT_USAGE) from exc
+    except (aiohttp.ClientConnectionError, OSError) as exc:
+        raise ClientError(f"cannot reach the agent at {cfg.agent} ({_reason(exc)}); is `edgeagent run` "
+                          "running there?") from exc
+    except TimeoutError as exc:
+        raise ClientError(f"the agent at {cfg.agent} did not answer within {cfg.timeout:g}s") from exc
+    try:
+        body: Any = json.loads(raw) if raw else None
+    except ValueError:
+        body = raw.decode(errors="replace").strip()
+    return status, body
+
+
+def _reason(exc: BaseException) -> str:
+    cause = getattr(exc, "os_error", None) or exc
+    errno = getattr(cause, "errno", None)
+    if isinstance(errno, int) and errno > 0:
+        return os.strerror(errno).lower()
+    return str(cause).strip() or type(exc).__name__
+
+
+def _message(body: Any, status: int) -> str:
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    if isinstance(body, str) and body:
+        return body
+    return f"HTTP {status}"
+
+
+def _run(coro: Any) -> int:
+    try:
+        return int(asyncio.run(coro))
+    except ClientError as exc:
+        print(f"edgeagent: error: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    """Left-aligned columns, two spaces apart, like kubectl."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def _print_json(body: Any) -> None:
+    print(json.dumps(body, indent=2, sort_keys=False))
+
+
+# ---------------------------------------------------------------------- pods
+
+
+def pods(cfg: ClientConfig) -> int:
+    return _run(_pods(cfg))
+
+
+async def _pods(cfg: ClientConfig) -> int:
+    status, body = await _request(cfg, "GET", "/pods")
+    if status != 200 or not isinstance(body, dict):
+        raise ClientError(f"GET /pods: {status}: {_message(body, status)}")
+    if cfg.json:
+        _print_json(body)
+        return EXIT_OK
+    items = [p for p in body.get("items") or [] if isinstance(p, dict)]
+    if not items:
+        print("No pods on this node.")
+        return EXIT_OK
+    rows = [["NAMESPACE", "NAME", "READY", "PHASE", "REVISION", "NEEDS-UPGRADE"]]
+    for pod in items:
+        need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
+        rows.append([
+            str(meta(pod).get("namespace", "")),
+            str(meta(pod).get("name", "")),
+            "true" if is_pod_ready(pod) else "false",
+            str((pod.get("status") or {}).get("phase") or "-"),
+            labels_of(pod).get(LABEL_REVISION_HASH, "-"),
+            str(need.get("status")) if need else "-",
+        ])
+    table(rows, sys.stdout)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- upgrade
+
+
+def upgrade(cfg: ClientConfig, namespace: str, name: str) -> int:
+    return _run(_upgrade(cfg, namespace, name))
+
+
+async def _upgrade(cfg: ClientConfig, namespace: str, name: str) -> int:
+    status, body = await _request(cfg, "POST", f"/openyurt.io/v1/namespaces/{namespace}/pods/{name}/upgrade")
+    ok = status in (200, 202)
+    if cfg.json:
+        _print_json(body if isinstance(body, dict) else {"status": status, "message": _message(body, status)})
+    elif ok:
+        print(_message(body, status))
+    if not ok:
+        if not cfg.json:
+            print(f"edgeagent: error: upgrade {namespace}/{name}: {status}: {_message(body, status)}",
+                  file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- upgrades
+
+
+def upgrades(cfg: ClientConfig, cancel_id: str | None) -> int:
+    return _run(_cancel(cfg, cancel_id) if cancel_id else _list_upgrades(cfg))
+
+
+async def _cancel(cfg: ClientConfig, request_id: str) -> int:
+    status, body = await _request(cfg, "DELETE", f"{UPGRADES_PATH}/{request_id}")
+    if cfg.json:
+        _print_json(body if isinstance(body, dict) else {"status": status, "message": _message(body, status)})
+    if status != 200:
+        if not cfg.json:
+            print(f"edgeagent: error: cancel {request_id}: {status}: {_message(body, status)}", file=sys.stderr)
+        return EXIT_FAILED
+    if not cfg.json:
+        print(_message(body, status))
+    return EXIT_OK
+
+
+async def _list_upgrades(cfg: ClientConfig) -> int:
+    status, body = await _request(cfg, "GET", UPGRADES_PATH)
+    if status != 200 or not isinstance(body, dict):
+        raise ClientError(f"GET {UPGRADES_PATH}: {status}: {_message(body, status)}")
+    if cfg.json:
+        _print_json(body)
+        return EXIT_OK
+    items = [r for r in body.get("items") or [] if isinstance(r, dict)]
+    if not items:
+        print("No upgrade requests.")
+        return EXIT_OK
+    rows = [["ID", "POD", "STATE", "ATTEMPTS", "UPDATED", "MESSAGE"]]
+    for r in items:
+        rows.append([str(r.get("id", "")), f"{r.get('namespace', '')}/{r.get('name', '')}", str(r.get("state", "")),
+                     str(r.get("attempts", 0)), str(r.get("updated", "")), str(r.get("message", ""))])
+    table(rows, sys.stdout)
+    return EXIT_OK

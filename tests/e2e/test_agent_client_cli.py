@@ -1,0 +1,118 @@
+"""`edgeagent pods | upgrade | upgrades` as processes, against an agent that runs offline from its snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from edgeagent.agent.app import Agent
+from edgeagent.config import AgentConfig
+from tests.integration.agent_api.conftest import FAST_AGENT, closed_port, ds_pod, seed_snapshot, write_kubeconfig
+
+TOKEN = "cli-token-123"
+
+
+@dataclass
+class Cli:
+    url: str
+    token_file: Path
+
+    async def __call__(self, *args: str, token: bool = True) -> tuple[int, str, str]:
+        flags = ["--agent", self.url] + (["--token-file", str(self.token_file)] if token else [])
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "edgeagent.cli", *args, *flags,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+async def cli(tmp_path: Path) -> AsyncIterator[Cli]:
+    state_dir = tmp_path / "state"
+    pod = ds_pod("agent-x1")
+    pod["metadata"]["labels"] = {"controller-revision-hash": "oldhash"}
+    await seed_snapshot(state_dir, [pod, ds_pod("current", need_upgrade="False")])
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{closed_port()}")
+    cfg = AgentConfig(node_name="edge-1", kubeconfig=kubeconfig, port=0, state_dir=state_dir,
+                      token_file=token_file, **FAST_AGENT)
+    agent = Agent(cfg)
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(agent.run(ready=ready, stop=stop))
+    await asyncio.wait_for(ready.wait(), 10)
+    try:
+        yield Cli(agent.url, token_file)
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 10)
+
+
+async def test_pods_table_and_json(cli: Cli) -> None:
+    code, out, err = await cli("pods")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "READY", "PHASE", "REVISION", "NEEDS-UPGRADE"]
+    assert lines[1].split() == ["default", "agent-x1", "true", "Running", "oldhash", "True"]
+    assert lines[2].split() == ["default", "current", "true", "Running", "-", "False"]
+    code, out, _ = await cli("pods", "--json")
+    assert code == 0
+    assert [p["metadata"]["name"] for p in json.loads(out)["items"]] == ["agent-x1", "current"]
+
+
+async def test_upgrade_queued_then_listed_then_cancelled(cli: Cli) -> None:
+    code, out, err = await cli("upgrade", "default/agent-x1")
+    assert code == 0, err
+    assert "queued as request" in out
+    code, out, _ = await cli("upgrade", "default/agent-x1", "--json")
+    assert code == 0
+    request_id = json.loads(out)["id"]
+
+    code, out, _ = await cli("upgrades")
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split()[:4] == ["ID", "POD", "STATE", "ATTEMPTS"]
+    assert row.split()[:3] == [request_id, "default/agent-x1", "queued"]
+
+    code, out, err = await cli("upgrades", "--cancel", request_id)
+    assert code == 0, err
+    assert "cancelled" in out
+    code, out, err = await cli("upgrades", "--cancel", request_id)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "409" in err and "only a queued request can be cancelled" in err
+    code, out, _ = await cli("upgrades", "--json")
+    assert code == 0 and json.loads(out)["items"][0]["state"] == "cancelled"
+
+
+async def test_refused_upgrade_exits_1_with_one_line(cli: Cli) -> None:
+    code, out, err = await cli("upgrade", "default/current")
+    assert (code, out) == (1, "")
+    assert err.startswith("edgeagent: error: upgrade default/current: 403:") and err.count("\n") == 1
+    code, out, err = await cli("upgrade", "default/current", "--json")
+    assert code == 1 and json.loads(out)["status"] == "Forbidden"
+    code, _, err = await cli("upgrade", "default/agent-x1", token=False)
+    assert code == 1 and "401" in err
+
+
+async def test_agent_not_running_is_one_clear_line(tmp_path: Path) -> None:
+    cli = Cli(f"http://127.0.0.1:{closed_port()}", tmp_path / "unused")
+    for args in (["pods"], ["upgrade", "default/x"], ["upgrades"], ["upgrades", "--cancel", "abc"]):
+        code, out, err = await cli(*args, token=False)
+        assert (code, out) == (1, "")
+        assert err.startswith("edgeagent: error: cannot reach the agent at") and "connection refused" in err
+        assert err.count("\n") == 1
+
+
+async def test_unreadable_token_file_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    missing = Cli(cli.url, tmp_path / "no-such-token")
+    code, _, err = await missing("upgrade", "default/agent-x1")
+    assert code == 2 and "--token-file" in err
