@@ -370,6 +370,11 @@ class Store:
             raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion (version)")
         return at_rv, start.rstrip("\x00")
 
+    @property
+    def pending_rv_waits(self) -> int:
+        """Requests currently blocked on a resourceVersion the store has not reached (tests observe it)."""
+        return len(self._rv_waiters)
+
     async def wait_for_resource_version(self, rv: int, timeout: float) -> bool:
         """Wait (bounded) until the store reaches `rv`: lists and watches ahead of the server block briefly."""
         if self._rv >= rv:

@@ -1,0 +1,627 @@
+"""The simulated API server's HTTP surface: Kubernetes REST paths over the in-process Store.
+
+All semantics live in the Store; this module maps URLs and query parameters onto it, frames watch
+streams the way client-go and kubernetes_asyncio read them (one compact JSON event per line, chunked),
+and turns ApiError into real Status bodies. Lists and watch events are serialised once per stored
+version / event and shared by every reader, which keeps 110-pod lists and 50-watcher fan-out cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from edgeagent.sim import discovery, errors
+from edgeagent.sim.errors import ApiError
+from edgeagent.sim.resources import Resource, resource_for
+from edgeagent.sim.selectors import FieldSelector, LabelSelector
+from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
+
+JSON = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})  # Go's strconv.ParseBool
+_BODY_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+@dataclass
+class ServerSettings:
+    # How often a watch that asked for bookmarks gets one (the real server: about a minute).
+    bookmark_interval: float = 1.0
+    # How long a list/watch asking for an RV the store has not reached waits before 504 (real: 3 s).
+    too_large_rv_wait: float = 3.0
+    # Watches without timeoutSeconds end after a random time in this range (the real server: 30-60 min).
+    watch_timeout_range: tuple[float, float] = (1800.0, 3600.0)
+    # A watcher this far behind is dropped (its client re-lists) instead of buffering without bound.
+    watch_queue_limit: int = 100_000
+    # How often an idle watch checks whether its client went away.
+    disconnect_poll: float = 0.5
+
+
+@dataclass
+class _ServerState:
+    store: Store
+    settings: ServerSettings
+    watches: set[Subscription] = field(default_factory=set)
+    stopping: bool = False
+
+
+STATE: web.AppKey[_ServerState] = web.AppKey("edgeagent_sim_state", _ServerState)
+
+
+def create_app(
+    store: Store,
+    *,
+    extra_routes: Callable[[web.Application], None] | None = None,
+    settings: ServerSettings | None = None,
+) -> web.Application:
+    """The full REST surface; `extra_routes` may add more (e.g. `/sim/v1/...`) before the 404 fallback."""
+    app = web.Application(middlewares=[_errors_middleware], client_max_size=64 * 1024 * 1024)
+    app[STATE] = _ServerState(store, settings or ServerSettings())
+    for path in ("/healthz", "/livez", "/readyz"):
+        app.router.add_get(path, _ok)
+        app.router.add_get(path + "/{check:.*}", _ok)
+    app.router.add_get("/version", _version)
+    app.router.add_get("/api", _api_versions)
+    app.router.add_get("/api/", _api_versions)
+    app.router.add_get("/apis", _api_groups)
+    app.router.add_get("/apis/", _api_groups)
+    app.router.add_get("/openapi/v3", _openapi_index)
+    app.router.add_get("/openapi/v3/{path:.*}", _openapi_document)
+    app.router.add_route("*", "/api/{version}", _core_root)
+    app.router.add_route("*", "/api/{version}/{tail:.*}", _core)
+    app.router.add_route("*", "/apis/{group}", _group_root)
+    app.router.add_route("*", "/apis/{group}/{version}", _group_version_root)
+    app.router.add_route("*", "/apis/{group}/{version}/{tail:.*}", _grouped)
+    if extra_routes is not None:
+        extra_routes(app)
+    app.router.add_route("*", "/{tail:.*}", _unknown)
+    app.on_shutdown.append(_end_watches)
+    return app
+
+
+async def _end_watches(app: web.Application) -> None:
+    """Let open watch streams finish at once so the runner's cleanup does not wait for their deadlines."""
+    state = app[STATE]
+    state.stopping = True
+    for sub in list(state.watches):
+        sub.close()
+
+
+# ---------------------------------------------------------------------------------------------- plumbing
+
+
+def _json_response(body: JSON | bytes, status: int = 200) -> web.Response:
+    data = body if isinstance(body, bytes) else dumps(body)
+    return web.Response(body=data, status=status, content_type="application/json")
+
+
+@web.middleware
+async def _errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return _json_response(exc.status, exc.code)
+    except web.HTTPException:
+        raise
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # the server must answer with a Status, never a stack trace
+        err = errors.internal_error(f"{type(exc).__name__}: {exc}")
+        return _json_response(err.status, err.code)
+
+
+async def _ok(request: web.Request) -> web.Response:
+    return web.Response(text="ok", content_type="text/plain")
+
+
+async def _version(request: web.Request) -> web.Response:
+    return _json_response(discovery.version_info())
+
+
+async def _api_versions(request: web.Request) -> web.Response:
+    return _json_response(discovery.api_versions(request.host))
+
+
+async def _api_groups(request: web.Request) -> web.Response:
+    return _json_response(discovery.api_group_list())
+
+
+async def _openapi_index(request: web.Request) -> web.Response:
+    return _json_response(discovery.openapi_v3_index())
+
+
+async def _openapi_document(request: web.Request) -> web.Response:
+    doc = discovery.openapi_v3_document(request.match_info["path"])
+    if doc is None:
+        raise errors.not_found_path()
+    return _json_response(doc)
+
+
+async def _unknown(request: web.Request) -> web.Response:
+    raise errors.not_found_path()
+
+
+async def _core_root(request: web.Request) -> web.Response:
+    doc = discovery.api_resource_list("", request.match_info["version"])
+    if doc is None or request.method != "GET":
+        raise errors.not_found_path()
+    return _json_response(doc)
+
+
+async def _group_root(request: web.Request) -> web.Response:
+    doc = discovery.api_group(request.match_info["group"])
+    if doc is None or request.method != "GET":
+        raise errors.not_found_path()
+    return _json_response(doc)
+
+
+async def _group_version_root(request: web.Request) -> web.Response:
+    doc = discovery.api_resource_list(request.match_info["group"], request.match_info["version"])
+    if doc is None or request.method != "GET":
+        raise errors.not_found_path()
+    return _json_response(doc)
+
+
+async def _core(request: web.Request) -> web.StreamResponse:
+    return await _dispatch(request, "", request.match_info["version"], request.match_info["tail"])
+
+
+async def _grouped(request: web.Request) -> web.StreamResponse:
+    info = request.match_info
+    return await _dispatch(request, info["group"], info["version"], info["tail"])
+
+
+@dataclass(frozen=True)
+class _Target:
+    res: Resource
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    watch_path: bool  # the deprecated `/watch/` prefix
+
+
+def _parse_path(group: str, version: str, tail: str) -> _Target:
+    segments = [s for s in tail.split("/") if s]
+    watch_path = bool(segments) and segments[0] == "watch"
+    if watch_path:
+        segments = segments[1:]
+    namespace: str | None = None
+    if len(segments) >= 3 and segments[0] == "namespaces" and segments[2] not in ("status", "finalize"):
+        namespace, segments = segments[1], segments[2:]
+    if not segments or len(segments) > 3:
+        raise errors.not_found_path()
+    res = resource_for(group, version, segments[0])
+    if res is None or (namespace is not None and not res.namespaced):
+        raise errors.not_found_path()
+    name = segments[1] if len(segments) > 1 else None
+    if name is not None and res.namespaced and namespace is None:
+        raise errors.not_found_path()
+    subresource = segments[2] if len(segments) > 2 else None
+    if subresource is not None and subresource not in res.subresources:
+        raise errors.not_found_path()
+    return _Target(res, namespace, name, subresource, watch_path)
+
+
+async def _dispatch(request: web.Request, group: str, version: str, tail: str) -> web.StreamResponse:
+    target = _parse_path(group, version, tail)
+    state = request.app[STATE]
+    method = request.method
+    query = request.query
+    if target.name is None:
+        if method == "GET":
+            if target.watch_path or query.get("watch", "") in _TRUE:
+                return await _watch(request, state, target)
+            return await _list(state, target, query)
+        if method == "POST":
+            return await _create(request, state, target)
+        if method == "DELETE":
+            return await _delete_collection(request, state, target)
+        raise errors.method_not_allowed(method.lower(), target.res.plural, target.res.group)
+    if target.watch_path and method == "GET":
+        return await _watch(request, state, target)
+    store = state.store
+    res = target.res
+    dry_run = "All" in query.getall("dryRun", [])
+    if method == "GET":
+        return _json_response(store.entry(res, target.namespace, target.name).json())
+    if method == "PUT":
+        obj = await _read_object(request)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be a JSON object")
+        if meta.setdefault("name", target.name) != target.name:
+            raise errors.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({target.name})"
+            )
+        if res.namespaced and meta.setdefault("namespace", target.namespace) != target.namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        return _json_response(store.update(res, obj, subresource=target.subresource, dry_run=dry_run))
+    if method == "PATCH":
+        body = await request.read()
+        content_type = request.headers.get("Content-Type", "")
+        existed = _exists(store, target)
+        patched = store.patch(
+            res, target.namespace, target.name, body, content_type, subresource=target.subresource, dry_run=dry_run
+        )
+        return _json_response(patched, 200 if existed else 201)
+    if method == "DELETE" and target.subresource is None:
+        options = await _delete_options(request)
+        return _json_response(store.delete(res, target.namespace, target.name, options, dry_run=dry_run))
+    raise errors.method_not_allowed(method.lower(), res.plural, res.group)
+
+
+def _exists(store: Store, target: _Target) -> bool:
+    try:
+        store.entry(target.res, target.namespace, target.name or "")
+    except ApiError:
+        return False
+    return True
+
+
+async def _read_object(request: web.Request) -> JSON:
+    """A request body in JSON (or YAML); anything else is 415, undecodable is 400."""
+    media = request.headers.get("Content-Type", "application/json").split(";", 1)[0].strip().lower()
+    raw = await request.read()
+    try:
+        if media in ("application/json", ""):
+            decoded = json.loads(raw)
+        elif media == "application/yaml":
+            decoded = yaml.safe_load(raw.decode())
+        else:
+            raise errors.unsupported_media_type(media, _BODY_TYPES)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
+    if not isinstance(decoded, dict):
+        raise errors.bad_request(
+            f"couldn't get version/kind; json parse error: expected a JSON object, got {type(decoded).__name__}"
+        )
+    return decoded
+
+
+async def _delete_options(request: web.Request) -> JSON:
+    """DeleteOptions from the body, or from query parameters when the body is empty (as the apiserver does)."""
+    raw = await request.read()
+    if raw.strip():
+        try:
+            options = json.loads(raw)
+        except ValueError as exc:
+            raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
+        if not isinstance(options, dict):
+            raise errors.bad_request("DeleteOptions must be a JSON object")
+        return options
+    query = request.query
+    options = {}
+    if "gracePeriodSeconds" in query:
+        options["gracePeriodSeconds"] = _int_param(query, "gracePeriodSeconds")
+    if "propagationPolicy" in query:
+        options["propagationPolicy"] = query["propagationPolicy"]
+    if "orphanDependents" in query:
+        options["orphanDependents"] = query["orphanDependents"] in _TRUE
+    if "dryRun" in query:
+        options["dryRun"] = query.getall("dryRun")
+    return options
+
+
+def _int_param(query: Any, name: str) -> int | None:
+    text = query.get(name)
+    if text in (None, ""):
+        return None
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise errors.bad_request(f'invalid value for {name}: "{text}" is not an integer') from exc
+
+
+def _list_options_invalid(field_path: str, detail: str) -> ApiError:
+    return errors.invalid("ListOptions", "", [errors.field_forbidden(field_path, detail)], "meta.k8s.io")
+
+
+# ---------------------------------------------------------------------------------------------- verbs
+
+
+async def _list(state: _ServerState, target: _Target, query: Any) -> web.Response:
+    store, res = state.store, target.res
+    labels, fields = store.parse_selectors(res, query.get("labelSelector"), query.get("fieldSelector"))
+    rv_text = query.get("resourceVersion")
+    rv_match = query.get("resourceVersionMatch") or None
+    if rv_match is not None:
+        if rv_match not in ("Exact", "NotOlderThan"):
+            cause = errors.field_not_supported("resourceVersionMatch", rv_match, ["Exact", "NotOlderThan"])
+            raise errors.invalid("ListOptions", "", [cause], "meta.k8s.io")
+        if not rv_text:
+            raise _list_options_invalid(
+                "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"
+            )
+        if rv_match == "Exact" and rv_text == "0":
+            raise _list_options_invalid(
+                "resourceVersionMatch", 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'
+            )
+    if query.get("sendInitialEvents"):
+        raise _list_options_invalid("sendInitialEvents", "sendInitialEvents is forbidden for list")
+    limit = _int_param(query, "limit")
+    continue_token = query.get("continue") or None
+    if rv_text not in (None, "", "0") and not continue_token:
+        await _wait_for_rv(state, parse_resource_version(rv_text))
+    page = store.list_page(
+        res,
+        target.namespace,
+        labels=labels,
+        fields=fields,
+        resource_version=rv_text,
+        resource_version_match=rv_match,
+        limit=limit if limit and limit > 0 else None,
+        continue_token=continue_token,
+    )
+    return _json_response(_list_body(res, page.items, page.resource_version, page.continue_token, page.remaining))
+
+
+def _list_body(
+    res: Resource, items: list[StoredObject], rv: int, continue_token: str | None, remaining: int | None
+) -> bytes:
+    meta: JSON = {"resourceVersion": str(rv)}
+    if continue_token:
+        meta["continue"] = continue_token
+    if remaining is not None:
+        meta["remainingItemCount"] = remaining
+    head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
+        res.list_kind.encode(),
+        res.api_version.encode(),
+        dumps(meta),
+    )
+    return head + b",".join(item.item_json() for item in items) + b"]}"
+
+
+async def _wait_for_rv(state: _ServerState, rv: int) -> None:
+    if rv > state.store.resource_version and not await state.store.wait_for_resource_version(
+        rv, state.settings.too_large_rv_wait
+    ):
+        raise errors.too_large_rv(rv, state.store.resource_version)
+
+
+async def _create(request: web.Request, state: _ServerState, target: _Target) -> web.Response:
+    res = target.res
+    if res.namespaced and target.namespace is None:
+        raise errors.method_not_allowed("create", res.plural, res.group)
+    obj = await _read_object(request)
+    dry_run = "All" in request.query.getall("dryRun", [])
+    created = state.store.create(res, obj, namespace=target.namespace, dry_run=dry_run)
+    return _json_response(created, 201)
+
+
+async def _delete_collection(request: web.Request, state: _ServerState, target: _Target) -> web.Response:
+    store, res = state.store, target.res
+    labels, fields = store.parse_selectors(res, request.query.get("labelSelector"), request.query.get("fieldSelector"))
+    options = await _delete_options(request)
+    dry_run = "All" in request.query.getall("dryRun", [])
+    page = store.list_page(res, target.namespace, labels=labels, fields=fields)
+    deleted: list[JSON] = []
+    for item in page.items:
+        meta = item.obj["metadata"]
+        try:
+            result = store.delete(res, meta.get("namespace"), meta["name"], options, dry_run=dry_run)
+        except ApiError as exc:
+            if exc.code == 404:  # went away meanwhile (e.g. as another item's dependent)
+                continue
+            raise
+        deleted.append(result if result.get("kind") == res.kind else item.obj)
+    body = {
+        "kind": res.list_kind,
+        "apiVersion": res.api_version,
+        "metadata": {"resourceVersion": str(store.resource_version)},
+        "items": [{k: v for k, v in obj.items() if k not in ("kind", "apiVersion")} for obj in deleted],
+    }
+    return _json_response(body)
+
+
+# ---------------------------------------------------------------------------------------------- watch
+
+
+@dataclass
+class _WatchFilter:
+    namespace: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+
+    @property
+    def trivial(self) -> bool:
+        return self.namespace is None and self.labels.empty and self.fields.empty
+
+    def matches(self, obj: JSON) -> bool:
+        meta = obj.get("metadata") or {}
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        if not self.labels.empty and not self.labels.matches(meta.get("labels") or {}):
+            return False
+        return self.fields.empty or self.fields.matches(obj)
+
+
+def _event_line(event: WatchEvent, type_: str, use_old: bool = False) -> bytes:
+    """`{"type":T,"object":{…}}\\n`, built once per event and variant and shared by all watchers."""
+    key = type_ + ("/old" if use_old else "")
+    line = event.cache.get(key)
+    if line is None:
+        if use_old:
+            assert event.old is not None
+            # An object that stops matching leaves as DELETED: its previous state at this event's RV.
+            old = event.old
+            obj = {**old, "metadata": {**(old.get("metadata") or {}), "resourceVersion": str(event.rv)}}
+            obj_json = dumps(obj)
+        else:
+            obj_json = event.cache.get("object") or dumps(event.object)
+            event.cache["object"] = obj_json
+        line = b'{"type":"%s","object":%s}\n' % (type_.encode(), obj_json)
+        event.cache[key] = line
+    return line
+
+
+def _translate(event: WatchEvent, flt: _WatchFilter) -> bytes | None:
+    """What one watcher sees of an event: selectors turn matching transitions into ADDED/DELETED."""
+    if flt.trivial:
+        return _event_line(event, event.type)
+    now = flt.matches(event.object)
+    if event.type == "MODIFIED":
+        before = event.old is not None and flt.matches(event.old)
+        if now and before:
+            return _event_line(event, "MODIFIED")
+        if now:
+            return _event_line(event, "ADDED")
+        if before:
+            return _event_line(event, "DELETED", use_old=True)
+        return None
+    return _event_line(event, event.type) if now else None
+
+
+def _bookmark_line(res: Resource, rv: int, annotations: dict[str, str] | None = None) -> bytes:
+    meta: JSON = {"resourceVersion": str(rv)}
+    if annotations:
+        meta["annotations"] = annotations
+    obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+    return b'{"type":"BOOKMARK","object":%s}\n' % dumps(obj)
+
+
+def _error_line(status: JSON) -> bytes:
+    return b'{"type":"ERROR","object":%s}\n' % dumps(status)
+
+
+def _watch_timeout(state: _ServerState, query: Any) -> float:
+    text = query.get("timeoutSeconds")
+    if text not in (None, ""):
+        try:
+            value = float(text)
+        except ValueError as exc:
+            raise errors.bad_request(f'invalid value for timeoutSeconds: "{text}"') from exc
+        if value > 0:
+            return value
+    low, high = state.settings.watch_timeout_range
+    return random.uniform(low, high)
+
+
+async def _start_stream(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    return response
+
+
+async def _watch(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
+    store, res, query = state.store, target.res, request.query
+    field_text = query.get("fieldSelector") or ""
+    if target.name is not None:  # `/watch/.../pods/<name>` watches one object
+        field_text = ",".join(t for t in (field_text, f"metadata.name={target.name}") if t)
+    labels, fields = store.parse_selectors(res, query.get("labelSelector"), field_text)
+    flt = _WatchFilter(target.namespace, labels, fields)
+    bookmarks = query.get("allowWatchBookmarks", "") in _TRUE
+    send_initial_text = query.get("sendInitialEvents")
+    rv_match = query.get("resourceVersionMatch") or None
+    rv_text = query.get("resourceVersion") or ""
+    if send_initial_text:
+        if rv_match != "NotOlderThan":
+            raise _list_options_invalid(
+                "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+            )
+        if send_initial_text in _TRUE and not bookmarks:
+            raise _list_options_invalid(
+                "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"
+            )
+    elif rv_match is not None:
+        raise _list_options_invalid(
+            "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+        )
+    timeout = _watch_timeout(state, query)
+    deadline = time.monotonic() + timeout
+    send_initial = send_initial_text in _TRUE if send_initial_text else rv_text in ("", "0")
+    since: int | None = None
+    if rv_text not in ("", "0"):
+        since = parse_resource_version(rv_text)
+        if since > store.resource_version and not await store.wait_for_resource_version(
+            since, state.settings.too_large_rv_wait
+        ):
+            response = await _start_stream(request)
+            await response.write(_error_line(errors.too_large_rv(since, store.resource_version).status))
+            return response
+    if send_initial:
+        since = None  # initial events carry the current state; live events follow from now on
+    try:
+        sub = store.open_subscription([res], since_rv=since, max_queue=state.settings.watch_queue_limit)
+    except ApiError as exc:
+        if exc.code != 410:
+            raise
+        response = await _start_stream(request)
+        assert since is not None
+        await response.write(_error_line(errors.expired_watch_event(since, store.oldest_resource_version)["object"]))
+        return response
+    # No await between subscribing and the snapshot: initial events and live events cannot overlap or miss.
+    initial: list[bytes] = []
+    snapshot_rv = store.resource_version
+    if send_initial:
+        page = store.list_page(res, target.namespace, labels=labels, fields=fields)
+        initial = [b'{"type":"ADDED","object":%s}\n' % item.json() for item in page.items]
+        if send_initial_text in _TRUE:
+            initial.append(_bookmark_line(res, snapshot_rv, {INITIAL_EVENTS_END: "true"}))
+    state.watches.add(sub)
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    try:
+        await response.prepare(request)
+        if initial:
+            await response.write(b"".join(initial))
+        await _pump(request, response, state, sub, res, flt, deadline, timeout, bookmarks)
+    except (ConnectionResetError, ConnectionError):
+        pass  # the client went away; nothing to tell it
+    finally:
+        sub.close()
+        state.watches.discard(sub)
+    return response
+
+
+async def _pump(
+    request: web.Request,
+    response: web.StreamResponse,
+    state: _ServerState,
+    sub: Subscription,
+    res: Resource,
+    flt: _WatchFilter,
+    deadline: float,
+    timeout: float,
+    bookmarks: bool,
+) -> None:
+    """Forward events until the deadline, the client leaving, or the server stopping."""
+    settings = state.settings
+    next_bookmark = time.monotonic() + settings.bookmark_interval
+    # The real server sends its last bookmark shortly before the deadline so clients can resume from it.
+    final_bookmark = deadline - min(2.0, timeout * 0.1)
+    final_sent = False
+    while True:
+        now = time.monotonic()
+        if now >= deadline or state.stopping:
+            return
+        wake = min(deadline, settings.disconnect_poll + now)
+        if bookmarks:
+            wake = min(wake, next_bookmark, final_bookmark if not final_sent else deadline)
+        await sub.wait(max(0.0, wake - now))
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return
+        lines = [line for event in sub.drain() if (line := _translate(event, flt)) is not None]
+        now = time.monotonic()
+        if bookmarks and (now >= next_bookmark or (not final_sent and now >= final_bookmark)):
+            # Everything up to the store's RV has been forwarded above, so the bookmark is truthful.
+            lines.append(_bookmark_line(res, state.store.resource_version))
+            next_bookmark = now + settings.bookmark_interval
+            final_sent = final_sent or now >= final_bookmark
+        if lines:
+            await response.write(b"".join(lines))
+        if sub.closed:
+            return  # dropped as too slow, or the server is shutting down
