@@ -1,0 +1,521 @@
+"""Node simulation: a kubelet per node and the node-lifecycle controller, both acting only through the Store.
+
+The kubelet is the only actor that makes pods Running and that finishes graceful deletions, exactly as in a
+real cluster; so a node whose link is cut must stop doing both (a real kubelet that cannot reach the API can
+neither report status nor remove pod objects), and must stop renewing its Lease, which is how the
+node-lifecycle controller notices the partition and marks the node Unknown with the `unreachable` taints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from edgeagent import log
+from edgeagent.config import SimConfig
+from edgeagent.kube.objects import get_condition, is_terminating, meta, name_of, namespace_of, uid_of
+from edgeagent.sim.errors import ApiError
+from edgeagent.sim.resources import LEASES, NODES, PODS
+from edgeagent.sim.store import Store, WatchEvent
+
+JSON = dict[str, Any]
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+KUBELET_VERSION = "v1.30.0-sim"
+
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+NODE_STATUS_UNKNOWN_REASON = "NodeStatusUnknown"
+NODE_STATUS_UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
+
+_log = log.get("edgeagent.sim.kubelet")
+
+# The conditions a kubelet posts, with the texts real kubelets use: (type, healthy status, reason, message).
+_PRESSURE_CONDITIONS = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+)
+
+
+def now_time() -> str:
+    """metav1.Time: RFC 3339 with whole seconds."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro_time() -> str:
+    """metav1.MicroTime (Lease renewTime/acquireTime)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _hex(seed: str, length: int = 64) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()[:length]
+
+
+def node_ip(index: int) -> str:
+    return f"10.0.{index // 250}.{index % 250 + 2}"
+
+
+def node_object(name: str, index: int) -> JSON:
+    """What a kubelet registers: labels, capacity and identity a real node shows (status posted separately)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+                "openyurt.io/is-edge-worker": "true",
+            },
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
+        },
+        "spec": {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]},
+    }
+
+
+def node_status(name: str, index: int, *, ready: bool) -> JSON:
+    """The status a kubelet posts; conditions merge by type, so this also replaces the controller's Unknown."""
+    now = now_time()
+    conditions: list[JSON] = [
+        {"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now, "lastTransitionTime": now}
+        for t, s, r, m in _PRESSURE_CONDITIONS
+    ]
+    conditions.append({
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": "KubeletReady" if ready else "KubeletNotReady",
+        "message": "kubelet is posting ready status" if ready else "container runtime is down (simulated)",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    })
+    resources = {"cpu": "4", "memory": "8148020Ki", "pods": "110", "ephemeral-storage": "61202244Ki",
+                 "hugepages-2Mi": "0"}
+    return {
+        "capacity": resources,
+        "allocatable": dict(resources, memory="8045620Ki", **{"ephemeral-storage": "56403987978"}),
+        "conditions": conditions,
+        "addresses": [{"type": "InternalIP", "address": node_ip(index)}, {"type": "Hostname", "address": name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {
+            "machineID": _hex("machine/" + name, 32),
+            "systemUUID": _hex("uuid/" + name, 32),
+            "bootID": _hex("boot/" + name, 32),
+            "kernelVersion": "6.1.0-sim",
+            "osImage": "Simulated Linux",
+            "containerRuntimeVersion": "containerd://1.7.0-sim",
+            "kubeletVersion": KUBELET_VERSION,
+            "kubeProxyVersion": KUBELET_VERSION,
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+    }
+
+
+def _pod_node(pod: JSON) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def _running_status(pod: JSON, host_ip: str, pod_ip: str) -> JSON:
+    """What the kubelet reports once every container has started: Running, Ready, with container statuses."""
+    now = now_time()
+    spec = pod.get("spec") or {}
+    if spec.get("hostNetwork"):
+        pod_ip = host_ip
+    conditions = [
+        {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+        for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+    ]
+
+    def container_status(container: JSON, *, init: bool) -> JSON:
+        image = str(container.get("image", ""))
+        cid = "containerd://" + _hex(f"{uid_of(pod)}/{container.get('name')}")
+        state: JSON = (
+            {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now,
+                            "containerID": cid}}
+            if init else {"running": {"startedAt": now}}
+        )
+        return {
+            "name": container.get("name", ""),
+            "state": state,
+            "lastState": {},
+            "ready": not init,
+            "restartCount": 0,
+            "image": image,
+            "imageID": f"{image.split(':')[0]}@sha256:{_hex('image/' + image)}",
+            "containerID": cid,
+            "started": not init,
+        }
+
+    status: JSON = {
+        "phase": "Running",
+        "conditions": conditions,
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": now,
+        "qosClass": "BestEffort",
+        "containerStatuses": [container_status(c, init=False) for c in spec.get("containers") or []],
+    }
+    if spec.get("initContainers"):
+        status["initContainerStatuses"] = [container_status(c, init=True) for c in spec["initContainers"]]
+    return status
+
+
+class Kubelet:
+    """One node: heartbeats (Lease + node status) and the lifecycle of the pods bound to it."""
+
+    def __init__(self, store: Store, config: SimConfig, name: str, index: int,
+                 reachable: Callable[[], bool]) -> None:
+        self.store = store
+        self.config = config
+        self.name = name
+        self.index = index
+        self.host_ip = node_ip(index)
+        self._reachable = reachable
+        self._ready = True
+        self._wake = asyncio.Event()
+        self._was_reachable = False
+        self._timers: dict[str, asyncio.TimerHandle] = {}  # pod uid -> pending start or finish
+        self._terminating: set[str] = set()
+        self._next_ip = 2
+
+    @property
+    def reachable(self) -> bool:
+        return self._reachable()
+
+    def set_ready(self, ready: bool) -> None:
+        """Simulate the kubelet's own health (e.g. runtime down): it posts Ready=False until set back."""
+        self._ready = ready
+        self.wake()
+
+    def wake(self) -> None:
+        """Heartbeat now (the link came back, or health changed) instead of at the next interval."""
+        self._wake.set()
+
+    def register(self) -> None:
+        """Create the Node object (if missing) and post its first status and Lease, like kubelet start-up."""
+        try:
+            self.store.create(NODES, node_object(self.name, self.index))
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
+        self.heartbeat()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                self.heartbeat()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.config.heartbeat_interval):
+                        await self._wake.wait()
+                self._wake.clear()
+        finally:
+            self.cancel_timers()
+
+    def cancel_timers(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        self._terminating.clear()
+
+    def heartbeat(self) -> None:
+        if not self.reachable:
+            self._was_reachable = False
+            return
+        try:
+            self._renew_lease()
+            self._post_status_if_changed()
+        except ApiError as exc:  # a conflict with another writer: try again next beat
+            _log.debug("heartbeat failed", node=self.name, error=str(exc))
+            return
+        if not self._was_reachable:
+            self._was_reachable = True
+            self.resync()
+
+    def _renew_lease(self) -> None:
+        now = now_micro_time()
+        try:
+            lease = self.store.get(LEASES, NODE_LEASE_NAMESPACE, self.name)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            node = self.store.get(NODES, None, self.name)
+            self.store.create(LEASES, {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": self.name,
+                    "namespace": NODE_LEASE_NAMESPACE,
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": self.name,
+                                         "uid": uid_of(node)}],
+                },
+                "spec": {"holderIdentity": self.name, "leaseDurationSeconds": max(1, round(self.config.node_grace)),
+                         "renewTime": now},
+            }, namespace=NODE_LEASE_NAMESPACE)
+            return
+        lease.setdefault("spec", {})["renewTime"] = now
+        lease["spec"]["holderIdentity"] = self.name
+        self.store.update(LEASES, lease)
+
+    def _post_status_if_changed(self) -> None:
+        """Only on change (like nodeStatusReportFrequency): an unchanged node must not emit watch events."""
+        node = self.store.get(NODES, None, self.name)
+        ready = get_condition(node, "Ready")
+        want = "True" if self._ready else "False"
+        if ready is not None and ready.get("status") == want and (node.get("status") or {}).get("nodeInfo"):
+            return
+        status = node_status(self.name, self.index, ready=self._ready)
+        self.store.patch(NODES, None, self.name, {"status": status}, STRATEGIC, subresource="status")
+        _log.info("node status posted", node=self.name, ready=want)
+
+    # Pods ---------------------------------------------------------------------------------------------
+
+    def resync(self) -> None:
+        """After start-up or a partition heals: act on every pod bound here, including Ready lost meanwhile."""
+        pods, _ = self.store.list(PODS, None, field_selector=f"spec.nodeName={self.name}")
+        for pod in pods:
+            self.sync_pod(pod, restore_ready=True)
+
+    def on_event(self, event: WatchEvent) -> None:
+        uid = uid_of(event.object)
+        if event.type == "DELETED":
+            handle = self._timers.pop(uid, None)
+            if handle is not None:
+                handle.cancel()
+            self._terminating.discard(uid)
+            return
+        self.sync_pod(event.object)
+
+    def sync_pod(self, pod: JSON, *, restore_ready: bool = False) -> None:
+        if not self.reachable:
+            return  # a partitioned kubelet can neither report nor delete; resync() catches up later
+        uid = uid_of(pod)
+        phase = (pod.get("status") or {}).get("phase")
+        if is_terminating(pod):
+            if uid in self._terminating:
+                return
+            old = self._timers.pop(uid, None)
+            if old is not None:
+                old.cancel()
+            grace = float(meta(pod).get("deletionGracePeriodSeconds") or 0)
+            delay = min(grace, self.config.pod_termination)
+            self._terminating.add(uid)
+            self._timers[uid] = asyncio.get_running_loop().call_later(
+                delay, self._finish, namespace_of(pod), name_of(pod), uid)
+        elif phase in (None, "", "Pending"):
+            if uid not in self._timers:
+                self._timers[uid] = asyncio.get_running_loop().call_later(
+                    self.config.pod_startup, self._start, namespace_of(pod), name_of(pod), uid)
+        elif restore_ready and phase == "Running":
+            ready = get_condition(pod, "Ready")
+            if ready is not None and ready.get("status") != "True":
+                self._restore_ready(pod)
+
+    def _start(self, namespace: str, name: str, uid: str) -> None:
+        self._timers.pop(uid, None)
+        if not self.reachable:
+            return
+        try:
+            pod = self.store.get(PODS, namespace, name)
+            if uid_of(pod) != uid or is_terminating(pod) or _pod_node(pod) != self.name:
+                return
+            if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
+                return
+            pod_ip = f"10.244.{self.index}.{self._next_ip}"
+            self._next_ip = self._next_ip % 250 + 1
+            patch = {"metadata": {"uid": uid}, "status": _running_status(pod, self.host_ip, pod_ip)}
+            self.store.patch(PODS, namespace, name, patch, STRATEGIC, subresource="status")
+        except ApiError as exc:
+            _log.debug("pod start skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
+
+    def _restore_ready(self, pod: JSON) -> None:
+        """The node controller marked our pods NotReady while we were away; the containers never stopped."""
+        now = now_time()
+        conditions = [{"type": t, "status": "True", "lastTransitionTime": now} for t in ("Ready", "ContainersReady")]
+        patch = {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": conditions}}
+        try:
+            self.store.patch(PODS, namespace_of(pod), name_of(pod), patch, STRATEGIC, subresource="status")
+        except ApiError as exc:
+            _log.debug("pod ready restore skipped", node=self.name, pod=name_of(pod), error=str(exc))
+
+    def _finish(self, namespace: str, name: str, uid: str) -> None:
+        """Containers stopped: remove the pod object the way the kubelet does (grace 0, UID precondition)."""
+        self._timers.pop(uid, None)
+        self._terminating.discard(uid)
+        if not self.reachable:
+            return
+        try:
+            self.store.delete(PODS, namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+        except ApiError as exc:
+            _log.debug("pod removal skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
+
+
+class NodeSimulator:
+    """All kubelets, fed from one pod subscription (dispatching by spec.nodeName scales to many nodes)."""
+
+    def __init__(self, store: Store, config: SimConfig, node_names: list[str],
+                 reachable: Callable[[str], bool]) -> None:
+        self.store = store
+        def probe(node: str) -> Callable[[], bool]:
+            return lambda: reachable(node)
+
+        self.kubelets: dict[str, Kubelet] = {
+            name: Kubelet(store, config, name, index, probe(name)) for index, name in enumerate(node_names, start=1)
+        }
+
+    def register(self) -> None:
+        for kubelet in self.kubelets.values():
+            kubelet.register()
+
+    def kubelet(self, node: str) -> Kubelet:
+        return self.kubelets[node]
+
+    async def run(self) -> None:
+        subscription = self.store.subscribe([PODS])
+        try:
+            for kubelet in self.kubelets.values():
+                kubelet.resync()
+            async with asyncio.TaskGroup() as tg:
+                for kubelet in self.kubelets.values():
+                    tg.create_task(kubelet.run())
+                tg.create_task(self._dispatch(subscription))
+        finally:
+            subscription.close()
+
+    async def _dispatch(self, subscription: Any) -> None:
+        async for event in subscription:
+            kubelet = self.kubelets.get(_pod_node(event.object))
+            if kubelet is not None:
+                kubelet.on_event(event)
+
+
+class NodeLifecycleController:
+    """Marks nodes whose Lease stopped moving Unknown, and keeps the condition taints in line with Ready.
+
+    Like the real controller it times leases by when it *observed* a renewal (its own monotonic clock), not
+    by the renewTime value, so it is immune to clock skew between "nodes".
+    """
+
+    def __init__(self, store: Store, config: SimConfig) -> None:
+        self.store = store
+        self.grace = config.node_grace
+        self.period = max(0.05, min(config.node_grace / 4, 5.0))
+        self._observed: dict[str, tuple[str, float]] = {}  # node -> (renewTime, monotonic when seen)
+
+    async def run(self) -> None:
+        subscription = self.store.subscribe([NODES])
+        try:
+            nodes, _ = self.store.list(NODES)
+            for node in nodes:
+                self.reconcile_taints(node)
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._monitor())
+                tg.create_task(self._watch(subscription))
+        finally:
+            subscription.close()
+
+    async def _watch(self, subscription: Any) -> None:
+        async for event in subscription:
+            if event.type != "DELETED":
+                self.reconcile_taints(event.object)
+            else:
+                self._observed.pop(name_of(event.object), None)
+
+    async def _monitor(self) -> None:
+        while True:
+            self.check_leases()
+            await asyncio.sleep(self.period)
+
+    def check_leases(self) -> None:
+        now = time.monotonic()
+        nodes, _ = self.store.list(NODES)
+        leases, _ = self.store.list(LEASES, NODE_LEASE_NAMESPACE)
+        renewals = {name_of(lease): str((lease.get("spec") or {}).get("renewTime") or "") for lease in leases}
+        for node in nodes:
+            name = name_of(node)
+            renew = renewals.get(name, "")
+            seen = self._observed.get(name)
+            if seen is None or seen[0] != renew:
+                self._observed[name] = (renew, now)
+                continue
+            if now - seen[1] <= self.grace:
+                continue
+            ready = get_condition(node, "Ready")
+            if ready is None or ready.get("status") != "Unknown":
+                self._mark_unknown(node)
+
+    def _mark_unknown(self, node: JSON) -> None:
+        name = name_of(node)
+        now = now_time()
+        conditions = []
+        for cond in (node.get("status") or {}).get("conditions") or []:
+            if cond.get("type") in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"):
+                changed = cond.get("status") != "Unknown"
+                conditions.append({
+                    "type": cond["type"],
+                    "status": "Unknown",
+                    "reason": NODE_STATUS_UNKNOWN_REASON,
+                    "message": NODE_STATUS_UNKNOWN_MESSAGE,
+                    "lastHeartbeatTime": cond.get("lastHeartbeatTime"),
+                    "lastTransitionTime": now if changed else cond.get("lastTransitionTime"),
+                })
+        try:
+            self.store.patch(NODES, None, name, {"status": {"conditions": conditions}}, STRATEGIC,
+                             subresource="status")
+        except ApiError as exc:
+            _log.warning("could not mark node unknown", node=name, error=str(exc))
+            return
+        _log.info("node stopped posting status", node=name)
+        self._mark_pods_not_ready(name)
+
+    def _mark_pods_not_ready(self, node: str) -> None:
+        """As the real controller does: the pods' containers may be fine, but nobody can vouch for them."""
+        pods, _ = self.store.list(PODS, None, field_selector=f"spec.nodeName={node}")
+        now = now_time()
+        for pod in pods:
+            ready = get_condition(pod, "Ready")
+            if ready is None or ready.get("status") == "False":
+                continue
+            patch = {"metadata": {"uid": uid_of(pod)},
+                     "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}]}}
+            try:
+                self.store.patch(PODS, namespace_of(pod), name_of(pod), patch, STRATEGIC, subresource="status")
+            except ApiError as exc:
+                _log.debug("could not mark pod not ready", pod=name_of(pod), error=str(exc))
+
+    def reconcile_taints(self, node: JSON) -> None:
+        """Ready False → not-ready taints, Unknown → unreachable taints (NoSchedule and NoExecute), True → none."""
+        ready = get_condition(node, "Ready")
+        status = ready.get("status") if ready else "Unknown"
+        wanted_key = {"False": TAINT_NOT_READY, "Unknown": TAINT_UNREACHABLE}.get(str(status))
+        taints: list[JSON] = list((node.get("spec") or {}).get("taints") or [])
+        kept = [t for t in taints if t.get("key") not in (TAINT_NOT_READY, TAINT_UNREACHABLE)
+                or (t.get("key") == wanted_key and t.get("effect") in ("NoSchedule", "NoExecute"))]
+        if wanted_key is not None:
+            now = now_time()
+            for effect in ("NoSchedule", "NoExecute"):
+                if not any(t.get("key") == wanted_key and t.get("effect") == effect for t in kept):
+                    kept.append({"key": wanted_key, "effect": effect, "timeAdded": now})
+        if kept == taints:
+            return
+        patch = {"metadata": {"resourceVersion": meta(node).get("resourceVersion")},
+                 "spec": {"taints": kept or None}}
+        try:
+            self.store.patch(NODES, None, name_of(node), patch, MERGE)
+        except ApiError as exc:  # stale: the MODIFIED event of the newer version brings us back here
+            _log.debug("taint update skipped", node=name_of(node), error=str(exc))
