@@ -1,0 +1,558 @@
+"""The DaemonSet controller of the simulated cluster, after pkg/controller/daemon in kube-controller-manager.
+
+Clients of this project (our agent, the OTA controller, kubectl rollout) read what this controller writes
+— ControllerRevisions and their hash labels, pod labels and owner references, status counters — so it
+mirrors the real controller's observable behaviour: which pods exist on which node, when they are replaced
+under OnDelete and RollingUpdate, and what the status says. It acts only through the Store (in-process),
+just as the real controller acts only through the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from edgeagent import log
+from edgeagent.kube.objects import (
+    ANNOTATION_TEMPLATE_GENERATION,
+    LABEL_REVISION_HASH,
+    LABEL_TEMPLATE_GENERATION,
+    annotations_of,
+    controller_owner,
+    get_condition,
+    is_terminating,
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    uid_of,
+)
+from edgeagent.sim.errors import ApiError
+from edgeagent.sim.resources import CONTROLLER_REVISIONS, DAEMONSETS, NODES, PODS
+from edgeagent.sim.store import Store, WatchEvent
+
+JSON = dict[str, Any]
+Key = tuple[str, str]
+
+# k8s.io/apimachinery/pkg/util/rand.SafeEncodeString: no vowels (no words), no look-alike 0/1/3.
+HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+DEFAULT_REVISION_HISTORY_LIMIT = 10
+
+# AddOrUpdateDaemonPodTolerations: daemon pods survive node trouble and run on cordoned/pressured nodes.
+DAEMON_TOLERATIONS: tuple[JSON, ...] = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+)
+HOST_NETWORK_TOLERATION: JSON = {"key": "node.kubernetes.io/network-unavailable", "operator": "Exists",
+                                 "effect": "NoSchedule"}
+
+_log = log.get("edgeagent.sim.daemonsets")
+
+
+# Pure helpers --------------------------------------------------------------------------------------------
+
+def _fnv32a(data: bytes) -> int:
+    h = 0x811C9DC5
+    for byte in data:
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def safe_encode(text: str) -> str:
+    return "".join(HASH_ALPHABET[ord(c) % len(HASH_ALPHABET)] for c in text)
+
+
+def template_hash(template: JSON, collision_count: int = 0) -> str:
+    """Stable across runs and processes (unlike Python's hash()); ~10 characters like the real one."""
+    data = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+    if collision_count:
+        data += collision_count.to_bytes(4, "little")
+    return safe_encode(str(_fnv32a(data)))
+
+
+def revision_data(template: JSON) -> JSON:
+    """What `kubectl rollout undo` patches back onto the DaemonSet (strategic merge, template replaced)."""
+    return {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}}
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def tolerates(toleration: JSON, taint: JSON) -> bool:
+    """v1.Toleration.ToleratesTaint."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def daemon_tolerations(spec: JSON) -> list[JSON]:
+    tolerations: list[JSON] = [dict(t) for t in spec.get("tolerations") or []]
+    extra = list(DAEMON_TOLERATIONS) + ([HOST_NETWORK_TOLERATION] if spec.get("hostNetwork") else [])
+    for toleration in extra:
+        same = [t for t in tolerations if (t.get("key"), t.get("effect")) == (toleration["key"], toleration["effect"])]
+        if not any(t.get("operator") == "Exists" and not t.get("tolerationSeconds") for t in same):
+            tolerations = [t for t in tolerations if t not in same]
+            tolerations.append(dict(toleration))
+    return tolerations
+
+
+def _match_requirement(req: JSON, value: str | None) -> bool:
+    operator = req.get("operator")
+    values = [str(v) for v in req.get("values") or []]
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            left, right = int(value), int(values[0])
+        except ValueError:
+            return False
+        return left > right if operator == "Gt" else left < right
+    return False
+
+
+def _match_term(term: JSON, node: JSON) -> bool:
+    """A NodeSelectorTerm: all its requirements hold; an empty term matches nothing."""
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    labels = labels_of(node)
+    if not all(_match_requirement(r, labels.get(str(r.get("key")))) for r in expressions):
+        return False
+    return all(_match_requirement(r, name_of(node) if r.get("key") == "metadata.name" else None) for r in fields)
+
+
+def fits_node(spec: JSON, node: JSON) -> bool:
+    """spec.nodeName, spec.nodeSelector and required node affinity of a pod template against a node."""
+    if spec.get("nodeName") and spec["nodeName"] != name_of(node):
+        return False
+    labels = labels_of(node)
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required is not None:
+        return any(_match_term(t, node) for t in required.get("nodeSelectorTerms") or [])
+    return True
+
+
+def should_run(ds: JSON, node: JSON) -> tuple[bool, bool]:
+    """NodeShouldRunDaemonPod: (should run a new pod here, may an existing one keep running)."""
+    spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if not fits_node(spec, node):
+        return False, False
+    tolerations = daemon_tolerations(spec)
+    untolerated = [t for t in (node.get("spec") or {}).get("taints") or []
+                   if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(x, t) for x in tolerations)]
+    if not untolerated:
+        return True, True
+    return False, not any(t.get("effect") == "NoExecute" for t in untolerated)
+
+
+def template_generation(ds: JSON) -> str | None:
+    value = annotations_of(ds).get(ANNOTATION_TEMPLATE_GENERATION)
+    return str(value) if value not in (None, "") else None
+
+
+def is_pod_updated(pod: JSON, hash_: str, generation: str | None) -> bool:
+    labels = labels_of(pod)
+    return (generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == generation) or (
+        bool(hash_) and labels.get(LABEL_REVISION_HASH) == hash_)
+
+
+def available_in(pod: JSON, min_ready_seconds: int, now: float) -> float | None:
+    """None if not Ready; else seconds until it counts as available (≤ 0: available now)."""
+    ready = get_condition(pod, "Ready")
+    if ready is None or ready.get("status") != "True":
+        return None
+    if min_ready_seconds <= 0:
+        return 0.0
+    since = _parse_time(ready.get("lastTransitionTime"))
+    return 0.0 if since is None else since + min_ready_seconds - now
+
+
+def scaled_value(value: Any, total: int, default: int) -> int:
+    """intstr.GetScaledValueFromIntOrPercent rounding up."""
+    if value is None:
+        return default
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text.endswith("%"):
+        return math.ceil(int(text[:-1]) * total / 100)
+    return int(text)
+
+
+def owner_reference(ds: JSON) -> JSON:
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name_of(ds), "uid": uid_of(ds),
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def new_pod(ds: JSON, node: str, hash_: str) -> JSON:
+    """The pod the controller creates for one node, as CreatePodTemplate + node-name affinity + tolerations."""
+    template = copy.deepcopy((ds.get("spec") or {}).get("template") or {})
+    tmeta = template.get("metadata") or {}
+    labels = dict(tmeta.get("labels") or {})
+    generation = template_generation(ds)
+    if generation is not None:
+        labels[LABEL_TEMPLATE_GENERATION] = generation
+    labels[LABEL_REVISION_HASH] = hash_
+    metadata: JSON = {"generateName": f"{name_of(ds)}-", "namespace": namespace_of(ds), "labels": labels,
+                      "ownerReferences": [owner_reference(ds)]}
+    if tmeta.get("annotations"):
+        metadata["annotations"] = dict(tmeta["annotations"])
+    spec: JSON = template.get("spec") or {}
+    spec["nodeName"] = node
+    affinity = spec.get("affinity") or {}
+    node_affinity = affinity.get("nodeAffinity") or {}
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    affinity["nodeAffinity"] = node_affinity
+    spec["affinity"] = affinity
+    spec["tolerations"] = daemon_tolerations(spec)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _owned_by(obj: JSON, uid: str) -> bool:
+    ref = controller_owner(obj)
+    return ref is not None and ref.get("uid") == uid
+
+
+def _oldest_first(pods: Iterable[JSON]) -> list[JSON]:
+    return sorted(pods, key=lambda p: (str(meta(p).get("creationTimestamp") or ""), name_of(p)))
+
+
+def _revision_number(rev: JSON) -> int:
+    try:
+        return int(rev.get("revision") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+# The controller ------------------------------------------------------------------------------------------
+
+class DaemonSetController:
+    """Event-driven with a de-duplicating work queue: a burst of pod events costs one sync per DaemonSet."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._queue: OrderedDict[Key, None] = OrderedDict()
+        self._wakeup = asyncio.Event()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self.syncs = 0
+
+    # Queue ---------------------------------------------------------------------------------------------
+
+    def enqueue(self, key: Key) -> None:
+        self._queue[key] = None
+        self._wakeup.set()
+
+    def enqueue_after(self, key: Key, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle | None = None
+
+        def fire() -> None:
+            if handle is not None:
+                self._timers.discard(handle)
+            self.enqueue(key)
+
+        handle = loop.call_later(max(0.0, delay), fire)
+        self._timers.add(handle)
+
+    async def run(self) -> None:
+        subscription = self.store.subscribe([DAEMONSETS, PODS, NODES, CONTROLLER_REVISIONS])
+        try:
+            self._enqueue_all()
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._watch(subscription))
+                tg.create_task(self._work())
+        finally:
+            subscription.close()
+            for handle in self._timers:
+                handle.cancel()
+            self._timers.clear()
+
+    def _enqueue_all(self) -> None:
+        daemonsets, _ = self.store.list(DAEMONSETS)
+        for ds in daemonsets:
+            self.enqueue((namespace_of(ds), name_of(ds)))
+
+    async def _watch(self, subscription: Any) -> None:
+        async for event in subscription:
+            self.handle_event(event)
+
+    def handle_event(self, event: WatchEvent) -> None:
+        obj, plural = event.object, event.resource.plural
+        if plural == DAEMONSETS.plural:
+            # A deleted DaemonSet's dependents are the garbage collector's (the Store's cascade) business.
+            if event.type != "DELETED" and (event.old is None or self._spec_changed(event.old, obj)):
+                self.enqueue((namespace_of(obj), name_of(obj)))
+        elif plural in (PODS.plural, CONTROLLER_REVISIONS.plural):
+            ref = controller_owner(obj)
+            if ref is not None and ref.get("kind") == "DaemonSet":
+                self.enqueue((namespace_of(obj), str(ref.get("name"))))
+        elif plural == NODES.plural:
+            old = event.old
+            if old is None or event.type == "DELETED" or labels_of(old) != labels_of(obj) \
+                    or old.get("spec") != obj.get("spec"):
+                self._enqueue_all()
+
+    @staticmethod
+    def _spec_changed(old: JSON, new: JSON) -> bool:
+        """Our own status writes come back as MODIFIED events; they need no sync."""
+        def strip(obj: JSON) -> JSON:
+            m = {k: v for k, v in meta(obj).items() if k not in ("resourceVersion", "managedFields")}
+            return {"metadata": m, "spec": obj.get("spec")}
+        return strip(old) != strip(new)
+
+    async def _work(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._queue:
+                key, _ = self._queue.popitem(last=False)
+                try:
+                    self.sync(*key)
+                except ApiError as exc:
+                    # Conflicts and races with other writers: the world moved, look again shortly.
+                    _log.debug("daemonset sync retry", daemonset=f"{key[0]}/{key[1]}", error=repr(exc))
+                    self.enqueue_after(key, 0.05 if exc.code == 409 else 0.5)
+                except Exception:
+                    _log.exception("daemonset sync failed", daemonset=f"{key[0]}/{key[1]}")
+                    self.enqueue_after(key, 1.0)
+                await asyncio.sleep(0)  # let writers and watchers run between syncs
+
+    # Sync ----------------------------------------------------------------------------------------------
+
+    def sync(self, namespace: str, name: str) -> None:
+        self.syncs += 1
+        try:
+            ds = self.store.get(DAEMONSETS, namespace, name)
+        except ApiError as exc:
+            if exc.code == 404:
+                return
+            raise
+        if is_terminating(ds):
+            return
+        uid = uid_of(ds)
+        hash_, collision_count = self._sync_revisions(ds)
+        nodes, _ = self.store.list(NODES)
+        pods = [p for p in self.store.list(PODS, namespace)[0] if _owned_by(p, uid)]
+        self._manage(ds, nodes, pods, hash_)
+        if self._strategy(ds) == "RollingUpdate":
+            pods = [p for p in self.store.list(PODS, namespace)[0] if _owned_by(p, uid)]
+            self._rolling_update(ds, nodes, pods, hash_)
+        pods = [p for p in self.store.list(PODS, namespace)[0] if _owned_by(p, uid)]
+        self._cleanup_history(ds, pods, hash_)
+        self._update_status(ds, nodes, pods, hash_, collision_count)
+
+    @staticmethod
+    def _strategy(ds: JSON) -> str:
+        return str(((ds.get("spec") or {}).get("updateStrategy") or {}).get("type") or "RollingUpdate")
+
+    def _sync_revisions(self, ds: JSON) -> tuple[str, int]:
+        """Find or create the revision of the current template; returning to an old template renumbers it."""
+        namespace, uid = namespace_of(ds), uid_of(ds)
+        template = (ds.get("spec") or {}).get("template") or {}
+        data = revision_data(template)
+        revisions = [r for r in self.store.list(CONTROLLER_REVISIONS, namespace)[0] if _owned_by(r, uid)]
+        collision_count = int((ds.get("status") or {}).get("collisionCount") or 0)
+        matches = sorted((r for r in revisions if r.get("data") == data), key=_revision_number)
+        if matches:
+            current = matches[-1]
+            others_max = max((_revision_number(r) for r in revisions if r.get("data") != data), default=0)
+            if _revision_number(current) <= others_max:
+                current["revision"] = others_max + 1
+                current = self.store.update(CONTROLLER_REVISIONS, current)
+            return str(labels_of(current).get(LABEL_REVISION_HASH) or ""), collision_count
+        next_revision = max((_revision_number(r) for r in revisions), default=0) + 1
+        while True:
+            hash_ = template_hash(template, collision_count)
+            labels = dict((template.get("metadata") or {}).get("labels") or {})
+            labels[LABEL_REVISION_HASH] = hash_
+            revision = {
+                "apiVersion": "apps/v1",
+                "kind": "ControllerRevision",
+                "metadata": {"name": f"{name_of(ds)}-{hash_}", "namespace": namespace, "labels": labels,
+                             "ownerReferences": [owner_reference(ds)]},
+                "data": data,
+                "revision": next_revision,
+            }
+            try:
+                self.store.create(CONTROLLER_REVISIONS, revision, namespace=namespace)
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+                collision_count += 1  # someone else's object has our name: hash again with a new salt
+                continue
+            return hash_, collision_count
+
+    def _manage(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> None:
+        """Per node: create the missing pod, delete failed, duplicate and misplaced ones."""
+        by_node: dict[str, list[JSON]] = {}
+        for pod in pods:
+            by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        to_create: list[str] = []
+        to_delete: list[JSON] = []
+        for node in nodes:
+            node_name = name_of(node)
+            run, keep = should_run(ds, node)
+            on_node = by_node.get(node_name, [])
+            active = [p for p in on_node if not is_terminating(p)]
+            if keep:
+                finished = [p for p in active if (p.get("status") or {}).get("phase") in ("Failed", "Succeeded")]
+                running = [p for p in active if p not in finished]
+                to_delete.extend(finished)
+                if run and not on_node:
+                    # Only when nothing is left: a terminating (or just deleted failed) pod still holds the node.
+                    to_create.append(node_name)
+                elif len(running) > 1:
+                    to_delete.extend(_oldest_first(running)[1:])
+            else:
+                to_delete.extend(active)
+        for node_name in to_create:
+            self.store.create(PODS, new_pod(ds, node_name, hash_), namespace=namespace_of(ds))
+            _log.debug("daemon pod created", daemonset=name_of(ds), node=node_name, hash=hash_)
+        self._delete_pods(to_delete)
+
+    def _delete_pods(self, pods: list[JSON]) -> None:
+        for pod in pods:
+            try:
+                self.store.delete(PODS, namespace_of(pod), name_of(pod), {"preconditions": {"uid": uid_of(pod)}})
+            except ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+
+    def _rolling_update(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> None:
+        """rollingUpdate without surge: delete old pods while the unavailable count stays within budget."""
+        now = time.time()
+        min_ready = int((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        generation = template_generation(ds)
+        by_node: dict[str, list[JSON]] = {}
+        for pod in pods:
+            by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        desired = 0
+        for node in nodes:
+            if should_run(ds, node)[0]:
+                desired += 1
+                by_node.setdefault(name_of(node), [])
+        rolling = (((ds.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {})
+        max_unavailable = scaled_value(rolling.get("maxUnavailable"), desired, 1)
+        if desired > 0 and max_unavailable == 0:
+            max_unavailable = 1
+        unavailable = 0
+        replace: list[JSON] = []
+        candidates: list[JSON] = []
+        for node_name in sorted(by_node):
+            live = [p for p in by_node[node_name] if not is_terminating(p)]
+            new = [p for p in live if is_pod_updated(p, hash_, generation)]
+            old = [p for p in live if not is_pod_updated(p, hash_, generation)]
+            if len(new) > 1 or len(old) > 1 or (new and old) or (not new and not old):
+                unavailable += 1  # the manage step sorts these nodes out
+            elif new:
+                wait = available_in(new[0], min_ready, now)
+                if wait is None or wait > 0:
+                    unavailable += 1
+            else:
+                wait = available_in(old[0], min_ready, now)
+                if wait is None or wait > 0:
+                    replace.append(old[0])  # not available anyway: replacing it costs nothing
+                elif unavailable < max_unavailable:
+                    candidates.append(old[0])
+        budget = max(0, max_unavailable - unavailable)
+        self._delete_pods(replace + candidates[:budget])
+
+    def _cleanup_history(self, ds: JSON, pods: list[JSON], hash_: str) -> None:
+        limit = (ds.get("spec") or {}).get("revisionHistoryLimit")
+        limit = DEFAULT_REVISION_HISTORY_LIMIT if limit is None else int(limit)
+        live = {labels_of(p).get(LABEL_REVISION_HASH) for p in pods} | {hash_}
+        revisions = [r for r in self.store.list(CONTROLLER_REVISIONS, namespace_of(ds))[0]
+                     if _owned_by(r, uid_of(ds))]
+        old = sorted((r for r in revisions if labels_of(r).get(LABEL_REVISION_HASH) not in live),
+                     key=_revision_number)
+        for revision in old[:max(0, len(old) - limit)]:
+            try:
+                self.store.delete(CONTROLLER_REVISIONS, namespace_of(ds), name_of(revision))
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+
+    def _update_status(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str,
+                       collision_count: int) -> None:
+        now = time.time()
+        min_ready = int((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        generation = template_generation(ds)
+        by_node: dict[str, list[JSON]] = {}
+        for pod in pods:
+            by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        desired = current = misscheduled = ready = available = updated = 0
+        recheck: float | None = None
+        for node in nodes:
+            run, _ = should_run(ds, node)
+            scheduled = by_node.get(name_of(node)) or []
+            if not run:
+                misscheduled += bool(scheduled)
+                continue
+            desired += 1
+            if not scheduled:
+                continue
+            current += 1
+            pod = _oldest_first(scheduled)[0]
+            wait = available_in(pod, min_ready, now)
+            if wait is not None:
+                ready += 1
+                if wait <= 0:
+                    available += 1
+                else:
+                    recheck = wait if recheck is None else min(recheck, wait)
+            if is_pod_updated(pod, hash_, generation):
+                updated += 1
+        if recheck is not None:
+            self.enqueue_after((namespace_of(ds), name_of(ds)), recheck + 0.01)
+        old_status: JSON = ds.get("status") or {}
+        status: JSON = dict(old_status)
+        status.update(desiredNumberScheduled=desired, currentNumberScheduled=current,
+                      numberMisscheduled=misscheduled, numberReady=ready,
+                      observedGeneration=int(meta(ds).get("generation") or 0))
+        # omitempty fields, as the real API serialises them
+        for field, value in (("numberAvailable", available), ("numberUnavailable", desired - available),
+                             ("updatedNumberScheduled", updated), ("collisionCount", collision_count)):
+            if value:
+                status[field] = value
+            else:
+                status.pop(field, None)
+        if status == old_status:
+            return
+        ds["status"] = status
+        self.store.update(DAEMONSETS, ds, subresource="status")
+
