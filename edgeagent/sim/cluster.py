@@ -1,0 +1,247 @@
+"""SimCluster: the simulated cluster wired together — store, REST server, controllers, nodes and their links.
+
+Everything that needs "a Kubernetes cluster" (integration tests, the demo, `edgeagent sim`) starts one of
+these. The admin URL is never cut; each node reaches the API through its own link, so a test can partition
+one node (its agent and its kubelet) while the test itself keeps full access.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from edgeagent import log
+from edgeagent.config import SimConfig
+from edgeagent.kube.objects import is_dns1123_subdomain
+from edgeagent.sim import errors
+from edgeagent.sim.daemonsets import DaemonSetController
+from edgeagent.sim.kubelet import NodeLifecycleController, NodeSimulator
+from edgeagent.sim.links import CUT_MODES, Link
+from edgeagent.sim.server import create_app
+from edgeagent.sim.store import Store
+
+JSON = dict[str, Any]
+
+_log = log.get("edgeagent.sim.cluster")
+
+
+def kubeconfig(server: str, *, user: str, context: str) -> JSON:
+    """A plain-http kubeconfig without credentials, loadable by kubectl and kubernetes_asyncio alike."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": context, "cluster": {"server": server}}],
+        "users": [{"name": user, "user": {}}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": user, "namespace": "default"}}],
+        "current-context": context,
+    }
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers polling for the file (tests, scripts) must never see half of it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _json_response(body: JSON | list[Any], status: int = 200) -> web.Response:
+    return web.json_response(body, status=status)
+
+
+def _error_response(exc: errors.ApiError) -> web.Response:
+    return _json_response(exc.status, exc.code)
+
+
+class SimCluster:
+    def __init__(self, config: SimConfig, *, node_names: list[str] | None = None) -> None:
+        names = list(node_names) if node_names is not None else [f"edge-{i}" for i in range(1, config.nodes + 1)]
+        bad = [n for n in names if not is_dns1123_subdomain(n)]
+        if bad:
+            raise ValueError(f"node names must be DNS-1123 subdomains: {', '.join(map(repr, bad))}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"node names must be unique: {names}")
+        self.config = config
+        self.node_names: list[str] = names
+        self.store = Store(history=config.history)
+        self.url = ""
+        self.dir = Path(config.dir) if config.dir is not None else Path()
+        self.links: dict[str, Link] = {}
+        self.nodes = NodeSimulator(self.store, config, names, self._reachable)
+        self.node_lifecycle = NodeLifecycleController(self.store, config)
+        self.daemonsets = DaemonSetController(self.store)
+        self._own_dir = False
+        self._runner: web.AppRunner | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # Lifecycle ----------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> SimCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            raise RuntimeError("SimCluster already started")
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        if self.config.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="edgeagent-sim-"))
+            self._own_dir = True
+        else:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        app = create_app(self.store, extra_routes=self._add_routes)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.bind, self.config.port)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://{self.config.bind}:{port}"
+        for name in self.node_names:
+            link = Link(name, self.config.bind, int(port), bind=self.config.bind)
+            self.links[name] = link
+            await link.start()
+        self._write_kubeconfigs()
+        self.nodes.register()
+        self._task = asyncio.create_task(self._run(), name="sim-controllers")
+        _log.info("simulated cluster started", url=self.url, dir=str(self.dir), nodes=len(self.node_names))
+
+    async def _run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.nodes.run(), name="sim-kubelets")
+            tg.create_task(self.node_lifecycle.run(), name="sim-node-lifecycle")
+            tg.create_task(self.daemonsets.run(), name="sim-daemonsets")
+
+    async def stop(self) -> None:
+        """Idempotent; re-raises a controller crash after cleaning up, so a test cannot miss it."""
+        failure: BaseException | None = None
+        task, self._task = self._task, None
+        if task is not None:
+            if task.done() and not task.cancelled():
+                failure = task.exception()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for link in self.links.values():
+            await link.close()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self._own_dir = False
+        if failure is not None:
+            raise RuntimeError(f"a simulated-cluster controller crashed: {failure!r}") from failure
+
+    # Files and URLs -----------------------------------------------------------------------------------
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.dir / "admin.kubeconfig"
+
+    def node_kubeconfig(self, node: str) -> Path:
+        self._link(node)
+        return self.dir / f"{node}.kubeconfig"
+
+    def node_url(self, node: str) -> str:
+        return self._link(node).url
+
+    def _write_kubeconfigs(self) -> None:
+        def dump(path: Path, config: JSON) -> None:
+            _write_atomically(path, yaml.safe_dump(config, sort_keys=False))
+
+        for name, link in self.links.items():
+            dump(self.dir / f"{name}.kubeconfig", kubeconfig(link.url, user=f"system:node:{name}", context=name))
+        # Last, so that a reader who sees admin.kubeconfig finds the node files too.
+        dump(self.admin_kubeconfig, kubeconfig(self.url, user="admin", context="sim"))
+
+    # Links and node health ----------------------------------------------------------------------------
+
+    def _link(self, node: str) -> Link:
+        link = self.links.get(node)
+        if link is None and node not in self.node_names:
+            raise KeyError(f"unknown node {node!r}; nodes: {', '.join(self.node_names)}")
+        if link is None:
+            raise RuntimeError("SimCluster not started")
+        return link
+
+    def _reachable(self, node: str) -> bool:
+        link = self.links.get(node)
+        return link is None or link.connected
+
+    async def disconnect(self, node: str, mode: str = "blackhole") -> None:
+        """Cut the node's link: its kubeconfig stops working and its kubelet stops heartbeating."""
+        await self._link(node).disconnect(mode)
+
+    async def connect(self, node: str) -> None:
+        await self._link(node).connect()
+        self.nodes.kubelet(node).wake()
+
+    def link_mode(self, node: str) -> str:
+        return self._link(node).mode
+
+    def set_node_ready(self, node: str, ready: bool) -> None:
+        """Make the node's kubelet report Ready=False (runtime trouble) or True again, link untouched."""
+        self._link(node)
+        self.nodes.kubelet(node).set_ready(ready)
+
+    # /sim/v1 routes -----------------------------------------------------------------------------------
+
+    def _add_routes(self, app: web.Application) -> None:
+        app.router.add_get("/sim/v1/nodes", self._h_nodes)
+        app.router.add_post("/sim/v1/nodes/{node}/disconnect", self._h_disconnect)
+        app.router.add_post("/sim/v1/nodes/{node}/connect", self._h_connect)
+        app.router.add_get("/sim/v1/deletes", self._h_deletes)
+
+    def _node_link(self, request: web.Request) -> tuple[str, Link]:
+        node = request.match_info["node"]
+        link = self.links.get(node)
+        if link is None:
+            raise errors.not_found("nodes", node)
+        return node, link
+
+    def _link_status(self, node: str, link: Link) -> JSON:
+        return {"node": node, "mode": link.mode, "url": link.url, "kubeconfig": str(self.node_kubeconfig(node))}
+
+    async def _h_nodes(self, request: web.Request) -> web.Response:
+        return _json_response({"items": [self._link_status(n, link) for n, link in self.links.items()]})
+
+    async def _h_disconnect(self, request: web.Request) -> web.Response:
+        try:
+            node, link = self._node_link(request)
+            mode = request.query.get("mode", "blackhole")
+            if mode not in CUT_MODES:
+                raise errors.bad_request(f'unknown disconnect mode "{mode}": must be refuse or blackhole')
+        except errors.ApiError as exc:
+            return _error_response(exc)
+        await self.disconnect(node, mode)
+        return _json_response(self._link_status(node, link))
+
+    async def _h_connect(self, request: web.Request) -> web.Response:
+        try:
+            node, link = self._node_link(request)
+        except errors.ApiError as exc:
+            return _error_response(exc)
+        await self.connect(node)
+        return _json_response(self._link_status(node, link))
+
+    async def _h_deletes(self, request: web.Request) -> web.Response:
+        return _json_response({"items": list(self.store.deletes)})

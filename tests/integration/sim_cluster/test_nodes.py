@@ -1,0 +1,203 @@
+"""Node simulation: kubelet heartbeats and pod lifecycle, node-lifecycle controller conditions and taints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgeagent.kube.client import KubeClient, KubeError
+from edgeagent.kube.objects import get_condition
+from edgeagent.sim.cluster import SimCluster
+from tests.waiting import eventually
+
+JSON = dict[str, Any]
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def pod(name: str, node: str) -> JSON:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "example/app:1"}]}}
+
+
+async def running_pod(admin: KubeClient, name: str, node: str) -> JSON:
+    await admin.create(PODS, pod(name, node))
+
+    async def ready() -> JSON | None:
+        obj = await admin.get(f"{PODS}/{name}")
+        return obj if (get_condition(obj, "Ready") or {}).get("status") == "True" else None
+
+    return await eventually(ready, what=f"pod {name} Ready")
+
+
+def ready_status(node: JSON) -> str:
+    return str((get_condition(node, "Ready") or {}).get("status"))
+
+
+def condition_taints(node: JSON) -> set[tuple[str, str]]:
+    return {(t["key"], t["effect"]) for t in (node.get("spec") or {}).get("taints") or []
+            if t["key"].startswith("node.kubernetes.io/")}
+
+
+async def test_nodes_are_registered_like_real_kubelets(sim: SimCluster, admin: KubeClient) -> None:
+    nodes = (await admin.get("/api/v1/nodes"))["items"]
+    assert [n["metadata"]["name"] for n in nodes] == ["edge-1", "edge-2", "edge-3"]
+    for node in nodes:
+        name = node["metadata"]["name"]
+        assert node["metadata"]["labels"]["kubernetes.io/hostname"] == name
+        status = node["status"]
+        assert {a["type"] for a in status["addresses"]} == {"InternalIP", "Hostname"}
+        assert status["capacity"]["pods"] == "110"
+        assert status["nodeInfo"]["kubeletVersion"].startswith("v1.")
+        ready = get_condition(node, "Ready")
+        assert ready is not None
+        assert (ready["status"], ready["reason"]) == ("True", "KubeletReady")
+        assert condition_taints(node) == set()
+
+
+async def test_kubelet_renews_its_lease(sim: SimCluster, admin: KubeClient) -> None:
+    lease = await admin.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/edge-1")
+    assert lease["spec"]["holderIdentity"] == "edge-1"
+    assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    first = lease["spec"]["renewTime"]
+
+    async def renewed() -> bool:
+        again = await admin.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/edge-1")
+        return bool(again["spec"]["renewTime"] > first)
+
+    await eventually(renewed, what="a newer renewTime")
+
+
+async def test_cut_link_turns_node_unknown_with_unreachable_taints_then_back(sim: SimCluster,
+                                                                             admin: KubeClient) -> None:
+    await sim.disconnect("edge-2", "blackhole")
+
+    async def unknown() -> JSON | None:
+        node = await admin.get("/api/v1/nodes/edge-2")
+        return node if ready_status(node) == "Unknown" and condition_taints(node) else None
+
+    node = await eventually(unknown, what="edge-2 Ready=Unknown with taints")
+    ready = get_condition(node, "Ready")
+    assert ready is not None
+    assert ready["reason"] == "NodeStatusUnknown"
+    assert ready["message"] == "Kubelet stopped posting node status."
+    assert condition_taints(node) == {("node.kubernetes.io/unreachable", "NoSchedule"),
+                                      ("node.kubernetes.io/unreachable", "NoExecute")}
+    assert all(t.get("timeAdded") for t in node["spec"]["taints"])
+    assert ready_status(await admin.get("/api/v1/nodes/edge-1")) == "True"
+
+    await sim.connect("edge-2")
+
+    async def recovered() -> bool:
+        node = await admin.get("/api/v1/nodes/edge-2")
+        return ready_status(node) == "True" and not condition_taints(node)
+
+    await eventually(recovered, what="edge-2 Ready again without taints")
+
+
+async def test_pods_stay_running_but_lose_ready_while_the_node_is_unreachable(sim: SimCluster,
+                                                                              admin: KubeClient) -> None:
+    await running_pod(admin, "app", "edge-2")
+    await sim.disconnect("edge-2", "refuse")
+
+    async def marked() -> JSON | None:
+        obj = await admin.get(f"{PODS}/app")
+        return obj if (get_condition(obj, "Ready") or {}).get("status") == "False" else None
+
+    obj = await eventually(marked, what="pod marked not ready by the node controller")
+    assert obj["status"]["phase"] == "Running"
+    assert "deletionTimestamp" not in obj["metadata"]
+
+    await sim.connect("edge-2")
+
+    async def ready_again() -> bool:
+        obj = await admin.get(f"{PODS}/app")
+        return (get_condition(obj, "Ready") or {}).get("status") == "True"
+
+    await eventually(ready_again, what="the kubelet to report the pod Ready again")
+
+
+async def test_kubelet_reporting_not_ready_adds_not_ready_taints(sim: SimCluster, admin: KubeClient) -> None:
+    sim.set_node_ready("edge-3", False)
+
+    async def not_ready() -> JSON | None:
+        node = await admin.get("/api/v1/nodes/edge-3")
+        return node if ready_status(node) == "False" and condition_taints(node) else None
+
+    node = await eventually(not_ready, what="edge-3 Ready=False with taints")
+    assert (get_condition(node, "Ready") or {}).get("reason") == "KubeletNotReady"
+    assert condition_taints(node) == {("node.kubernetes.io/not-ready", "NoSchedule"),
+                                      ("node.kubernetes.io/not-ready", "NoExecute")}
+
+    sim.set_node_ready("edge-3", True)
+
+    async def cleared() -> bool:
+        node = await admin.get("/api/v1/nodes/edge-3")
+        return ready_status(node) == "True" and not condition_taints(node)
+
+    await eventually(cleared, what="edge-3 Ready without taints")
+
+
+async def test_bound_pod_becomes_running_and_ready(sim: SimCluster, admin: KubeClient) -> None:
+    obj = await running_pod(admin, "web", "edge-1")
+    status = obj["status"]
+    assert status["phase"] == "Running"
+    for cond in ("Initialized", "Ready", "ContainersReady", "PodScheduled"):
+        assert (get_condition(obj, cond) or {}).get("status") == "True", cond
+    node = await admin.get("/api/v1/nodes/edge-1")
+    internal = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    assert status["hostIP"] == internal
+    assert status["podIP"]
+    [container] = status["containerStatuses"]
+    assert container["name"] == "app"
+    assert container["ready"] is True
+    assert container["started"] is True
+    assert "running" in container["state"]
+    assert container["image"] == "example/app:1"
+
+
+async def test_kubelet_finishes_graceful_deletion_with_grace_zero_and_uid_precondition(
+        sim: SimCluster, admin: KubeClient) -> None:
+    obj = await running_pod(admin, "gone", "edge-1")
+    uid = obj["metadata"]["uid"]
+    deleted = await admin.delete(f"{PODS}/gone")
+    assert deleted["metadata"]["deletionTimestamp"]
+    assert deleted["metadata"]["deletionGracePeriodSeconds"] == 30
+
+    async def removed() -> bool:
+        try:
+            await admin.get(f"{PODS}/gone")
+        except KubeError as exc:
+            return exc.code == 404
+        return False
+
+    await eventually(removed, what="the kubelet to remove the terminating pod")
+    log = (await admin.get("/sim/v1/deletes"))["items"]
+    records = [r for r in log if r["name"] == "gone"]
+    assert [r["outcome"] for r in records] == ["graceful", "deleted"]
+    assert records[1]["precondition_uid"] == uid
+
+
+async def test_partitioned_kubelet_neither_starts_nor_removes_pods(sim: SimCluster, admin: KubeClient) -> None:
+    await running_pod(admin, "old", "edge-1")
+    await sim.disconnect("edge-1", "refuse")
+    await admin.create(PODS, pod("new", "edge-1"))
+    await admin.delete(f"{PODS}/old")
+
+    async def unknown() -> bool:
+        return ready_status(await admin.get("/api/v1/nodes/edge-1")) == "Unknown"
+
+    # The node turning Unknown takes node_grace: many times what starting or removing a pod takes.
+    await eventually(unknown, what="edge-1 Unknown")
+    assert (await admin.get(f"{PODS}/new"))["status"]["phase"] == "Pending"
+    assert (await admin.get(f"{PODS}/old"))["metadata"]["deletionTimestamp"]
+
+    await sim.connect("edge-1")
+
+    async def caught_up() -> bool:
+        new = await admin.get(f"{PODS}/new")
+        try:
+            await admin.get(f"{PODS}/old")
+        except KubeError as exc:
+            return exc.code == 404 and new["status"]["phase"] == "Running"
+        return False
+
+    await eventually(caught_up, what="the kubelet to start 'new' and remove 'old'")
