@@ -26,14 +26,15 @@ async def api_factory() -> AsyncIterator[ApiFactory]:
 
     async def factory(*, history: int = 10000, settings: ServerSettings = TEST_SETTINGS) -> Api:
         store = Store(history=history)
-        runner = web.AppRunner(create_app(store, settings=settings), shutdown_timeout=2.0)
+        app = create_app(store, settings=settings)
+        runner = web.AppRunner(app, shutdown_timeout=2.0)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         host, port = runner.addresses[0][:2]
         url = f"http://{host}:{port}"
         client = k8s.ApiClient(k8s.Configuration(host=url))
-        api = Api(store, url, client)
+        api = Api(store, url, client, app)
         started.append((api, runner))
         return api
 

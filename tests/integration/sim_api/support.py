@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 from kubernetes_asyncio import client as k8s
 
 from edgeagent.sim.resources import NODES, PODS
@@ -63,8 +64,9 @@ class Watcher:
 
 
 class Api:
-    def __init__(self, store: Store, url: str, client: k8s.ApiClient) -> None:
+    def __init__(self, store: Store, url: str, client: k8s.ApiClient, server_app: web.Application) -> None:
         self.store = store
+        self.server_app = server_app
         self.url = url
         self.client = client
         self.core = k8s.CoreV1Api(client)
