@@ -1,0 +1,291 @@
+"""`edgeagent run`: wires the node agent together and owns its start-up and shutdown.
+
+Start-up order is the point of this module. The snapshot is loaded and the HTTP server listens before
+the cloud is contacted at all, so `GET /pods` answers at once on a node that boots offline. Then one
+TaskGroup owns every long-running part (informer, snapshot persister, link monitor, drainer, systemd
+watchdog, shutdown waiter): if one fails the others are cancelled, and SIGTERM stops the server first
+(no new requests), then cancels the tasks (the persister writes its last snapshot), then closes the
+database, so a restart finds a consistent file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from edgeagent import log
+from edgeagent.agent.cache import PodCache
+from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.metrics import AgentMetrics
+from edgeagent.agent.sdnotify import SdNotifier
+from edgeagent.agent.state import StateStore, StateUnavailable
+from edgeagent.config import AgentConfig
+from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.kube.informer import Informer
+
+_log = log.get("edgeagent.agent")
+
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+
+# Seconds in-flight requests get to finish once SIGTERM stopped the listener.
+SHUTDOWN_GRACE = 3.0
+# The watch must notice a dead stream on its own too (the link monitor is faster, this is the backstop).
+WATCH_IDLE_TIMEOUT = 60.0
+
+
+class AgentError(Exception):
+    """A start-up problem with one clear line for the operator, and the exit code it maps to."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_RUNTIME) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class _Shutdown(Exception):
+    """Raised inside the TaskGroup to cancel its siblings once a stop was asked for."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(cfg: AgentConfig) -> str | None:
+    """Apply the bind rules and return the bearer token (None: no token required).
+
+    A non-loopback address exposes the upgrade endpoint to the network, which can delete pods: it needs
+    a token, or an explicit, loudly named opt-out.
+    """
+    token = read_token(cfg.token_file) if cfg.token_file is not None else None
+    if not is_loopback(cfg.bind) and token is None and not cfg.insecure_allow_remote:
+        raise AgentError(
+            f"refusing to listen on non-loopback address {cfg.bind}: set --token-file (bearer token for "
+            "mutating endpoints) or --insecure-allow-remote",
+            EXIT_USAGE,
+        )
+    return token
+
+
+def read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise AgentError(f"cannot read token file {path}: {exc.strerror or exc}", EXIT_USAGE) from exc
+    except UnicodeDecodeError as exc:
+        raise AgentError(f"token file {path} is not UTF-8 text", EXIT_USAGE) from exc
+    if not token:
+        raise AgentError(f"token file {path} is empty", EXIT_USAGE)
+    return token
+
+
+class Agent:
+    """One agent run; `port` is the bound port once `ready` is set (useful with `--port 0`)."""
+
+    def __init__(self, cfg: AgentConfig, *, notifier: SdNotifier | None = None) -> None:
+        self.cfg = cfg
+        self.notifier = notifier or SdNotifier()
+        self.port: int | None = None
+        self.metrics = AgentMetrics()
+        self.informer: Informer | None = None
+        self.cache: PodCache | None = None
+        self.link: LinkMonitor | None = None
+        self.state: StateStore | None = None
+        self._runner: web.AppRunner | None = None
+        self._server_stopped = False
+
+    @property
+    def url(self) -> str:
+        host = self.cfg.bind if ":" not in self.cfg.bind else f"[{self.cfg.bind}]"
+        return f"http://{host}:{self.port}"
+
+    async def run(self, *, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+        """Serve until `stop` is set or the task is cancelled; raise AgentError on a start-up problem."""
+        cfg = self.cfg
+        token = check_bind(cfg)
+        stop = stop or asyncio.Event()
+        client = await self._connect_client()
+        try:
+            self.state = await self._open_state()
+            try:
+                await self._serve(client, self.state, token, ready, stop)
+            finally:
+                await self.state.close()
+                _log.info("state store closed", state_dir=str(cfg.state_dir))
+        finally:
+            await client.close()
+            self.notifier.close()
+
+    async def _connect_client(self) -> KubeClient:
+        cfg = self.cfg
+        timeouts = Timeouts(connect=min(3.0, cfg.request_timeout), request=cfg.request_timeout)
+        try:
+            return await KubeClient.connect(cfg.kubeconfig, timeouts)
+        except FileNotFoundError as exc:
+            raise AgentError(str(exc)) from exc
+        except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
+            where = cfg.kubeconfig or "KUBECONFIG / in-cluster config"
+            raise AgentError(f"cannot load kubeconfig {where}: {exc}") from exc
+
+    async def _open_state(self) -> StateStore:
+        try:
+            return await StateStore.open(self.cfg.state_dir)
+        except (StateUnavailable, OSError) as exc:
+            raise AgentError(f"cannot open state directory {self.cfg.state_dir}: {exc}") from exc
+
+    async def _serve(self, client: KubeClient, state: StateStore, token: str | None,
+                     ready: asyncio.Event | None, stop: asyncio.Event) -> None:
+        # Imported here: these modules belong to the upgrade half of the agent and import this one's parts.
+        from edgeagent.agent.drainer import Drainer
+        from edgeagent.agent.http import create_app
+        from edgeagent.agent.upgrade import UpgradeService
+
+        cfg = self.cfg
+        metrics = self.metrics
+        informer = Informer(
+            client, "/api/v1/pods", field_selector=f"spec.nodeName={cfg.node_name}", name="pods",
+            watch_timeout_seconds=cfg.watch_timeout_seconds, idle_timeout=WATCH_IDLE_TIMEOUT,
+        )
+        cache = PodCache(informer, state, cfg.node_name, metrics=metrics)
+        pods, rv = await state.load_snapshot()
+        if pods or rv:
+            informer.seed(pods, rv)
+        _log.info("snapshot loaded", pods=len(informer.items), resource_version=rv or None)
+        metrics.track_informer(informer)
+        link = LinkMonitor(
+            client, cfg.node_name, interval=cfg.probe_interval, timeout=cfg.probe_timeout,
+            failures_to_disconnect=cfg.failures_to_disconnect, successes_to_connect=cfg.successes_to_connect,
+            informer=informer, metrics=metrics,
+        )
+        link.add_listener(self._on_link)
+        self.informer, self.cache, self.link = informer, cache, link
+        upgrades = UpgradeService(
+            client=client, cache=cache, link=link, state=state, node_name=cfg.node_name,
+            upgrade_timeout=cfg.upgrade_timeout, request_timeout=cfg.request_timeout, metrics=metrics,
+        )
+        drainer = Drainer(client=client, link=link, state=state, node_name=cfg.node_name,
+                          request_timeout=cfg.request_timeout, metrics=metrics)
+        upgrades.on_queued.append(drainer.notify)
+        link.add_listener(drainer.on_link)
+        app = create_app(cache=cache, upgrades=upgrades, state=state, link=link, metrics=metrics, token=token,
+                         max_body_bytes=cfg.max_body_bytes)
+
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
+        self._runner = runner
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, cfg.bind, cfg.port)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise AgentError(f"cannot listen on {cfg.bind}:{cfg.port}: {exc.strerror or exc}") from exc
+            self.port = _bound_port(runner, cfg.port)
+            _log.info("agent listening", bind=cfg.bind, port=self.port, node=cfg.node_name,
+                      pods=len(informer.items), auth="token" if token else "none")
+            self.notifier.ready(self._status(False))
+            if ready is not None:
+                ready.set()
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(informer.run(), name="informer")
+                    tg.create_task(cache.run(), name="snapshot-persister")
+                    tg.create_task(link.run(), name="link-monitor")
+                    tg.create_task(drainer.run(), name="drainer")
+                    tg.create_task(self.notifier.run_watchdog(), name="watchdog")
+                    tg.create_task(self._wait_stop(stop), name="shutdown")
+            except* _Shutdown:
+                pass
+        finally:
+            await self._stop_server()
+            _log.info("agent stopped", node=cfg.node_name)
+
+    async def _wait_stop(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        # Stop accepting first, so nothing new reaches the tasks that are about to be cancelled.
+        await self._stop_server()
+        raise _Shutdown
+
+    async def _stop_server(self) -> None:
+        if self._server_stopped or self._runner is None:
+            return
+        self._server_stopped = True
+        _log.info("stopping: no new requests, finishing in-flight ones", grace_seconds=SHUTDOWN_GRACE)
+        self.notifier.stopping()
+        await self._runner.cleanup()
+
+    def _on_link(self, connected: bool) -> None:
+        if connected and self.informer is not None:
+            # The watch may be sleeping in backoff; the cloud is back, so resync now, not in 10 s.
+            self.informer.kick()
+        self.notifier.status(self._status(connected))
+
+    def _status(self, connected: bool) -> str:
+        pods = len(self.informer.items) if self.informer is not None else 0
+        link = "connected" if connected else "disconnected"
+        return f"serving {pods} pods on port {self.port}; cloud link {link}"
+
+
+def _bound_port(runner: web.AppRunner, configured: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return configured
+
+
+async def run_agent(cfg: AgentConfig, *, ready: asyncio.Event | None = None,
+                    stop: asyncio.Event | None = None) -> None:
+    """Run one agent until `stop` is set or the task is cancelled (tests use Agent to learn the port)."""
+    await Agent(cfg).run(ready=ready, stop=stop)
+
+
+async def _main_async(cfg: AgentConfig) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
+        loop.add_signal_handler(sig, _on_signal, stop, sig)
+    try:
+        await Agent(cfg).run(stop=stop)
+    finally:
+        for sig in signals:
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+
+
+def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    _log.info("signal received, shutting down", signal=sig.name)
+    stop.set()
+
+
+def main(cfg: AgentConfig) -> int:
+    log.configure(cfg.log)
+    try:
+        asyncio.run(_main_async(cfg))
+    except AgentError as exc:
+        print(f"edgeagent: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:
+        _log.error("agent failed", error=_describe(exc), exc_info=True)
+        print(f"edgeagent: error: agent failed: {_describe(exc)}", file=sys.stderr)
+        return EXIT_RUNTIME
+    return EXIT_OK
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+__all__ = ["Agent", "AgentError", "check_bind", "main", "run_agent"]
