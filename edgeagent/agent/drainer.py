@@ -31,7 +31,7 @@ from edgeagent.agent.state import (
     UnknownRequest,
     UpgradeRequest,
 )
-from edgeagent.agent.upgrade import Link, UpgradeMetrics, is_retryable
+from edgeagent.agent.upgrade import Link, UpgradeMetrics, describe_failure, is_retryable
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import (
     CONDITION_POD_IMAGE_READY,
@@ -60,7 +60,7 @@ class Drainer:
 
     def __init__(self, *, client: KubeClient, link: WaitableLink, state: StateStore, node_name: str,
                  request_timeout: float, metrics: UpgradeMetrics | None = None, concurrency: int = 4,
-                 poll_interval: float = 1.0, backoff_initial: float = 1.0, backoff_max: float = 60.0) -> None:
+                 poll_interval: float = 1.0, backoff_initial: float = 0.5, backoff_max: float = 60.0) -> None:
         self._client = client
         self._link = link
         self._state = state
@@ -186,7 +186,7 @@ class Drainer:
         try:
             result = await asyncio.wait_for(call, self._timeout + 1.0)
         except (KubeUnreachable, TimeoutError) as exc:
-            reason = f"{what}: {'timed out' if isinstance(exc, TimeoutError) else exc}"
+            reason = f"{what}: {describe_failure(exc)}"
             self._link.report_failure(reason)
             raise _Retry(reason) from exc
         except KubeError as exc:

@@ -197,7 +197,7 @@ class UpgradeService:
                 return await self._queue_from_cache(namespace, name, f"the cloud answered {exc.code}: {exc.message}")
             return self._cloud_refused("reading", key, exc)
         except (KubeUnreachable, TimeoutError) as exc:
-            reason = f"GET {key} failed: {_describe(exc)}"
+            reason = f"GET {key} failed: {describe_failure(exc)}"
             self._link.report_failure(reason)
             return await self._queue_from_cache(namespace, name, reason)
 
@@ -222,7 +222,7 @@ class UpgradeService:
                 return await self._enqueue(namespace, name, uid, f"the cloud answered {exc.code}: {exc.message}")
             return self._cloud_refused("deleting", key, exc)
         except (KubeUnreachable, TimeoutError) as exc:
-            reason = f"DELETE {key} failed: {_describe(exc)}"
+            reason = f"DELETE {key} failed: {describe_failure(exc)}"
             self._link.report_failure(reason)
             return await self._enqueue(namespace, name, uid, reason)
         return _outcome(200, f"Start updating pod {key}")
@@ -328,9 +328,9 @@ class UpgradeService:
                                      f"({exc.code}): {exc.message}")
             return self._cloud_refused("patching", key, exc)
         except (KubeUnreachable, TimeoutError) as exc:
-            reason = f"image pre-pull for {key}: {_describe(exc)}"
+            reason = f"image pre-pull for {key}: {describe_failure(exc)}"
             self._link.report_failure(reason)
-            return _outcome(503, f"the cloud API did not answer ({_describe(exc)}); the image pre-pull for pod "
+            return _outcome(503, f"the cloud API did not answer ({describe_failure(exc)}); the image pre-pull for pod "
                                  f"{key} needs the cloud, try again later")
         return Outcome(200, IMAGE_PULL_REQUESTED, f"Image pre-pull requested for pod {key}")
 
@@ -355,7 +355,8 @@ def _already(request: UpgradeRequest) -> str:
     return f"Upgrade of pod {request.key} is already queued as request {request.id} (state {request.state})"
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
+def describe_failure(exc: BaseException) -> str:
+    """A cloud call that did not get an answer, in words ("timed out" rather than an empty TimeoutError)."""
+    if isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
         return "timed out"
     return str(exc) or type(exc).__name__

@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
@@ -19,7 +20,11 @@ import pytest
 from edgeagent.agent.app import Agent
 from edgeagent.agent.state import StateStore
 from edgeagent.config import AgentConfig
+from edgeagent.kube.client import KubeClient, Timeouts
 from tests.waiting import eventually
+
+if TYPE_CHECKING:
+    from edgeagent.sim.cluster import SimCluster
 
 NODE = "edge-1"
 
@@ -128,3 +133,123 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 async def wait_connected(agent: Agent, connected: bool = True) -> None:
     await eventually(lambda: agent.link is not None and agent.link.connected == connected, timeout=10,
                      what=f"link connected={connected}")
+
+
+# ---------------------------------------------------------------------- against the simulated cluster
+
+DS_NAME = "edge-app"
+
+
+def _daemonset(image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": DS_NAME, "namespace": "default",
+                     "annotations": {"apps.openyurt.io/update-strategy": "OTA"}},
+        "spec": {
+            "selector": {"matchLabels": {"app": DS_NAME}},
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {"metadata": {"labels": {"app": DS_NAME}},
+                         "spec": {"containers": [{"name": "app", "image": image}]}},
+        },
+    }
+
+
+async def ds_pod_on(admin: KubeClient, node: str) -> dict[str, Any] | None:
+    """The DaemonSet's live (not terminating) pod on `node`, from the cloud."""
+    listing = await admin.get("/api/v1/namespaces/default/pods",
+                              query={"fieldSelector": f"spec.nodeName={node}", "labelSelector": f"app={DS_NAME}"})
+    live = [p for p in listing["items"] if not p["metadata"].get("deletionTimestamp")]
+    return live[0] if live else None
+
+
+async def set_condition(admin: KubeClient, pod: dict[str, Any], cond_type: str, status: str, message: str) -> None:
+    await admin.patch(
+        f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}/status",
+        {"status": {"conditions": [{"type": cond_type, "status": status, "message": message}]}},
+    )
+
+
+@dataclass
+class World:
+    """A DaemonSet on every node whose template moved on (OnDelete): each pod has PodNeedUpgrade True."""
+
+    sim: SimCluster
+    admin: KubeClient
+    new_hash: str
+    old_hash: str
+
+    async def pod(self, node: str = NODE) -> dict[str, Any]:
+        pod = await ds_pod_on(self.admin, node)
+        assert pod is not None, f"no {DS_NAME} pod on {node}"
+        return pod
+
+    async def replaced(self, old: dict[str, Any], node: str = NODE) -> dict[str, Any] | None:
+        """The new pod on `node` once the old one is gone and the new template's pod exists."""
+        pod = await ds_pod_on(self.admin, node)
+        if pod is None or pod["metadata"]["uid"] == old["metadata"]["uid"]:
+            return None
+        return pod if pod["metadata"]["labels"].get("controller-revision-hash") == self.new_hash else None
+
+    def agent_deletes(self) -> list[dict[str, Any]]:
+        return [d for d in self.sim.store.deletes if d["resource"] == "pods"]
+
+
+@pytest.fixture
+async def world(sim: SimCluster) -> AsyncIterator[World]:
+    admin = await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=5))
+    try:
+        await admin.create("/apis/apps/v1/namespaces/default/daemonsets", _daemonset("registry.local/app:1"))
+
+        async def all_running() -> bool:
+            pods = [await ds_pod_on(admin, n) for n in sim.node_names]
+            return all(p is not None and p["status"].get("phase") == "Running" for p in pods)
+
+        await eventually(all_running, what="DaemonSet pods running on every node")
+        old_hash = (await ds_pod_on(admin, NODE) or {})["metadata"]["labels"]["controller-revision-hash"]
+        await admin.patch(f"/apis/apps/v1/namespaces/default/daemonsets/{DS_NAME}",
+                          {"spec": {"template": {"spec": {"containers": [
+                              {"name": "app", "image": "registry.local/app:2"}]}}}})
+
+        async def new_revision() -> str | None:
+            revisions = (await admin.get("/apis/apps/v1/namespaces/default/controllerrevisions"))["items"]
+            newest = max(revisions, key=lambda r: int(r.get("revision", 0)), default=None)
+            found = newest["metadata"]["labels"]["controller-revision-hash"] if newest else None
+            return found if found and found != old_hash else None
+
+        new_hash = await eventually(new_revision, what="the DaemonSet's new ControllerRevision")
+        for node in sim.node_names:
+            pod = await ds_pod_on(admin, node)
+            assert pod is not None
+            await set_condition(admin, pod, "PodNeedUpgrade", "True", f"controllerrevision: {new_hash}")
+        yield World(sim, admin, new_hash, old_hash)
+    finally:
+        await admin.close()
+
+
+async def wait_cached(agent: Agent, pod: dict[str, Any], *, need_upgrade: str | None = "True") -> None:
+    """Until the agent's cache holds this pod (by UID), with PodNeedUpgrade in the given state."""
+    ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+
+    def probe() -> bool:
+        cached = agent.cache.get(ns, name) if agent.cache is not None else None
+        if cached is None or cached["metadata"]["uid"] != uid:
+            return False
+        if need_upgrade is None:
+            return True
+        conds = {c["type"]: c.get("status") for c in cached.get("status", {}).get("conditions", [])}
+        return conds.get("PodNeedUpgrade") == need_upgrade
+
+    await eventually(probe, what=f"pod {ns}/{name} in the agent's cache")
+
+
+async def orphan_ds_pod(admin: KubeClient, name: str, *, node: str = NODE) -> dict[str, Any]:
+    """A pod owned by a DaemonSet that does not exist: nobody recreates it, so many can share a node."""
+    pod = await admin.create("/api/v1/namespaces/default/pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                        "name": "gone", "uid": "gone-uid", "controller": True}]},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "c", "image": "registry.local/app:1"}]},
+    })
+    await set_condition(admin, pod, "PodNeedUpgrade", "True", "controllerrevision: next")
+    return pod
