@@ -1,0 +1,57 @@
+"""`edgeagent sim`: run a simulated cluster in the foreground until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import TextIO
+
+from edgeagent import log
+from edgeagent.config import SimConfig
+from edgeagent.sim.cluster import SimCluster
+
+
+def describe(sim: SimCluster) -> str:
+    """Everything a person needs to use the running sim, printed once at start-up."""
+    first = sim.node_names[0] if sim.node_names else "NODE"
+    lines = [
+        f"simulated cluster: API server {sim.url} ({len(sim.node_names)} nodes)",
+        f"  admin kubeconfig: {sim.admin_kubeconfig}",
+    ]
+    for node in sim.node_names:
+        lines.append(f"  node {node}: link {sim.node_url(node)}, kubeconfig {sim.node_kubeconfig(node)}")
+    lines += [
+        "try:",
+        f"  kubectl --kubeconfig {sim.admin_kubeconfig} get nodes",
+        "cut a node's link (refuse: connections fail fast; blackhole: they hang) and restore it:",
+        f"  curl -X POST '{sim.url}/sim/v1/nodes/{first}/disconnect?mode=blackhole'",
+        f"  curl -X POST '{sim.url}/sim/v1/nodes/{first}/connect'",
+        "press Ctrl-C to stop",
+    ]
+    return "\n".join(lines)
+
+
+async def serve(config: SimConfig, out: TextIO = sys.stdout) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with SimCluster(config) as sim:
+            print(describe(sim), file=out, flush=True)
+            await stop.wait()
+            log.get("edgeagent.sim").info("stopping simulated cluster")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+def main(config: SimConfig) -> int:
+    log.configure(config.log)
+    try:
+        return asyncio.run(serve(config))
+    except OSError as exc:  # e.g. the port is taken
+        print(f"edgeagent sim: error: {exc}", file=sys.stderr)
+        return 1
