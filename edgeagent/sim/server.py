@@ -434,9 +434,11 @@ class _WatchFilter:
     labels: LabelSelector
     fields: FieldSelector
 
-    @property
-    def trivial(self) -> bool:
-        return self.namespace is None and self.labels.empty and self.fields.empty
+    def __post_init__(self) -> None:
+        self.trivial = self.namespace is None and self.labels.empty and self.fields.empty
+        self.only_namespace = self.labels.empty and self.fields.empty
+        # Watchers with equal filters share one verdict per event (a fleet of agents watching alike).
+        self.key = f"?{self.namespace or ''}|{self.labels}|{self.fields}"
 
     def matches(self, obj: JSON) -> bool:
         meta = obj.get("metadata") or {}
@@ -470,8 +472,16 @@ def _translate(event: WatchEvent, flt: _WatchFilter) -> bytes | None:
     """What one watcher sees of an event: selectors turn matching transitions into ADDED/DELETED."""
     if flt.trivial:
         return _event_line(event, event.type)
+    line = event.cache.get(flt.key)
+    if line is None:
+        line = _translate_filtered(event, flt) or b""
+        event.cache[flt.key] = line
+    return line or None
+
+
+def _translate_filtered(event: WatchEvent, flt: _WatchFilter) -> bytes | None:
     now = flt.matches(event.object)
-    if event.type == "MODIFIED":
+    if event.type == "MODIFIED" and not flt.only_namespace:
         before = event.old is not None and flt.matches(event.old)
         if now and before:
             return _event_line(event, "MODIFIED")
@@ -480,6 +490,7 @@ def _translate(event: WatchEvent, flt: _WatchFilter) -> bytes | None:
         if before:
             return _event_line(event, "DELETED", use_old=True)
         return None
+    # A namespace never changes, so with no other selector the event type stands as it is.
     return _event_line(event, event.type) if now else None
 
 

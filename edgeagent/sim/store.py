@@ -420,6 +420,11 @@ class Store:
                 self._subscribers[plural].add(sub)
         return sub
 
+    @property
+    def subscription_count(self) -> int:
+        """Open subscriptions (HTTP watches included): lets tests and benchmarks know watchers are attached."""
+        return len(self._subscribers_all) + len({s for subs in self._subscribers.values() for s in subs})
+
     def _unsubscribe(self, sub: Subscription) -> None:
         self._subscribers_all.discard(sub)
         for plural in sub.plurals or ():
@@ -593,7 +598,7 @@ class Store:
                     return self._apply_create(res, namespace, name, body, dry_run)
                 raise errors.not_found(res.plural, name, res.group)
             old = stored.obj
-            patched = apply_patch(clone(old), body, media, res.kind)
+            patched = apply_patch(old, body, media, res.kind)  # leaves `old` untouched
         except PatchError as exc:
             raise exc.to_api_error() from exc
         old_meta = _meta(old)
