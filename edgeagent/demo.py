@@ -1,0 +1,579 @@
+"""`edgeagent demo`: the seed document's scenario, end to end, narrated — and checked.
+
+OpenYurt's two DaemonSet upgrade models on a simulated three-node edge cluster, nginx 1.19.4 -> 1.19.5:
+AdvancedRollingUpdate with two nodes cut off (only the connected node upgrades; the others follow on
+reconnection), then OTA (PodNeedUpgrade flips; the node's user upgrades through the agent, once
+online, once offline with the request queued across an agent crash). The controller and the agents
+run as real `edgeagent` processes. Every claim printed was checked first; the exit code is 0 only if
+all of them held, else 1 with one line naming the step that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import aiohttp
+import structlog
+import yaml
+
+from edgeagent import log
+from edgeagent.config import LogConfig, SimConfig
+from edgeagent.demo_kube import (
+    NODE_HEADERS,
+    OTA_POD_HEADERS,
+    POD_HEADERS,
+    Cluster,
+    PodView,
+    by_node,
+    daemonset,
+    node_row,
+    summary,
+)
+from edgeagent.demo_narration import Narrator, StepFailed
+from edgeagent.demo_procs import AgentHttp, Proc, free_port
+from edgeagent.kube.client import KubeClient, Timeouts
+
+JSON = dict[str, Any]
+
+OLD = "nginx:1.19.4"
+NEW = "nginx:1.19.5"
+NODES = ["edge-1", "edge-2", "edge-3"]
+CONNECTED, CUT_A, CUT_B = NODES
+ARU_DS = "nginx"
+OTA_DS = "nginx-ota"
+ONLINE_NODE, OFFLINE_NODE, NO_AGENT_NODE = NODES
+
+# Fast timings (the cluster's are in start_cluster) so the whole story fits in well under a minute.
+AGENT_FLAGS = ["--probe-interval", "0.25", "--probe-timeout", "0.5", "--failures-to-disconnect", "2",
+               "--request-timeout", "1.5", "--upgrade-timeout", "1.5"]
+# Deadlines for single transitions; generous against a busy machine, each far below what a hang would take.
+WAIT = 15.0
+SHUTDOWN_WAIT = 10.0
+# Nothing in the demo may hang it: this bounds the whole run, clean-up included.
+OVERALL_DEADLINE = 150.0
+
+
+class Demo:
+    """The scenario. Owns the simulated cluster, the child processes and the HTTP sessions."""
+
+    def __init__(self, narrator: Narrator, workdir: Path) -> None:
+        self.n = narrator
+        self.workdir = workdir
+        self.logs = workdir / "logs"
+        self.sim: Any = None  # SimCluster (imported lazily: its import pulls in the whole simulator)
+        self.client: KubeClient | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.procs: dict[str, Proc] = {}
+        self.agent_ports: dict[str, int] = {}
+
+    # ------------------------------------------------------------------------------------------ plumbing
+
+    @property
+    def cluster(self) -> Cluster:
+        if self.client is None:
+            raise RuntimeError("cluster client not connected")
+        return Cluster(self.client)
+
+    def agent(self, node: str) -> AgentHttp:
+        if self.session is None:
+            raise RuntimeError("HTTP session not open")
+        return AgentHttp(self.session, self.agent_ports[node])
+
+    async def close(self) -> None:
+        """Whatever happened: every child process ends, every connection closes, the cluster stops."""
+        for proc in self.procs.values():
+            await proc.terminate(timeout=3.0)
+        if self.session is not None:
+            await self.session.close()
+        if self.client is not None:
+            await self.client.close()
+        if self.sim is not None:
+            with contextlib.suppress(Exception):
+                await self.sim.stop()
+
+    def _require_alive(self, name: str) -> None:
+        proc = self.procs[name]
+        if not proc.running:
+            tail = " | ".join(proc.log_tail(1)) or "no output"
+            raise self.n.fail(f"{proc.name} exited with code {proc.returncode}; its last log line: {tail}")
+
+    async def pods_until(self, app: str, condition: Callable[[list[PodView]], bool], what: str) -> list[PodView]:
+        async def probe() -> tuple[list[PodView] | None, str]:
+            pods = await self.cluster.pods(app)
+            return (pods if condition(pods) else None), summary(pods)
+
+        return await self.n.wait_for(probe, timeout=WAIT, what=what)
+
+    async def nodes_until(self, want: dict[str, bool], what: str) -> None:
+        async def probe() -> tuple[bool | None, str]:
+            states = await self.cluster.node_states()
+            seen = ", ".join(f"{k}={'Ready' if v else 'NotReady'}" for k, v in states.items())
+            return (True if all(states.get(k) == v for k, v in want.items()) else None), seen
+
+        await self.n.wait_for(probe, timeout=WAIT, what=what)
+
+    async def show_nodes(self) -> None:
+        self.n.command("kubectl get nodes -o wide")
+        self.n.table(NODE_HEADERS, [node_row(node) for node in await self.cluster.nodes()])
+
+    async def show_pods(self, app: str, *, ota: bool = False) -> list[PodView]:
+        pods = await self.cluster.pods(app)
+        self.n.command(f"kubectl get pods -l app={app} -o wide")
+        self.n.table(OTA_POD_HEADERS if ota else POD_HEADERS, [p.row(ota=ota) for p in pods])
+        return pods
+
+    async def link(self, node: str, *, cut: bool) -> None:
+        """Cut (blackhole) or restore a node's link through the simulator's HTTP API, as printed."""
+        assert self.session is not None
+        url = f"{self.sim.url}/sim/v1/nodes/{node}/" + ("disconnect?mode=blackhole" if cut else "connect")
+        self.n.command(f"curl -X POST {url}")
+        async with self.session.post(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
+            body = await resp.text()
+        if resp.status != 200:
+            raise self.n.fail(f"the simulator refused to {'cut' if cut else 'restore'} {node}'s link: "
+                              f"{resp.status} {body.strip()}")
+
+    async def apply(self, manifest: JSON) -> None:
+        """Create the DaemonSet, showing the manifest a user would apply (also written to the work directory)."""
+        text = yaml.safe_dump(manifest, sort_keys=False)
+        path = self.workdir / f"{manifest['metadata']['name']}-daemonset.yaml"
+        path.write_text(text, encoding="utf-8")
+        self.n.command(f"cat {self.n.shorten(str(path))}")
+        self.n.output(text.rstrip("\n"))
+        self.n.command(f"kubectl apply -f {self.n.shorten(str(path))}")
+        await self.cluster.create_daemonset(manifest)
+
+    def deletes_of(self, uids: set[str]) -> list[JSON]:
+        """The sim's audit log of DELETE calls: proves that nothing was even attempted on a pod."""
+        return [d for d in self.sim.store.deletes if d.get("resource") == "pods" and d.get("uid") in uids]
+
+    def controller_args(self, metrics_port: int) -> list[str]:
+        return ["controller", "--kubeconfig", str(self.sim.admin_kubeconfig), "--metrics-port", str(metrics_port),
+                "--log-format", "json"]
+
+    def agent_proc(self, node: str) -> Proc:
+        port = self.agent_ports.setdefault(node, free_port())
+        args = ["run", "--node-name", node, "--kubeconfig", str(self.sim.node_kubeconfig(node)),
+                "--port", str(port), "--state-dir", str(self.workdir / "agents" / node), *AGENT_FLAGS,
+                "--log-format", "json"]
+        return Proc(f"agent on {node}", args, self.logs / f"agent-{node}.log")
+
+    async def start_agent(self, node: str) -> Proc:
+        proc = self.agent_proc(node)
+        self.procs[f"agent-{node}"] = proc
+        await proc.start()
+        return proc
+
+    # ------------------------------------------------------------------------------------------ the story
+
+    async def run(self) -> None:
+        self.n.banner("edgeagent demo: OpenYurt's DaemonSet upgrade models on a simulated edge cluster")
+        self.n.say(f"nginx {OLD.split(':')[1]} -> {NEW.split(':')[1]} on three edge nodes, first with "
+                   "AdvancedRollingUpdate, then with OTA (the scenario of OpenYurt's \"DaemonSet upgrade "
+                   "model\" page). Each claim below is checked before it is printed.")
+        self.n.say(f"Work directory: {self.workdir} (shown as $DEMO below).")
+        self.n.alias(str(self.workdir), "$DEMO")
+        await self.start_cluster()
+        await self.start_controller()
+        self.n.part("AdvancedRollingUpdate",
+                    "OpenYurt's answer to a native DaemonSet rolling update stalling when edge nodes lose their "
+                    "link to the cloud: NotReady nodes are skipped, and upgraded when they come back.")
+        before = await self.aru_create()
+        await self.aru_cut()
+        upgraded = await self.aru_update(before)
+        await self.aru_reconnect(upgraded)
+        self.n.part("OTA (over-the-air, node-driven)",
+                    "The controller only announces an update through the pod condition PodNeedUpgrade; the user "
+                    "on the node decides when, through the node agent's API (YurtHub's endpoints in OpenYurt).")
+        ota_before = await self.ota_create()
+        await self.ota_agents()
+        await self.ota_update(ota_before)
+        await self.ota_online_upgrade(ota_before)
+        queued = await self.ota_offline_upgrade(ota_before)
+        await self.ota_crash_restart(ota_before, queued)
+        await self.ota_reconnect(ota_before, queued)
+        await self.shutdown()
+
+    async def start_cluster(self) -> None:
+        from edgeagent.sim.cluster import SimCluster
+
+        self.n.step("Start a simulated cluster with three edge nodes",
+                    "A Kubernetes API server simulation on 127.0.0.1 with three kubelet-like nodes. Each node "
+                    "reaches the API through its own TCP link that the demo can cut (blackhole: packets vanish, "
+                    "as in a real partition). Nodes that miss heartbeats for 2 s turn NotReady (40 s in a real "
+                    "cluster).")
+        config = SimConfig(nodes=len(NODES), dir=self.workdir / "cluster", heartbeat_interval=0.25, node_grace=2.0,
+                           pod_startup=0.2, pod_termination=0.2)
+        self.sim = SimCluster(config, node_names=NODES)
+        await self.sim.start()
+        self.client = await KubeClient.connect(self.sim.admin_kubeconfig, Timeouts(connect=3.0, request=5.0))
+        self.session = aiohttp.ClientSession()
+        await self.nodes_until(dict.fromkeys(NODES, True), "all three nodes Ready")
+        await self.show_nodes()
+        self.n.ok(f"3 nodes Ready; API server at {self.sim.url}, kubeconfigs in {self.n.shorten(str(self.sim.dir))}")
+
+    async def start_controller(self) -> None:
+        self.n.step("Start the controller",
+                    "`edgeagent controller` plays the part of OpenYurt's daemonPodUpdater controller "
+                    "(yurt-manager): a separate process on the admin kubeconfig that keeps PodNeedUpgrade on "
+                    "OTA pods and rolls AdvancedRollingUpdate DaemonSets on Ready nodes.")
+        metrics_port = free_port()
+        proc = Proc("controller", self.controller_args(metrics_port), self.logs / "controller.log")
+        self.procs["controller"] = proc
+        await proc.start()
+        self.n.command(proc.command_line)
+        assert self.session is not None
+        session = self.session
+
+        async def probe() -> tuple[bool | None, str]:
+            self._require_alive("controller")
+            async with session.get(f"http://127.0.0.1:{metrics_port}/healthz",
+                                   timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                return (True if resp.status == 200 else None), f"/healthz answered {resp.status}"
+
+        await self.n.wait_for(probe, timeout=WAIT, what="the controller's /healthz to answer 200")
+        self.n.ok(f"controller running (pid {proc.pid}), /healthz on 127.0.0.1:{metrics_port} answers 200")
+
+    # AdvancedRollingUpdate -------------------------------------------------------------------------------
+
+    async def aru_create(self) -> dict[str, PodView]:
+        self.n.step(f"Create DaemonSet {ARU_DS} ({OLD}) with update strategy AdvancedRollingUpdate",
+                    "The seed's manifest: annotation apps.openyurt.io/update-strategy: AdvancedRollingUpdate, "
+                    "apps.openyurt.io/max-unavailable: 50%, and updateStrategy OnDelete, so that the DaemonSet "
+                    "controller itself never deletes a pod: the upgrade controller decides which go when.")
+        await self.apply(daemonset(ARU_DS, "AdvancedRollingUpdate", OLD, max_unavailable="50%"))
+        pods = await self.pods_until(ARU_DS, lambda ps: _one_ready_per_node(ps, OLD), f"3 Ready {OLD} pods")
+        await self.show_pods(ARU_DS)
+        self.n.ok(f"one Ready {OLD} pod on each node")
+        return {p.node: p for p in pods}
+
+    async def aru_cut(self) -> None:
+        self.n.step(f"Cut the links of {CUT_A} and {CUT_B}",
+                    "Like `docker network disconnect` in the seed: their links now drop every packet. Their "
+                    "kubelets cannot renew their leases, so after the grace period the node lifecycle "
+                    "controller marks them NotReady and their pods not ready (0/1).")
+        for node in (CUT_A, CUT_B):
+            await self.link(node, cut=True)
+        await self.nodes_until({CONNECTED: True, CUT_A: False, CUT_B: False}, f"{CUT_A} and {CUT_B} NotReady")
+        # The pods' Ready=False comes after the node's NotReady: by then the controller has seen both.
+        await self.pods_until(ARU_DS, lambda ps: all(not p.ready for p in ps if p.node in (CUT_A, CUT_B)),
+                              f"the pods on {CUT_A} and {CUT_B} marked not ready")
+        await self.show_nodes()
+        await self.show_pods(ARU_DS)
+        self.n.ok(f"{CUT_A} and {CUT_B} NotReady, {CONNECTED} Ready; the pods on the cut-off nodes are not ready")
+
+    async def aru_update(self, before: dict[str, PodView]) -> PodView:
+        self.n.step(f"Update the image to {NEW} while two nodes are cut off",
+                    "A native rolling update stalls here: the two unreachable pods use up maxUnavailable, and "
+                    "deleting them would leave them Terminating for as long as their kubelets are cut off. "
+                    f"AdvancedRollingUpdate skips NotReady nodes: the pod on {CONNECTED} is deleted and "
+                    f"recreated from the new template; no DELETE is even sent for the pods on {CUT_A} and "
+                    f"{CUT_B}, whose kubelets could not act on it.")
+        await self.cluster.set_image(ARU_DS, NEW)
+        self.n.command(f"kubectl set image ds/{ARU_DS} nginx={NEW}")
+        old_uid = before[CONNECTED].uid
+        pods = await self.pods_until(ARU_DS, lambda ps: _replaced(ps, CONNECTED, old_uid, NEW),
+                                     f"the pod on {CONNECTED} replaced by a Ready {NEW} pod")
+        await self.show_pods(ARU_DS)
+        self.n.ok(f"{CONNECTED}: {before[CONNECTED].name} replaced by {by_node(pods)[CONNECTED][0].name} ({NEW})")
+        for node in (CUT_A, CUT_B):
+            mine = by_node(pods).get(node, [])
+            self.n.check(len(mine) == 1 and mine[0].uid == before[node].uid and mine[0].image == OLD
+                         and mine[0].live, f"{node} still runs its {OLD} pod {before[node].name}",
+                         f"saw: {summary(mine)}")
+        attempted = self.deletes_of({before[CUT_A].uid, before[CUT_B].uid})
+        self.n.check(not attempted, f"no DELETE was sent for the pods on {CUT_A} and {CUT_B}",
+                     f"the API server recorded: {attempted}")
+        return by_node(pods)[CONNECTED][0]
+
+    async def aru_reconnect(self, upgraded: PodView) -> None:
+        self.n.step(f"Reconnect {CUT_A} and {CUT_B}",
+                    "Heartbeats resume, the nodes turn Ready, and the controller upgrades their pods by itself, "
+                    "within the 50% budget; nobody re-applies anything.")
+        for node in (CUT_A, CUT_B):
+            await self.link(node, cut=False)
+        await self.nodes_until(dict.fromkeys(NODES, True), "all nodes Ready again")
+        self.n.ok("all nodes Ready")
+        pods = await self.pods_until(ARU_DS, lambda ps: _one_ready_per_node(ps, NEW), f"every pod on {NEW}")
+        await self.show_pods(ARU_DS)
+        self.n.ok(f"every node runs a Ready {NEW} pod")
+        mine = by_node(pods)[CONNECTED][0]
+        self.n.check(mine.uid == upgraded.uid, f"the already upgraded pod on {CONNECTED} was left alone",
+                     f"it was replaced: {upgraded.name} -> {mine.name}")
+
+    # OTA -------------------------------------------------------------------------------------------------
+
+    async def ota_create(self) -> dict[str, PodView]:
+        self.n.step(f"Create DaemonSet {OTA_DS} ({OLD}) with update strategy OTA",
+                    "Annotation apps.openyurt.io/update-strategy: OTA and updateStrategy OnDelete. The "
+                    "controller adds the condition PodNeedUpgrade=False to each pod: it runs the current "
+                    "revision.")
+        await self.apply(daemonset(OTA_DS, "OTA", OLD))
+        pods = await self.pods_until(
+            OTA_DS, lambda ps: _one_ready_per_node(ps, OLD) and all(p.need_upgrade == "False" for p in ps),
+            f"3 Ready {OLD} pods with PodNeedUpgrade=False")
+        await self.show_pods(OTA_DS, ota=True)
+        self.n.ok("one Ready pod per node, PodNeedUpgrade=False on each")
+        return {p.node: p for p in pods}
+
+    async def ota_agents(self) -> None:
+        self.n.step(f"Start a node agent on {ONLINE_NODE} and on {OFFLINE_NODE}",
+                    "`edgeagent run` serves YurtHub's OTA endpoints (GET /pods, POST .../upgrade). Each uses its "
+                    "node's kubeconfig, so it talks through that node's link, keeps its state (SQLite) in its own "
+                    "directory, and listens on a free port here (127.0.0.1:10267 on a real node).")
+        for node in (ONLINE_NODE, OFFLINE_NODE):
+            proc = await self.start_agent(node)
+            self.n.command(proc.command_line)
+        for node in (ONLINE_NODE, OFFLINE_NODE):
+            await self.wait_agent(node, connected=True)
+        node = ONLINE_NODE
+        agent_pods = await self.agent(node).pods()
+        cloud = {p.name for p in await self.cluster.pods(ARU_DS) + await self.cluster.pods(OTA_DS) if p.node == node}
+        self.n.command(f"curl -s 127.0.0.1:{self.agent_ports[node]}/pods   # on {node}")
+        self.n.table(("NAME", "NODE", "IMAGE", "PodNeedUpgrade"), _agent_pod_rows(agent_pods))
+        names = {PodView.of(p).name for p in agent_pods}
+        self.n.check(names == cloud and all(PodView.of(p).node == node for p in agent_pods),
+                     f"the agent on {node} serves exactly the pods bound to {node}",
+                     f"agent: {sorted(names)}, cloud: {sorted(cloud)}")
+
+    async def wait_agent(self, node: str, *, connected: bool) -> JSON:
+        agent = self.agent(node)
+
+        async def probe() -> tuple[JSON | None, str]:
+            self._require_alive(f"agent-{node}")
+            ready = await agent.readyz()
+            link = ready.get("link") or {}
+            synced = bool((ready.get("cache") or {}).get("synced"))
+            ok = link.get("connected") is connected and (synced or not connected)
+            return (ready if ok else None), f"link connected={link.get('connected')}, cache synced={synced}"
+
+        state = "connected and synced" if connected else "disconnected"
+        return await self.n.wait_for(probe, timeout=WAIT, what=f"the agent on {node} to report its link {state}")
+
+    async def ota_update(self, before: dict[str, PodView]) -> None:
+        self.n.step(f"Update {OTA_DS} to {NEW}: PodNeedUpgrade flips to True",
+                    "The controller sets PodNeedUpgrade=True (message `controllerrevision: <new hash>`) on every "
+                    "pod of the old revision. OTA deletes nothing by itself: all pods keep running the old image.")
+        await self.cluster.set_image(OTA_DS, NEW)
+        self.n.command(f"kubectl set image ds/{OTA_DS} nginx={NEW}")
+        uids = {p.uid for p in before.values()}
+        pods = await self.pods_until(
+            OTA_DS, lambda ps: len(ps) == 3 and all(p.need_upgrade == "True" for p in ps),
+            "PodNeedUpgrade=True on all three pods")
+        await self.show_pods(OTA_DS, ota=True)
+        self.n.ok("PodNeedUpgrade=True on all three pods")
+        self.n.check({p.uid for p in pods} == uids and all(p.image == OLD for p in pods),
+                     f"no pod was replaced: all still run {OLD}", f"saw: {summary(pods)}")
+
+    async def ota_online_upgrade(self, before: dict[str, PodView]) -> None:
+        node = ONLINE_NODE
+        pod = before[node]
+        self.n.step(f"On {node}: upgrade through the agent (online) -> 200",
+                    "The node's user calls the same API as YurtHub's. The agent re-reads the pod from the cloud, "
+                    "checks PodNeedUpgrade, and deletes it with its UID as precondition; the DaemonSet "
+                    "controller recreates it from the new template.")
+        path = AgentHttp.upgrade_path("default", pod.name)
+        self.n.command(f"curl -X POST 127.0.0.1:{self.agent_ports[node]}{path}")
+        status, body = await self.agent(node).call("POST", path)
+        self.n.output(f"HTTP {status}: {body.strip()}")
+        expected = f"Start updating pod default/{pod.name}"
+        self.n.check(status == 200 and body.strip() == expected, f"200 `{expected}`", f"got {status} {body!r}")
+        pods = await self.pods_until(
+            OTA_DS, lambda ps: _replaced(ps, node, pod.uid, NEW) and by_node(ps)[node][0].need_upgrade == "False",
+            f"the pod on {node} replaced by a Ready {NEW} pod with PodNeedUpgrade=False")
+        await self.show_pods(OTA_DS, ota=True)
+        self.n.ok(f"{pod.name} replaced by {by_node(pods)[node][0].name}: {NEW}, PodNeedUpgrade=False")
+
+    async def ota_offline_upgrade(self, before: dict[str, PodView]) -> str:
+        node = OFFLINE_NODE
+        pod = before[node]
+        self.n.step(f"On {node}: cut the link, upgrade anyway -> 202 queued",
+                    "YurtHub would fail this request: its DELETE cannot reach the cloud. Our agent notices the "
+                    "link is down (probes with hysteresis), checks the request against its cached copy of the "
+                    "pod, stores it durably (SQLite, fsync) and only then answers 202 with the request's id.")
+        await self.link(node, cut=True)
+        await self.wait_agent(node, connected=False)
+        self.n.ok(f"the agent on {node} reports its cloud link disconnected (/v1/readyz)")
+        path = AgentHttp.upgrade_path("default", pod.name)
+        self.n.command(f"curl -X POST -H 'Accept: application/json' 127.0.0.1:{self.agent_ports[node]}{path}")
+        status, text = await self.agent(node).call("POST", path, accept_json=True)
+        self.n.output(f"HTTP {status}: {text.strip()}")
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = {}
+        request_id = str(body.get("id") or "") if isinstance(body, dict) else ""
+        self.n.check(status == 202 and bool(request_id), "202 with the id of the queued request",
+                     f"got {status} {text!r}")
+        cloud = by_node(await self.cluster.pods(OTA_DS)).get(node, [])
+        self.n.check(len(cloud) == 1 and cloud[0].uid == pod.uid and cloud[0].live,
+                     f"{pod.name} is untouched in the cloud for now", f"saw: {summary(cloud)}")
+        return request_id
+
+    async def ota_crash_restart(self, before: dict[str, PodView], request_id: str) -> None:
+        node = OFFLINE_NODE
+        pod = before[node]
+        self.n.step(f"Kill the agent on {node} (SIGKILL) and restart it, still offline",
+                    "A power cut or an OOM kill: no shutdown code runs. The restarted agent answers GET /pods at "
+                    "once from its on-disk snapshot although the cloud is unreachable, and the queued request "
+                    "is still there.")
+        old = self.procs[f"agent-{node}"]
+        code = await old.kill()
+        self.n.command(f"kill -9 {old.pid}")
+        self.n.check(code == -9, "the agent died of SIGKILL", f"exit status {code}")
+        proc = await self.start_agent(node)
+        self.n.command(proc.command_line)
+        await self.wait_agent(node, connected=False)
+        agent = self.agent(node)
+        agent_pods = await agent.pods()
+        self.n.command(f"curl -s 127.0.0.1:{self.agent_ports[node]}/pods   # on {node}, offline")
+        self.n.table(("NAME", "NODE", "IMAGE", "PodNeedUpgrade"), _agent_pod_rows(agent_pods))
+        self.n.check(any(PodView.of(p).uid == pod.uid for p in agent_pods),
+                     f"offline, the restarted agent serves {pod.name} from its snapshot",
+                     f"it served: {[PodView.of(p).name for p in agent_pods]}")
+        requests = await agent.upgrades()
+        self.n.command(f"curl -s 127.0.0.1:{self.agent_ports[node]}/openyurt.io/v1/upgrades")
+        self.n.table(UPGRADE_HEADERS, _upgrade_rows(requests))
+        entry = next((r for r in requests if r.get("id") == request_id), None)
+        self.n.check(entry is not None and entry.get("state") == "queued",
+                     f"request {request_id} survived the crash, still queued", f"the queue holds: {requests}")
+
+    async def ota_reconnect(self, before: dict[str, PodView], request_id: str) -> None:
+        node = OFFLINE_NODE
+        pod = before[node]
+        self.n.step(f"Reconnect {node}: the queued upgrade is applied",
+                    "The agent sees the link return, re-checks the request against fresh cloud state (same UID, "
+                    "still needs the upgrade) and deletes the pod with a UID precondition, so a pod that was "
+                    f"replaced meanwhile is never touched. {NO_AGENT_NODE} has no agent and nobody asked: its pod "
+                    "keeps the old image with PodNeedUpgrade=True; OTA never forces an upgrade.")
+        await self.link(node, cut=False)
+        agent = self.agent(node)
+
+        async def probe() -> tuple[JSON | None, str]:
+            entry = next((r for r in await agent.upgrades() if r.get("id") == request_id), None)
+            if entry is None:
+                raise self.n.fail(f"request {request_id} vanished from the agent's queue")
+            state = entry.get("state")
+            if state in ("failed", "cancelled", "obsolete"):
+                raise self.n.fail(f"request {request_id} ended {state}: {entry.get('message')}")
+            return (entry if state == "succeeded" else None), f"state {state}: {entry.get('message')}"
+
+        await self.n.wait_for(probe, timeout=WAIT, what=f"request {request_id} to succeed")
+        self.n.command(f"curl -s 127.0.0.1:{self.agent_ports[node]}/openyurt.io/v1/upgrades")
+        self.n.table(UPGRADE_HEADERS, _upgrade_rows(await agent.upgrades()))
+        self.n.ok(f"request {request_id} succeeded")
+        deletes = self.deletes_of({pod.uid})
+        self.n.check(any(d.get("precondition_uid") == pod.uid for d in deletes),
+                     f"the DELETE carried the precondition uid={pod.uid}", f"the API server recorded: {deletes}")
+        pods = await self.pods_until(
+            OTA_DS, lambda ps: _replaced(ps, node, pod.uid, NEW) and by_node(ps)[node][0].need_upgrade == "False",
+            f"the pod on {node} replaced by a Ready {NEW} pod with PodNeedUpgrade=False")
+        await self.show_pods(OTA_DS, ota=True)
+        self.n.ok(f"{pod.name} replaced by {by_node(pods)[node][0].name}: {NEW}, PodNeedUpgrade=False")
+        rest = by_node(pods).get(NO_AGENT_NODE, [])
+        self.n.check(len(rest) == 1 and rest[0].uid == before[NO_AGENT_NODE].uid and rest[0].image == OLD
+                     and rest[0].need_upgrade == "True",
+                     f"{NO_AGENT_NODE} still runs {OLD} with PodNeedUpgrade=True, waiting for its user",
+                     f"saw: {summary(rest)}")
+
+    async def shutdown(self) -> None:
+        self.n.step("Shut everything down",
+                    "SIGTERM to the agents and the controller, as systemd or the kubelet would send it: each "
+                    "stops taking requests, finishes what is in flight, closes its database and exits 0. Then "
+                    "the simulated cluster stops.")
+        for proc in self.procs.values():
+            if not proc.running:
+                continue
+            code = await proc.terminate(timeout=SHUTDOWN_WAIT)
+            self.n.check(code == 0, f"{proc.name} (pid {proc.pid}) exited 0 on SIGTERM",
+                         f"it exited with {code if code is not None else 'nothing (killed after the deadline)'}; "
+                         f"its last log line: {' | '.join(proc.log_tail(1))}")
+        sim, self.sim = self.sim, None
+        await sim.stop()
+        self.n.ok("simulated cluster stopped")
+
+
+UPGRADE_HEADERS = ("ID", "POD", "STATE", "ATTEMPTS", "MESSAGE")
+
+
+def _one_ready_per_node(pods: list[PodView], image: str) -> bool:
+    grouped = by_node(pods)
+    return set(grouped) == set(NODES) and all(
+        len(ps) == 1 and ps[0].ready and ps[0].live and ps[0].image == image for ps in grouped.values())
+
+
+def _replaced(pods: list[PodView], node: str, old_uid: str, image: str) -> bool:
+    """The node's old pod is gone and exactly one Ready pod of `image` runs there."""
+    mine = by_node(pods).get(node, [])
+    return len(mine) == 1 and mine[0].uid != old_uid and mine[0].live and mine[0].ready and mine[0].image == image
+
+
+def _agent_pod_rows(pods: list[JSON]) -> list[list[str]]:
+    views = sorted((PodView.of(p) for p in pods), key=lambda v: v.name)
+    return [[v.name, v.node, v.image, v.need_upgrade or "<none>"] for v in views]
+
+
+def _upgrade_rows(requests: list[JSON]) -> list[list[str]]:
+    def clip(text: str, width: int = 80) -> str:
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+    return [[str(r.get("id")), f"{r.get('namespace')}/{r.get('name')}", str(r.get("state")),
+             str(r.get("attempts")), clip(str(r.get("message") or ""))] for r in requests]
+
+
+async def _run(narrator: Narrator, workdir: Path) -> None:
+    demo = Demo(narrator, workdir)
+    try:
+        async with asyncio.timeout(OVERALL_DEADLINE):
+            await demo.run()
+    except TimeoutError as exc:
+        raise narrator.fail(f"the demo did not finish within {OVERALL_DEADLINE:g}s") from exc
+    finally:
+        await demo.close()
+
+
+def run_demo(out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The whole demo in a fresh work directory, kept only if something failed (it holds the logs)."""
+    narrator = Narrator(out)
+    workdir = Path(tempfile.mkdtemp(prefix="edgeagent-demo-"))
+    logs = workdir / "logs"
+    logs.mkdir()
+    ok = False
+    saved_logging = structlog.get_config()
+    with (logs / "demo.log").open("a", encoding="utf-8") as log_file:
+        # The in-process simulator logs to a file: the narration is what the user reads.
+        log.configure(LogConfig(level="info", format="json"), stream=log_file)
+        try:
+            asyncio.run(_run(narrator, workdir))
+            ok = True
+        except StepFailed as exc:
+            print(f"DEMO FAILED at {exc}", file=err, flush=True)
+        except KeyboardInterrupt:
+            print("DEMO INTERRUPTED", file=err, flush=True)
+            return 130
+        except Exception as exc:
+            print(f"DEMO FAILED at step {narrator.step_no} ({narrator.title}): unexpected "
+                  f"{type(exc).__name__}: {exc}", file=err, flush=True)
+        finally:
+            structlog.configure(**saved_logging)
+    if not ok:
+        print(f"logs kept in {logs}", file=err, flush=True)
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\nDemo complete: {narrator.checks} checks passed in {narrator.elapsed:.1f}s.", file=out, flush=True)
+    return 0
+
+
+def main() -> int:
+    return run_demo()
+
+
+__all__ = ["main", "run_demo"]
