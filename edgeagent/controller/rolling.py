@@ -13,6 +13,8 @@ It follows OpenYurt's daemonPodUpdater:
 and fixes what OpenYurt leaves open:
 
 - nodes are visited in name order, so a roll is reproducible and `rollout status` predictable;
+- an old pod that was marked unready while its node was away (and not re-reported yet) is replaced
+  within the budget, not "for free": otherwise every node returning from a partition is replaced at once;
 - a node that went NotReady *after* receiving the new version, or whose pod deletion is still in
   flight, keeps counting against the budget (OpenYurt forgets it and starts more deletions: a version
   that takes nodes down would spread at full speed);
@@ -38,10 +40,14 @@ from edgeagent.controller.pods import (
 )
 from edgeagent.controller.revisions import is_pod_updated
 from edgeagent.controller.settings import RollSettings
-from edgeagent.kube.objects import is_node_ready, is_terminating, labels_of, name_of, uid_of
+from edgeagent.controller.timeutil import parse_time
+from edgeagent.kube.objects import get_condition, is_node_ready, is_terminating, labels_of, name_of, uid_of
 
 JSON = dict[str, Any]
 
+# At most this many deletions per pass (OpenYurt's BurstReplicas): a 10% roll of 10,000 nodes must not
+# fire 1,000 DELETEs at once at the API server.
+BURST = 250
 # Wake-ups are scheduled slightly after the moment a pod becomes available, so the reconcile sees it so.
 _REQUEUE_SLACK = 0.05
 
@@ -137,6 +143,19 @@ def _counts_unavailable(view: NodeView, settings: RollSettings, now: float) -> b
     return _went_down_after(view, view.new)
 
 
+def _status_predates_node_ready(view: NodeView, pod: JSON) -> bool:
+    """The pod's readiness last changed no later than its node last turned Ready.
+
+    The node lifecycle controller marks every pod of an unreachable node unready; when the node comes
+    back, its kubelet restores them a moment later. Treating such a pod as failed would replace all
+    returning nodes at once, outside the budget (OpenYurt does); its state is merely not re-reported yet.
+    """
+    cond = get_condition(pod, "Ready")
+    pod_changed = parse_time(cond.get("lastTransitionTime")) if cond else None
+    node_changed = node_ready_changed_at(view.node) if view.node else None
+    return pod_changed is not None and node_changed is not None and pod_changed <= node_changed
+
+
 @dataclass
 class Plan:
     """What to do now, and the numbers behind it (logged, exported as metrics, put in Events)."""
@@ -177,6 +196,7 @@ def plan_rolling_update(
     settings: RollSettings,
     now: float,
     in_flight: Collection[str] = frozenset(),
+    burst: int = BURST,
 ) -> Plan:
     """`in_flight`: nodes where this controller deleted a pod and has not yet seen an available pod
     again (see expectations.py); they count as unavailable whatever the cache shows."""
@@ -196,6 +216,7 @@ def plan_rolling_update(
     plan.max_unavailable = settings.max_unavailable.scaled(plan.total, round_up=True)
 
     replacements: list[JSON] = []
+    stale: list[JSON] = []
     candidates: list[JSON] = []
     already_counted: set[str] = set()
     wake: float | None = None
@@ -246,6 +267,9 @@ def plan_rolling_update(
             continue
         if is_available(view.old, min_ready, now):
             candidates.append(view.old)
+        elif _status_predates_node_ready(view, view.old):
+            # Marked unready while its node was away: unknown, not broken. Replace it within budget.
+            stale.append(view.old)
         else:
             replacements.append(view.old)
             if counted:
@@ -258,7 +282,7 @@ def plan_rolling_update(
 
     keep = min(plan.total, settings.partition.scaled(plan.total, round_up=True)) if settings.partition else 0
     allowance = max(0, plan.outdated - keep)
-    plan.held_by_partition = max(0, len(replacements) + len(candidates) - allowance)
+    plan.held_by_partition = max(0, len(replacements) + len(stale) + len(candidates) - allowance)
 
     acting = not settings.paused and not plan.auto_pause
     chosen = replacements[:allowance] if acting else []
@@ -268,8 +292,8 @@ def plan_rolling_update(
     if acting:
         allowance -= len(chosen)
         room = max(0, plan.max_unavailable - plan.unavailable)
-        chosen += candidates[:min(room, allowance)]
-        plan.delete = chosen
+        chosen += (stale + candidates)[:min(room, allowance)]
+        plan.delete = chosen[:burst]
 
     if wake is not None:
         plan.requeue_after = wake + _REQUEUE_SLACK

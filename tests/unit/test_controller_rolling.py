@@ -234,3 +234,23 @@ def test_node_states_for_rollout_status() -> None:
     assert [node_state(v, 0, T0) for v in views] == [
         NodeState.UP_TO_DATE, NodeState.OUTDATED, NodeState.UNAVAILABLE, NodeState.UNAVAILABLE, NodeState.NOT_READY,
     ]
+
+
+def test_pods_marked_unready_while_their_node_was_away_are_replaced_within_budget() -> None:
+    nodes = cluster(4)
+    nodes["n00"] = node("n00", changed=T0 - 5)
+    nodes["n01"] = node("n01", changed=T0 - 5)
+    pods = old_pods(nodes)
+    pods[0] = pod("p-n00", "n00", OLD, ready=False, ready_since=T0 - 50)
+    pods[1] = pod("p-n01", "n01", OLD, ready=False, ready_since=T0 - 50)
+    p = plan(pods, nodes, **{MU: "1"})
+    assert deleted(p) == ["p-n00"]
+    assert p.replacing_unavailable == 0
+
+
+def test_one_pass_deletes_at_most_a_burst() -> None:
+    nodes = cluster(10)
+    ds = daemonset(annotations={MU: "100%"})
+    settings, _ = roll_settings(ds)
+    p = plan_rolling_update(ds, old_pods(nodes), nodes, NEW, settings, T0, burst=3)
+    assert deleted(p) == ["p-n00", "p-n01", "p-n02"]

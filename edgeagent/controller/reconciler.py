@@ -1,0 +1,441 @@
+"""The controller proper: informers feed a keyed work queue; each reconcile reads the caches only and
+writes only what changed (condition patches, UID-guarded pod deletions, the auto-pause annotation, Events).
+
+Event routing is what makes a roll prompt without polling: a pod or ControllerRevision change enqueues
+its owning DaemonSet, and a node whose readiness or labels change enqueues every DaemonSet with a pod on
+it — a node returning from a partition is upgraded within one reconcile, not on the next unrelated
+DaemonSet change (OpenYurt watches no nodes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from edgeagent import log
+from edgeagent.controller.events import NORMAL, WARNING, EventRecorder
+from edgeagent.controller.expectations import Expectations
+from edgeagent.controller.metrics import ControllerMetrics
+from edgeagent.controller.ota import condition_changes
+from edgeagent.controller.pods import node_of
+from edgeagent.controller.revisions import current_hash
+from edgeagent.controller.rolling import Plan, plan_step
+from edgeagent.controller.settings import Strategy, roll_settings, select
+from edgeagent.controller.workqueue import ShutDown, WorkQueue
+from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.informer import DELETED, Informer
+from edgeagent.kube.objects import (
+    ANNOTATION_PAUSED,
+    ANNOTATION_UPDATE_STRATEGY,
+    controller_owner,
+    get_condition,
+    is_terminating,
+    key_of,
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    uid_of,
+)
+
+JSON = dict[str, Any]
+
+# Concurrent API calls within one reconcile (deletions or condition patches of one DaemonSet).
+_WRITE_CONCURRENCY = 32
+# Names listed in one Event message before "and N more".
+_NAMES_IN_EVENT = 10
+
+
+class ReconcileError(Exception):
+    """Some writes of a reconcile failed; the DaemonSet is retried with backoff."""
+
+
+def _owner_key(obj: JSON) -> str | None:
+    """`namespace/name` of the DaemonSet controlling `obj`."""
+    ref = controller_owner(obj)
+    if ref is None or ref.get("kind") != "DaemonSet" or not str(ref.get("apiVersion", "")).startswith("apps/"):
+        return None
+    return f"{namespace_of(obj)}/{ref.get('name')}"
+
+
+def _owner_uid(obj: JSON) -> str:
+    ref = controller_owner(obj)
+    return str(ref.get("uid") or "") if ref else ""
+
+
+def _daemonset_changed(old: JSON, new: JSON) -> bool:
+    """A change a reconcile depends on: spec, annotations, deletion, or the DaemonSet controller having
+    observed a new generation (its revisions are current from then on)."""
+    old_meta, new_meta = meta(old), meta(new)
+    return (
+        old.get("spec") != new.get("spec")
+        or old_meta.get("annotations") != new_meta.get("annotations")
+        or old_meta.get("deletionTimestamp") != new_meta.get("deletionTimestamp")
+        or old_meta.get("uid") != new_meta.get("uid")
+        or (old.get("status") or {}).get("observedGeneration") != (new.get("status") or {}).get("observedGeneration")
+    )
+
+
+def _ready_state(node: JSON | None) -> tuple[str, str]:
+    cond = get_condition(node, "Ready") if node else None
+    return (str(cond.get("status")), str(cond.get("lastTransitionTime"))) if cond else ("", "")
+
+
+def _names(pods: Iterable[JSON]) -> str:
+    names = [name_of(p) for p in pods]
+    shown = ", ".join(names[:_NAMES_IN_EVENT])
+    return shown + (f" and {len(names) - _NAMES_IN_EVENT} more" if len(names) > _NAMES_IN_EVENT else "")
+
+
+class Controller:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        metrics: ControllerMetrics | None = None,
+        events: EventRecorder | None = None,
+        identity: str = "edgeagent-controller",
+        workers: int = 4,
+        resync_period: float = 300.0,
+        clock: Callable[[], float] = time.time,
+        informer_options: dict[str, Any] | None = None,
+    ) -> None:
+        self._client = client
+        self.metrics = metrics or ControllerMetrics()
+        self.events = events or EventRecorder(client, instance=identity, on_write=self.metrics.write)
+        self._workers = workers
+        self._resync_period = resync_period
+        self._clock = clock
+        self._log = log.get("edgeagent.controller")
+        opts = informer_options or {}
+        self.daemonsets = Informer(client, "/apis/apps/v1/daemonsets", name="daemonsets", **opts)
+        self.pods = Informer(client, "/api/v1/pods", name="pods", **opts)
+        self.nodes = Informer(client, "/api/v1/nodes", name="nodes", **opts)
+        self.revisions = Informer(client, "/apis/apps/v1/controllerrevisions", name="controllerrevisions", **opts)
+        self.queue = WorkQueue()
+        self.expectations = Expectations()
+        # Indexes kept by the informer handlers, so a reconcile costs O(its own pods), not O(cluster).
+        self._pods_by_owner: dict[str, dict[str, JSON]] = {}
+        self._owners_by_node: dict[str, dict[str, str]] = {}  # node -> pod key -> DaemonSet key
+        self._revisions_by_owner: dict[str, dict[str, JSON]] = {}
+        # Warnings already reported, per DaemonSet UID and topic, so each distinct bad value is reported once.
+        self._warned: dict[str, dict[str, str]] = {}
+        self.daemonsets.add_handler(self._on_daemonset)
+        self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(self._on_node)
+        self.revisions.add_handler(self._on_revision)
+        self.metrics.queue_depth.set_function(lambda: len(self.queue))
+
+    # ------------------------------------------------------------------ informer handlers
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.daemonsets, self.pods, self.nodes, self.revisions)
+
+    def _on_daemonset(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        key = key_of(obj)
+        if etype == DELETED:
+            self.expectations.forget(key)
+            self._warned.pop(uid_of(obj), None)
+            self.metrics.forget_rollout(namespace_of(obj), name_of(obj))
+        elif old is not None and not _daemonset_changed(old, obj):
+            # Status counters move with every pod change; those pod events already brought us here.
+            return
+        self.queue.add(key)
+
+    def _on_pod(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        key = key_of(obj)
+        if old is not None:
+            self._unindex_pod(key, old)
+        if etype != DELETED:
+            owner_uid = _owner_uid(obj)
+            owner_key = _owner_key(obj)
+            if owner_uid and owner_key:
+                self._pods_by_owner.setdefault(owner_uid, {})[key] = obj
+                node = node_of(obj)
+                if node:
+                    self._owners_by_node.setdefault(node, {})[key] = owner_key
+        owner = _owner_key(obj) or (_owner_key(old) if old else None)
+        if owner:
+            self.queue.add(owner)
+
+    def _unindex_pod(self, key: str, pod: JSON) -> None:
+        owner_uid = _owner_uid(pod)
+        pods = self._pods_by_owner.get(owner_uid)
+        if pods is not None:
+            pods.pop(key, None)
+            if not pods:
+                del self._pods_by_owner[owner_uid]
+        node = node_of(pod)
+        owners = self._owners_by_node.get(node)
+        if owners is not None:
+            owners.pop(key, None)
+            if not owners:
+                del self._owners_by_node[node]
+
+    def _on_node(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        # Heartbeats rewrite node status every few seconds; only readiness and labels matter to a roll.
+        if etype not in (DELETED, "ADDED") and old is not None and (
+            _ready_state(obj) == _ready_state(old) and labels_of(obj) == labels_of(old)
+        ):
+            return
+        for owner in set(self._owners_by_node.get(name_of(obj), {}).values()):
+            self.queue.add(owner)
+
+    def _on_revision(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        owner_uid = _owner_uid(obj)
+        key = key_of(obj)
+        if owner_uid:
+            revisions = self._revisions_by_owner.setdefault(owner_uid, {})
+            if etype == DELETED:
+                revisions.pop(key, None)
+                if not revisions:
+                    del self._revisions_by_owner[owner_uid]
+            else:
+                revisions[key] = obj
+        owner = _owner_key(obj)
+        if owner:
+            self.queue.add(owner)
+
+    # ------------------------------------------------------------------ reads
+
+    def pods_of(self, ds: JSON) -> list[JSON]:
+        return list(self._pods_by_owner.get(uid_of(ds), {}).values())
+
+    def revisions_of(self, ds: JSON) -> list[JSON]:
+        return list(self._revisions_by_owner.get(uid_of(ds), {}).values())
+
+    def enqueue_all(self) -> None:
+        for key in list(self.daemonsets.items):
+            self.queue.add(key)
+
+    # ------------------------------------------------------------------ running
+
+    async def run_informers(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers:
+                group.create_task(informer.run(), name=f"informer-{informer.name}")
+
+    async def wait_synced(self) -> None:
+        for informer in self.informers:
+            await informer.synced.wait()
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    async def run_workers(self) -> None:
+        """Reconcile until cancelled; run only while leading. Starts with every DaemonSet queued."""
+        await self.wait_synced()
+        self.expectations.clear()  # a previous term's memory may be stale; planning rules stay safe
+        self.enqueue_all()
+        async with asyncio.TaskGroup() as group:
+            for index in range(self._workers):
+                group.create_task(self._worker(), name=f"worker-{index}")
+            group.create_task(self._resync(), name="resync")
+
+    async def _resync(self) -> None:
+        """Safety net: reconcile everything now and then even if no event arrived."""
+        while True:
+            await asyncio.sleep(self._resync_period)
+            self.enqueue_all()
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            started = time.perf_counter()
+            try:
+                await self.reconcile(key)
+            except asyncio.CancelledError:
+                self.queue.done(key)
+                raise
+            except Exception as exc:
+                delay = self.queue.add_rate_limited(key)
+                self.metrics.reconciles.labels("error").inc()
+                self._log.warning("reconcile failed; will retry", daemonset=key, error=str(exc),
+                                  retry_in=round(delay, 3), failures=self.queue.failures(key))
+            else:
+                self.queue.forget(key)
+                self.metrics.reconciles.labels("ok").inc()
+            finally:
+                self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+            self.queue.done(key)
+
+    # ------------------------------------------------------------------ reconcile
+
+    async def reconcile(self, key: str) -> None:
+        ds = self.daemonsets.items.get(key)
+        if ds is None or is_terminating(ds):
+            self.expectations.forget(key)
+            return
+        selection = select(ds)
+        if selection.problem:
+            await self._warn_once(ds, ANNOTATION_UPDATE_STRATEGY, selection.value, "InvalidUpdateStrategy",
+                                  selection.problem)
+            return
+        self._clear_warning(ds, ANNOTATION_UPDATE_STRATEGY)
+        if selection.strategy is None:
+            return
+        hash_ = current_hash(ds, self.revisions_of(ds))
+        if hash_ is None:
+            # The DaemonSet controller has not written (or we have not seen) the revision of the present
+            # template yet; its ControllerRevision event will bring us back.
+            self._log.debug("current revision not known yet", daemonset=key)
+            return
+        pods = self.pods_of(ds)
+        if selection.strategy is Strategy.OTA:
+            await self._sync_conditions(ds, pods, hash_)
+        else:
+            await self._roll(key, ds, pods, hash_)
+
+    async def _warn_once(self, ds: JSON, topic: str, value: str, reason: str, message: str) -> None:
+        seen = self._warned.setdefault(uid_of(ds), {})
+        if seen.get(topic) == value:
+            return
+        seen[topic] = value
+        await self.events.emit(ds, WARNING, reason, message)
+
+    def _clear_warning(self, ds: JSON, topic: str) -> None:
+        seen = self._warned.get(uid_of(ds))
+        if seen is not None:
+            seen.pop(topic, None)
+
+    async def _bounded(self, calls: list[Callable[[], Awaitable[None]]]) -> list[BaseException]:
+        semaphore = asyncio.Semaphore(_WRITE_CONCURRENCY)
+
+        async def run(call: Callable[[], Awaitable[None]]) -> None:
+            async with semaphore:
+                await call()
+
+        results = await asyncio.gather(*(run(call) for call in calls), return_exceptions=True)
+        errors: list[BaseException] = []
+        for result in results:
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            if isinstance(result, BaseException):
+                errors.append(result)
+        return errors
+
+    # ------------------------------------------------------------------ OTA
+
+    async def _sync_conditions(self, ds: JSON, pods: list[JSON], hash_: str) -> None:
+        changes = condition_changes(ds, pods, hash_, self._clock())
+
+        def patcher(pod: JSON, patch: JSON) -> Callable[[], Awaitable[None]]:
+            async def call() -> None:
+                path = f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}/status"
+                self.metrics.write("condition_patch")
+                try:
+                    await self._client.patch(path, patch)
+                except KubeError as exc:
+                    # Gone, or replaced by a same-named pod (UID guard): nothing to do for this one.
+                    if exc.code in (404, 409, 422):
+                        self.metrics.condition_patches.labels("gone").inc()
+                        return
+                    self.metrics.condition_patches.labels("error").inc()
+                    raise
+                except KubeUnreachable:
+                    self.metrics.condition_patches.labels("error").inc()
+                    raise
+                self.metrics.condition_patches.labels("patched").inc()
+
+            return call
+
+        errors = await self._bounded([patcher(c.pod, c.patch) for c in changes])
+        if changes:
+            self._log.info("PodNeedUpgrade updated", daemonset=key_of(ds), revision=hash_,
+                           patched=len(changes) - len(errors), failed=len(errors))
+        if errors:
+            raise ReconcileError(f"{len(errors)} condition patch(es) failed, first: {errors[0]}")
+
+    # ------------------------------------------------------------------ AdvancedRollingUpdate
+
+    async def _roll(self, key: str, ds: JSON, pods: list[JSON], hash_: str) -> None:
+        settings, problems = roll_settings(ds)
+        bad = {p.annotation for p in problems}
+        for problem in problems:
+            await self._warn_once(ds, problem.annotation, problem.value, "InvalidAnnotation", problem.message)
+        for topic in list(self._warned.get(uid_of(ds), {})):
+            if topic != ANNOTATION_UPDATE_STRATEGY and topic not in bad:
+                self._clear_warning(ds, topic)
+        if problems:
+            return
+        plan = plan_step(key, ds, pods, self.nodes.items, hash_, settings, self._clock(), self.expectations)
+        if plan is None:
+            self._log.debug("waiting to observe earlier deletions", daemonset=key,
+                            pending=self.expectations.pending(key))
+            return
+        self.metrics.set_rollout(namespace_of(ds), name_of(ds), {
+            "total": plan.total, "updated": plan.updated, "outdated": plan.outdated, "unavailable": plan.unavailable,
+        })
+        if plan.auto_pause:
+            await self._auto_pause(ds, plan, settings.progress_deadline)
+            return
+        if plan.delete:
+            await self._delete(key, ds, plan, hash_)
+        if plan.requeue_after is not None:
+            self.queue.add_after(key, plan.requeue_after)
+
+    async def _delete(self, key: str, ds: JSON, plan: Plan, hash_: str) -> None:
+        deleted: list[JSON] = []
+
+        def deleter(pod: JSON) -> Callable[[], Awaitable[None]]:
+            async def call() -> None:
+                uid = uid_of(pod)
+                self.metrics.write("pod_delete")
+                try:
+                    await self._client.delete(
+                        f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}",
+                        {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}},
+                    )
+                except KubeError as exc:
+                    if exc.code == 404:
+                        self.expectations.deletion_observed(key, uid)
+                        self.metrics.pod_deletions.labels("gone").inc()
+                        return
+                    self.expectations.deletion_failed(key, uid)
+                    if exc.code == 409:  # the UID precondition: a different pod holds the name now
+                        self.metrics.pod_deletions.labels("replaced").inc()
+                        return
+                    self.metrics.pod_deletions.labels("error").inc()
+                    raise
+                except BaseException:
+                    self.expectations.deletion_failed(key, uid)
+                    self.metrics.pod_deletions.labels("error").inc()
+                    raise
+                self.metrics.pod_deletions.labels("deleted").inc()
+                deleted.append(pod)
+
+            return call
+
+        errors = await self._bounded([deleter(pod) for pod in plan.delete])
+        if deleted:
+            message = (
+                f"AdvancedRollingUpdate to revision {hash_}: deleted {len(deleted)} outdated pod(s) "
+                f"({_names(deleted)}); max unavailable {plan.max_unavailable}, unavailable before "
+                f"{plan.unavailable}, {plan.updated}/{plan.total} nodes up to date"
+            )
+            await self.events.emit(ds, NORMAL, "UpgradingPods", message)
+        if errors:
+            raise ReconcileError(f"{len(errors)} pod deletion(s) failed, first: {errors[0]}")
+
+    async def _auto_pause(self, ds: JSON, plan: Plan, deadline: float) -> None:
+        # Guarded by the UID: never pause a same-named successor.
+        patch = {"metadata": {"uid": uid_of(ds), "annotations": {ANNOTATION_PAUSED: "true"}}}
+        path = f"/apis/apps/v1/namespaces/{namespace_of(ds)}/daemonsets/{name_of(ds)}"
+        self.metrics.write("daemonset_patch")
+        await self._client.patch(path, patch, CONTENT_MERGE_PATCH)
+        self.metrics.auto_pauses.inc()
+        message = (
+            f"{len(plan.failed)} pod(s) of the new version not available within {deadline:g}s "
+            f"({', '.join(plan.failed[:_NAMES_IN_EVENT])}), max-failed is {plan.max_failed}: roll paused "
+            f"({ANNOTATION_PAUSED}=true). Fix the version, then remove the annotation to resume."
+        )
+        await self.events.emit(ds, WARNING, "RolloutAutoPaused", message)
+        self._log.warning("roll paused automatically", daemonset=key_of(ds), failed=plan.failed,
+                          resource_version=meta(ds).get("resourceVersion"))

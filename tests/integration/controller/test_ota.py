@@ -1,0 +1,72 @@
+"""OTA against the simulated cluster: PodNeedUpgrade follows the DaemonSet's current revision."""
+
+from __future__ import annotations
+
+from edgeagent.kube.client import KubeClient
+from edgeagent.kube.objects import get_condition, is_terminating, name_of, uid_of
+from edgeagent.sim.cluster import SimCluster
+from tests.integration.controller.conftest import (
+    NS,
+    Controllers,
+    all_running,
+    create_daemonset,
+    current_hash,
+    daemonset_manifest,
+    need_upgrade,
+    pods_of,
+    set_image,
+)
+from tests.waiting import eventually
+
+
+async def conditions(kube: KubeClient, name: str) -> dict[str, tuple[str, str] | None]:
+    return {name_of(p): need_upgrade(p) for p in await pods_of(kube, name) if not is_terminating(p)}
+
+
+async def test_ota_flags_outdated_pods_and_clears_the_flag_on_replacement(
+    sim: SimCluster, kube: KubeClient, controllers: Controllers
+) -> None:
+    await create_daemonset(kube, daemonset_manifest("nginx", strategy="OTA"))
+    await eventually(lambda: all_running(kube, "nginx", 3), what="3 pods running")
+    app = await controllers.start(sim)
+    first = await eventually(lambda: current_hash(kube, "nginx"), what="first revision")
+
+    async def all_flagged(status: str, hash_: str) -> bool:
+        found = await conditions(kube, "nginx")
+        return len(found) == 3 and all(c == (status, f"controllerrevision: {hash_}") for c in found.values())
+
+    await eventually(lambda: all_flagged("False", first), what="PodNeedUpgrade False on every pod")
+
+    await set_image(kube, "nginx", "nginx:1.19.5")
+
+    async def new_hash() -> str | None:
+        found = await current_hash(kube, "nginx")
+        return found if found != first else None
+
+    second = await eventually(new_hash, what="second revision")
+    await eventually(lambda: all_flagged("True", second), what="PodNeedUpgrade True with the new hash")
+
+    # Replace one pod (what the agent's upgrade does): the new pod is up to date and says so.
+    victim = sorted(await pods_of(kube, "nginx"), key=name_of)[0]
+    before = {c["type"]: c for c in victim["status"]["conditions"] if c["type"] != "PodNeedUpgrade"}
+    await kube.delete(f"/api/v1/namespaces/{NS}/pods/{name_of(victim)}", {"preconditions": {"uid": uid_of(victim)}})
+
+    async def replaced() -> bool:
+        found = await conditions(kube, "nginx")
+        flags = sorted(v for v in found.values() if v is not None)
+        return len(found) == 3 and name_of(victim) not in found and flags == [
+            ("False", f"controllerrevision: {second}"),
+            ("True", f"controllerrevision: {second}"),
+            ("True", f"controllerrevision: {second}"),
+        ]
+
+    await eventually(replaced, what="the replacement pod flagged False")
+
+    # Other conditions (the kubelet's) are untouched on a pod we patched.
+    survivor = next(p for p in await pods_of(kube, "nginx")
+                    if need_upgrade(p) == ("True", f"controllerrevision: {second}"))
+    others = {c["type"] for c in survivor["status"]["conditions"]} - {"PodNeedUpgrade"}
+    assert others == set(before)
+    ready = get_condition(survivor, "Ready")
+    assert ready is not None and ready["status"] == "True"
+    assert app.metrics.writes("pod_delete") == 0  # OTA never deletes
