@@ -5,16 +5,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from edgeagent.agent.app import Agent
 from edgeagent.config import AgentConfig
-from tests.integration.agent_api.conftest import FAST_AGENT, closed_port, ds_pod, seed_snapshot, write_kubeconfig
+from tests.integration.agent_api import conftest as agent_api
+from tests.integration.agent_api.conftest import (
+    FAST_AGENT,
+    NODE,
+    World,
+    closed_port,
+    ds_pod,
+    seed_snapshot,
+    write_kubeconfig,
+)
+from tests.waiting import eventually
+
+if TYPE_CHECKING:
+    from edgeagent.sim.cluster import SimCluster
+
+
+@pytest.fixture
+async def world(sim: SimCluster) -> AsyncIterator[World]:
+    """A DaemonSet whose pods need an upgrade, on the `sim` cluster (as in the agent_api tests)."""
+    async with agent_api.make_world(sim) as w:
+        yield w
 
 TOKEN = "cli-token-123"
 
@@ -116,3 +138,93 @@ async def test_unreadable_token_file_is_a_usage_error(cli: Cli, tmp_path: Path) 
     missing = Cli(cli.url, tmp_path / "no-such-token")
     code, _, err = await missing("upgrade", "default/agent-x1")
     assert code == 2 and "--token-file" in err
+
+
+class AgentProcess:
+    """`edgeagent run` as a real process; the port it bound (port 0) is read from its JSON log."""
+
+    def __init__(self, kubeconfig: Path, state_dir: Path) -> None:
+        self.args = [sys.executable, "-m", "edgeagent.cli", "run", "--node-name", NODE, "--kubeconfig",
+                     str(kubeconfig), "--port", "0", "--state-dir", str(state_dir), "--log-format", "json",
+                     "--upgrade-timeout", "0.5", "--request-timeout", "1", "--probe-interval", "0.1",
+                     "--probe-timeout", "0.3", "--failures-to-disconnect", "1"]
+        self.proc: asyncio.subprocess.Process | None = None
+        self.lines: list[dict[str, object]] = []
+        self._reader: asyncio.Task[None] | None = None
+        self._port: asyncio.Future[int] | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._port is not None and self._port.done()
+        return f"http://127.0.0.1:{self._port.result()}"
+
+    async def start(self) -> None:
+        self._port = asyncio.get_running_loop().create_future()
+        self.proc = await asyncio.create_subprocess_exec(*self.args, stdout=asyncio.subprocess.DEVNULL,
+                                                         stderr=asyncio.subprocess.PIPE)
+        self._reader = asyncio.create_task(self._read())
+        await asyncio.wait_for(asyncio.shield(self._port), 15)
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None and self._port is not None
+        async for raw in self.proc.stderr:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            self.lines.append(line)
+            if line.get("event") == "agent listening" and not self._port.done():
+                self._port.set_result(int(str(line["port"])))
+        if not self._port.done():
+            self._port.set_exception(AssertionError(f"agent exited before listening: {self.lines[-3:]}"))
+
+    async def kill(self, sig: int) -> int:
+        assert self.proc is not None and self._reader is not None
+        self.proc.send_signal(sig)
+        code = await asyncio.wait_for(self.proc.wait(), 15)
+        await self._reader
+        return code
+
+
+@pytest.mark.slow
+async def test_queued_upgrade_survives_sigkill_and_is_applied_when_the_link_returns(
+        tmp_path: Path, world: World) -> None:
+    old = await world.pod()
+    name = f"default/{old['metadata']['name']}"
+    state_dir = tmp_path / "agent-state"
+    agent = AgentProcess(world.sim.node_kubeconfig(NODE), state_dir)
+    await agent.start()
+    cli = Cli(agent.url, tmp_path / "unused")
+
+    async def cached() -> bool:
+        code, out, _ = await cli("pods", "--json", token=False)
+        return code == 0 and old["metadata"]["uid"] in out
+
+    await eventually(cached, what="the pod in the agent's cache")
+    await world.sim.disconnect(NODE, "blackhole")
+    code, out, err = await cli("upgrade", name, "--json", token=False)
+    assert code == 0, err
+    request_id = json.loads(out)["id"]
+
+    assert await agent.kill(signal.SIGKILL) == -signal.SIGKILL
+    agent = AgentProcess(world.sim.node_kubeconfig(NODE), state_dir)
+    await agent.start()
+    cli = Cli(agent.url, tmp_path / "unused")
+    try:
+        # Still cut off: the snapshot answers, and the request survived the kill.
+        code, out, _ = await cli("pods", "--json", token=False)
+        assert code == 0 and old["metadata"]["uid"] in out
+        code, out, _ = await cli("upgrades", "--json", token=False)
+        [entry] = json.loads(out)["items"]
+        assert (entry["id"], entry["state"]) == (request_id, "queued")
+
+        await world.sim.connect(NODE)
+
+        async def succeeded() -> bool:
+            code, out, _ = await cli("upgrades", "--json", token=False)
+            return code == 0 and json.loads(out)["items"][0]["state"] == "succeeded"
+
+        await eventually(succeeded, timeout=20, what="the queued upgrade applied")
+        await eventually(lambda: world.replaced(old), what="the pod replaced by the DaemonSet controller")
+    finally:
+        assert await agent.kill(signal.SIGTERM) == 0

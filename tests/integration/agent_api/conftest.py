@@ -194,8 +194,8 @@ class World:
         return [d for d in self.sim.store.deletes if d["resource"] == "pods"]
 
 
-@pytest.fixture
-async def world(sim: SimCluster) -> AsyncIterator[World]:
+@contextlib.asynccontextmanager
+async def make_world(sim: SimCluster) -> AsyncIterator[World]:
     admin = await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=5))
     try:
         await admin.create("/apis/apps/v1/namespaces/default/daemonsets", _daemonset("registry.local/app:1"))
@@ -224,6 +224,12 @@ async def world(sim: SimCluster) -> AsyncIterator[World]:
         yield World(sim, admin, new_hash, old_hash)
     finally:
         await admin.close()
+
+
+@pytest.fixture
+async def world(sim: SimCluster) -> AsyncIterator[World]:
+    async with make_world(sim) as w:
+        yield w
 
 
 async def wait_cached(agent: Agent, pod: dict[str, Any], *, need_upgrade: str | None = "True") -> None:
