@@ -154,9 +154,7 @@ async def _upgrade(cfg: ClientConfig, namespace: str, name: str) -> int:
     elif ok:
         print(_message(body, status))
     if not ok:
-        if not cfg.json:
-            print(f"edgeagent: error: upgrade {namespace}/{name}: {status}: {_message(body, status)}",
-                  file=sys.stderr)
+        print(f"edgeagent: error: upgrade {namespace}/{name}: {status}: {_message(body, status)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -173,8 +171,7 @@ async def _cancel(cfg: ClientConfig, request_id: str) -> int:
     if cfg.json:
         _print_json(body if isinstance(body, dict) else {"status": status, "message": _message(body, status)})
     if status != 200:
-        if not cfg.json:
-            print(f"edgeagent: error: cancel {request_id}: {status}: {_message(body, status)}", file=sys.stderr)
+        print(f"edgeagent: error: cancel {request_id}: {status}: {_message(body, status)}", file=sys.stderr)
         return EXIT_FAILED
     if not cfg.json:
         print(_message(body, status))

@@ -120,7 +120,7 @@ async def test_refused_upgrade_exits_1_with_one_line(cli: Cli) -> None:
     assert (code, out) == (1, "")
     assert err.startswith("edgeagent: error: upgrade default/current: 403:") and err.count("\n") == 1
     code, out, err = await cli("upgrade", "default/current", "--json")
-    assert code == 1 and json.loads(out)["status"] == "Forbidden"
+    assert code == 1 and json.loads(out)["status"] == "Forbidden" and err.count("\n") == 1
     code, _, err = await cli("upgrade", "default/agent-x1", token=False)
     assert code == 1 and "401" in err
 

@@ -102,6 +102,16 @@ async def test_concurrent_enqueues_of_one_pod_make_one_entry(store: StateStore) 
     assert len(await store.list_requests()) == 1
 
 
+async def test_active_request_finds_queued_or_running_only(store: StateStore) -> None:
+    assert await store.active_request("default", "a") is None
+    req, _ = await store.enqueue("default", "a", "uid-a", "n1")
+    assert await store.active_request("default", "a") == req
+    running = await store.set_state(req.id, st.RUNNING)
+    assert await store.active_request("default", "a") == running
+    await store.set_state(req.id, st.SUCCEEDED)
+    assert await store.active_request("default", "a") is None
+
+
 async def test_running_entry_is_returned_too(store: StateStore) -> None:
     first, _ = await store.enqueue("default", "a", "uid-a", "n1")
     await store.set_state(first.id, st.RUNNING)
