@@ -13,8 +13,10 @@ It follows OpenYurt's daemonPodUpdater:
 and fixes what OpenYurt leaves open:
 
 - nodes are visited in name order, so a roll is reproducible and `rollout status` predictable;
-- an old pod that was marked unready while its node was away (and not re-reported yet) is replaced
-  within the budget, not "for free": otherwise every node returning from a partition is replaced at once;
+- only old pods that are really not Ready are replaced "for free"; one that is Ready but younger than
+  `minReadySeconds`, or was marked unready while its node was away (and is not re-reported yet), is
+  replaced within the budget: otherwise a fresh DaemonSet, or every node returning from a partition,
+  would be replaced all at once;
 - a node that went NotReady *after* receiving the new version, or whose pod deletion is still in
   flight, keeps counting against the budget (OpenYurt forgets it and starts more deletions: a version
   that takes nodes down would spread at full speed);
@@ -37,6 +39,7 @@ from edgeagent.controller.pods import (
     is_available,
     node_of,
     node_ready_changed_at,
+    ready_since,
 )
 from edgeagent.controller.revisions import is_pod_updated
 from edgeagent.controller.settings import RollSettings
@@ -267,8 +270,9 @@ def plan_rolling_update(
             continue
         if is_available(view.old, min_ready, now):
             candidates.append(view.old)
-        elif _status_predates_node_ready(view, view.old):
-            # Marked unready while its node was away: unknown, not broken. Replace it within budget.
+        elif ready_since(view.old) is not None or _status_predates_node_ready(view, view.old):
+            # Ready but younger than minReadySeconds, or marked unready while its node was away: not
+            # broken, so not replaced "for free" — within the budget, like an available pod.
             stale.append(view.old)
         else:
             replacements.append(view.old)

@@ -254,3 +254,11 @@ def test_one_pass_deletes_at_most_a_burst() -> None:
     settings, _ = roll_settings(ds)
     p = plan_rolling_update(ds, old_pods(nodes), nodes, NEW, settings, T0, burst=3)
     assert deleted(p) == ["p-n00", "p-n01", "p-n02"]
+
+
+def test_young_ready_old_pods_are_replaced_within_budget_not_for_free() -> None:
+    nodes = cluster(3)
+    pods = [pod(f"p-{n}", n, OLD, ready_since=T0 - 1) for n in nodes]
+    p = plan(pods, nodes, min_ready=10, **{MU: "1"})
+    assert deleted(p) == ["p-n00"]
+    assert p.replacing_unavailable == 0
