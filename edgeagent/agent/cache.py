@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from typing import Any
 
@@ -41,7 +42,7 @@ class PodCache:
         self._metrics = metrics
         self._encoded: bytes | None = None
         self._dirty = asyncio.Event()
-        self._last_write = 0.0
+        self._last_write = -math.inf  # monotonic() may be small after boot: the first write is never delayed
         self.snapshot_writes = 0
         informer.add_handler(self._on_change)
 
