@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -396,8 +397,9 @@ class Demo:
         node = OFFLINE_NODE
         pod = before[node]
         self.n.step(f"On {node}: cut the link, upgrade anyway -> 202 queued",
-                    "YurtHub would fail this request: its DELETE cannot reach the cloud. Our agent notices the "
-                    "link is down (probes with hysteresis), checks the request against its cached copy of the "
+                    "In OpenYurt this request fails (YurtHub's DELETE cannot reach the cloud; retry later). Our "
+                    "agent notices the link is down (probes with hysteresis), checks the request against its "
+                    "cached copy of the "
                     "pod, stores it durably (SQLite, fsync) and only then answers 202 with the request's id.")
         await self.link(node, cut=True)
         await self.wait_agent(node, connected=False)
@@ -531,6 +533,11 @@ def _upgrade_rows(requests: list[JSON]) -> list[list[str]]:
 
 async def _run(narrator: Narrator, workdir: Path) -> None:
     demo = Demo(narrator, workdir)
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is not None:
+        # SIGTERM must not orphan the agents and the controller: cancel, so that close() stops them.
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         async with asyncio.timeout(OVERALL_DEADLINE):
             await demo.run()
@@ -538,6 +545,7 @@ async def _run(narrator: Narrator, workdir: Path) -> None:
         raise narrator.fail(f"the demo did not finish within {OVERALL_DEADLINE:g}s") from exc
     finally:
         await demo.close()
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def run_demo(out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -546,27 +554,29 @@ def run_demo(out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="edgeagent-demo-"))
     logs = workdir / "logs"
     logs.mkdir()
-    ok = False
+    code = 1
     saved_logging = structlog.get_config()
     with (logs / "demo.log").open("a", encoding="utf-8") as log_file:
         # The in-process simulator logs to a file: the narration is what the user reads.
         log.configure(LogConfig(level="info", format="json"), stream=log_file)
         try:
             asyncio.run(_run(narrator, workdir))
-            ok = True
+            code = 0
         except StepFailed as exc:
             print(f"DEMO FAILED at {exc}", file=err, flush=True)
-        except KeyboardInterrupt:
-            print("DEMO INTERRUPTED", file=err, flush=True)
-            return 130
+        except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+            signal_name = "SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM"
+            print(f"DEMO INTERRUPTED by {signal_name} at step {narrator.step_no} ({narrator.title}); "
+                  "every process it started was stopped", file=err, flush=True)
+            code = 130 if isinstance(exc, KeyboardInterrupt) else 143
         except Exception as exc:
             print(f"DEMO FAILED at step {narrator.step_no} ({narrator.title}): unexpected "
                   f"{type(exc).__name__}: {exc}", file=err, flush=True)
         finally:
             structlog.configure(**saved_logging)
-    if not ok:
+    if code != 0:
         print(f"logs kept in {logs}", file=err, flush=True)
-        return 1
+        return code
     shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nDemo complete: {narrator.checks} checks passed in {narrator.elapsed:.1f}s.", file=out, flush=True)
     return 0
