@@ -47,8 +47,11 @@ def default_identity() -> str:
 class ControllerApp:
     """One controller process; tests run several in one event loop and read `controller`/`elector`."""
 
-    def __init__(self, cfg: ControllerConfig, *, release_lease: bool = True, workers: int = 4) -> None:
+    def __init__(self, cfg: ControllerConfig, *, release_lease: bool = True, workers: int = 4,
+                 serve_metrics: bool | None = None) -> None:
         self.cfg = cfg
+        # `--metrics-port 0` means no server; tests ask for one on an ephemeral port with serve_metrics=True.
+        self.serve_metrics = cfg.metrics_port != 0 if serve_metrics is None else serve_metrics
         self.identity = cfg.identity or default_identity()
         self.metrics = ControllerMetrics()
         self.release_lease = release_lease
@@ -112,7 +115,7 @@ class ControllerApp:
 
     async def _start_metrics_server(self, controller: Controller) -> web.AppRunner | None:
         cfg = self.cfg
-        if not cfg.metrics_port:
+        if not self.serve_metrics:
             return None
 
         async def metrics(_: web.Request) -> web.Response:

@@ -57,12 +57,13 @@ class Controllers:
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
     async def start(self, cluster: SimCluster, *, release_lease: bool = True, workers: int = 4,
-                    **overrides: Any) -> ControllerApp:
+                    serve_metrics: bool = False, **overrides: Any) -> ControllerApp:
         values: dict[str, Any] = {
             "kubeconfig": cluster.admin_kubeconfig, "metrics_port": 0, "lease_duration": 1.0,
             "renew_interval": 0.2, "request_timeout": 5.0, **overrides,
         }
-        app = ControllerApp(ControllerConfig(**values), release_lease=release_lease, workers=workers)
+        app = ControllerApp(ControllerConfig(**values), release_lease=release_lease, workers=workers,
+                            serve_metrics=serve_metrics)
         ready = asyncio.Event()
         task = asyncio.create_task(app.run(ready=ready), name=f"controller-{app.identity}")
         self._tasks[id(app)] = task

@@ -12,8 +12,10 @@ from edgeagent.controller.app import ControllerApp
 from edgeagent.controller.leader import LeaderElector
 from edgeagent.kube.client import KubeClient
 from edgeagent.sim.cluster import SimCluster
+from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
     Controllers,
+    admin_client,
     all_running,
     controller_deletions,
     create_daemonset,
@@ -134,3 +136,26 @@ async def test_only_the_leader_acts_and_the_standby_takes_over(
     await eventually(lambda: all_running(kube, "web", 3, "nginx:3"), timeout=10, what="roll by the new leader")
     assert standby.metrics.writes("pod_delete") == 3
     assert len(controller_deletions(sim)) == deletions_before + 3
+
+
+async def test_leader_steps_down_when_it_cannot_renew_in_time(sim_factory: SimFactory) -> None:
+    cluster = await sim_factory(nodes=1)
+    async with admin_client(cluster) as client:
+        a = LeaderElector(client, namespace="kube-system", name="edgeagent-controller", identity="a",
+                          lease_duration=1.0, renew_interval=0.1)
+        working = asyncio.Event()
+
+        async def lead() -> None:
+            working.set()
+            await asyncio.Event().wait()
+
+        task = asyncio.create_task(a.run(lead))
+        try:
+            await asyncio.wait_for(working.wait(), 5)
+            await cluster.stop()  # the API server is gone: renewals fail
+            # It must stop leading before the lease (1 s) could have expired for anyone else.
+            await eventually(lambda: not a.is_leader, timeout=2, what="step down")
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
