@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeagent.config import SimConfig
 from edgeagent.kube.client import KubeClient, KubeError
 from edgeagent.kube.objects import get_condition
 from edgeagent.sim.cluster import SimCluster
+from edgeagent.sim.kubelet import NodeLifecycleController, node_object, node_status
+from edgeagent.sim.resources import LEASES, NODES
+from edgeagent.sim.store import Store
 from tests.waiting import eventually
 
 JSON = dict[str, Any]
@@ -201,3 +205,26 @@ async def test_partitioned_kubelet_neither_starts_nor_removes_pods(sim: SimClust
         return False
 
     await eventually(caught_up, what="the kubelet to start 'new' and remove 'old'")
+
+
+def test_node_controller_ignores_silence_measured_across_its_own_stall() -> None:
+    store = Store()
+    store.create(NODES, node_object("n1", 1))
+    store.patch(NODES, None, "n1", {"status": node_status("n1", 1, ready=True)}, "application/merge-patch+json",
+                subresource="status")
+    store.create(LEASES, {"metadata": {"name": "n1", "namespace": "kube-node-lease"},
+                          "spec": {"holderIdentity": "n1", "renewTime": "2024-01-01T00:00:00.000000Z"}})
+    now = [0.0]
+    controller = NodeLifecycleController(store, SimConfig(node_grace=1.0), clock=lambda: now[0])
+
+    def ready() -> str:
+        return ready_status(store.get(NODES, None, "n1"))
+
+    controller.check_leases()
+    now[0] = 5.0  # the whole process stood still for 5 s: the kubelet could not have renewed either
+    controller.check_leases()
+    assert ready() == "True"
+    while now[0] < 6.5:  # then a real silence longer than node_grace, watched at the normal period
+        now[0] += controller.period
+        controller.check_leases()
+    assert ready() == "Unknown"
