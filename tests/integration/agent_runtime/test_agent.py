@@ -180,3 +180,15 @@ async def test_missing_kubeconfig_is_a_runtime_error_before_anything_is_created(
     assert caught.value.exit_code == 1
     assert str(caught.value) == f"kubeconfig not found: {missing}"
     assert not (tmp_path / "s").exists(), "nothing is created before the configuration is known to be usable"
+
+
+async def test_port_in_use_is_a_clear_runtime_error(sim: SimCluster, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = AgentConfig(node_name=NODE, kubeconfig=sim.node_kubeconfig(NODE), port=port, state_dir=tmp_path / "s")
+        with pytest.raises(AgentError) as caught:
+            await Agent(cfg, notifier=SdNotifier({})).run()
+    assert caught.value.exit_code == 1
+    assert str(caught.value).startswith(f"cannot listen on 127.0.0.1:{port}:")
