@@ -533,8 +533,7 @@ class Store:
             status.setdefault("phase", "Pending")
         new = _ordered(res, new)
         if dry_run:
-            meta["resourceVersion"] = str(self._rv)
-            return new
+            return new  # nothing stored, so no resourceVersion (as the real dry run answers)
         self._commit(res, "ADDED", new, None)
         return clone(new)
 

@@ -282,3 +282,13 @@ async def test_server_shutdown_ends_open_watches(api_factory: ApiFactory) -> Non
     watcher = await api.watch(PODS_PATH)
     await api.server_app.shutdown()
     await eventually(lambda: watcher.done, what="the stream to end on shutdown")
+
+
+async def test_legacy_watch_path_watches_one_object(api: Api) -> None:
+    create_pod(api.store, "a")
+    create_pod(api.store, "b")
+    watcher = await api.watch("/api/v1/watch/namespaces/default/pods/b")
+    _label(api, "a", v="1")
+    _label(api, "b", v="1")
+    await eventually(lambda: len(watcher.events) == 2, what="ADDED and MODIFIED for b")
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in watcher.events] == [("ADDED", "b"), ("MODIFIED", "b")]
