@@ -7,16 +7,27 @@ Regenerate the README table after changing flags with:  .venv/bin/python tests/e
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
 import re
 import shutil
+import signal
+import socket
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+
+from tests.waiting import eventually
+
+if TYPE_CHECKING:
+    from edgeagent.sim.cluster import SimCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "edgeagent.service"
@@ -111,6 +122,71 @@ def test_systemd_security_exposure_is_at_most_2(tmp_path: Path) -> None:
     score = float(found.group(1))
     print(f"systemd-analyze security --offline=true {UNIT.name}: exposure {score}")
     assert score <= MAX_EXPOSURE, result.stdout
+
+
+class NotifyListener:
+    """Plays systemd's side of `Type=notify`: a datagram socket with SO_PASSCRED, so each message carries the
+    sender's pid, which is what `NotifyAccess=main` checks against the service's main pid."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sock.bind(str(path))
+        self.sock.setblocking(False)
+        self.messages: list[tuple[int, str]] = []  # (sender pid, text)
+
+    def drain(self) -> list[tuple[int, str]]:
+        creds_size = struct.calcsize("3i")
+        while True:
+            try:
+                data, ancillary, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(creds_size))
+            except BlockingIOError:
+                return self.messages
+            pid = -1
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                    pid = struct.unpack("3i", payload[:creds_size])[0]
+            self.messages.append((pid, data.decode()))
+
+    def lines(self, pid: int) -> list[str]:
+        return [line for sender, text in self.drain() if sender == pid for line in text.splitlines()]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+async def test_agent_process_speaks_the_notify_protocol_the_unit_expects(sim: SimCluster, tmp_path: Path) -> None:
+    """What edgeagent.service relies on, from the real console script as systemd starts it: READY=1, then
+    watchdog pings (WatchdogSec), all from the main pid (NotifyAccess=main); SIGTERM gives STOPPING=1 and
+    exit 0 (Restart=on-failure must not fire); the journal gets one JSON object per line."""
+    listener = NotifyListener(tmp_path / "notify.sock")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("EDGEAGENT_", "NOTIFY_",
+                                                                                   "WATCHDOG_"))}
+    env.update(NOTIFY_SOCKET=str(listener.path), WATCHDOG_USEC="200000", EDGEAGENT_LOG_FORMAT="json",
+               EDGEAGENT_NODE_NAME=sim.node_names[0], EDGEAGENT_KUBECONFIG=str(sim.node_kubeconfig(sim.node_names[0])))
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o700)
+    proc = await asyncio.create_subprocess_exec(
+        str(VENV_BIN / "edgeagent"), "run", "--state-dir", str(state_dir), "--port", "0",
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    try:
+        await eventually(lambda: "READY=1" in listener.lines(proc.pid), timeout=20, what="READY=1 from the main pid")
+        await eventually(lambda: listener.lines(proc.pid).count("WATCHDOG=1") >= 2, what="two watchdog pings")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        stopping = "STOPPING=1" in listener.lines(proc.pid)
+        listener.close()
+    assert proc.returncode == 0, stderr.decode()
+    assert stopping
+    assert all(pid == proc.pid for pid, _ in listener.messages), "a message from another pid would be dropped"
+    records = [json.loads(line) for line in stderr.decode().splitlines()]
+    assert records and all({"event", "level", "timestamp"} <= record.keys() for record in records)
+    assert any(record["event"] == "agent listening" for record in records)
 
 
 # ---------------------------------------------------------------------------------------------- Dockerfile
@@ -317,6 +393,77 @@ def test_every_cli_flag_in_manifests_exists() -> None:
             known = {row.flag for row in flags[command]}
             for arg in container.get("args", []):
                 assert arg.split("=")[0] in known, f"{kind}: {arg} is not a flag of edgeagent {command}"
+
+
+KUBECTL = shutil.which("kubectl")
+# What `kubectl apply -f deploy/` needs the API server to serve, as `kubectl api-resources -o name` spells it.
+DEPLOY_RESOURCES = ("namespaces", "serviceaccounts", "daemonsets.apps", "deployments.apps",
+                    "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
+                    "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io")
+
+
+async def _kubectl(sim: SimCluster, cache: Path, *args: str) -> tuple[int, str, str]:
+    """Asynchronous on purpose: the sim serves from this test's event loop, a blocking call would freeze it."""
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed; cannot apply deploy/ to the simulated cluster")
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL, "--kubeconfig", str(sim.admin_kubeconfig), "--cache-dir", str(cache), "--request-timeout", "20s",
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.kubectl
+async def test_kubectl_apply_runs_the_agent_on_every_node_even_a_tainted_one(sim: SimCluster, tmp_path: Path) -> None:
+    """Edge nodes carry taints of their own; the DaemonSet's `operator: Exists` toleration must still place the
+    agent there (the DaemonSet controller only adds the standard not-ready/unreachable ones by itself)."""
+    tainted = sim.node_names[-1]
+    code, _, err = await _kubectl(sim, tmp_path, "taint", "nodes", tainted, "example.com/edge-site=far:NoSchedule")
+    assert code == 0, err
+    code, out, err = await _kubectl(sim, tmp_path, "apply", "-f", str(DEPLOY / "00-namespace.yaml"),
+                                    "-f", str(DEPLOY / "agent-daemonset.yaml"))
+    assert code == 0, err
+    assert "daemonset.apps/edgeagent-agent created" in out
+
+    async def agent_nodes() -> list[str]:
+        code, out, err = await _kubectl(sim, tmp_path, "get", "pods", "-n", NAMESPACE, "-o", "json")
+        assert code == 0, err
+        pods = json.loads(out)["items"]
+        return sorted(p["spec"].get("nodeName") or "" for p in pods if not p["metadata"].get("deletionTimestamp"))
+
+    async def one_per_node() -> bool:
+        return await agent_nodes() == sorted(sim.node_names)
+
+    await eventually(one_per_node, timeout=15, what="one agent pod on each node")
+    code, out, err = await _kubectl(sim, tmp_path, "get", "pods", "-n", NAMESPACE, "-o", "json")
+    pod = json.loads(out)["items"][0]["spec"]
+    assert pod["hostNetwork"] is True and pod["serviceAccountName"] == "edgeagent-agent"
+
+
+@pytest.mark.kubectl
+async def test_kubectl_apply_deploy_directory(sim: SimCluster, tmp_path: Path) -> None:
+    code, out, err = await _kubectl(sim, tmp_path, "api-resources", "-o", "name")
+    assert code == 0, err
+    missing = sorted(set(DEPLOY_RESOURCES) - set(out.split()))
+    if missing:
+        pytest.skip(f"the simulated cluster does not serve {', '.join(missing)}: kubectl apply -f deploy/ cannot "
+                    "succeed until it does")
+    code, out, err = await _kubectl(sim, tmp_path, "apply", "-f", str(DEPLOY))
+    assert code == 0, err
+    created = {line.split()[0] for line in out.splitlines()}
+    expected = {f"{kind.lower()}{'.apps' if kind in ('DaemonSet', 'Deployment') else ''}"
+                f"{'.rbac.authorization.k8s.io' if 'Role' in kind else ''}/{key.partition('/')[2]}"
+                for kind, key in _documents()}
+    assert created == expected
+    # Applying again changes nothing: the manifests are stable under kubectl's three-way merge.
+    code, out, err = await _kubectl(sim, tmp_path, "apply", "-f", str(DEPLOY))
+    assert code == 0, err
+    assert all(line.endswith(" unchanged") for line in out.splitlines()), out
 
 
 # ---------------------------------------------------------------------------------------------- docs vs CLI
