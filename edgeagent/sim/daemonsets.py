@@ -367,12 +367,15 @@ class DaemonSetController:
         uid = uid_of(ds)
         hash_, collision_count = self._sync_revisions(ds)
         nodes, _ = self.store.list(NODES)
-        pods = [p for p in self.store.list(PODS, namespace)[0] if _owned_by(p, uid)]
-        self._manage(ds, nodes, pods, hash_)
-        if self._strategy(ds) == "RollingUpdate":
-            pods = [p for p in self.store.list(PODS, namespace)[0] if _owned_by(p, uid)]
-            self._rolling_update(ds, nodes, pods, hash_)
-        pods = [p for p in self.store.list(PODS, namespace)[0] if _owned_by(p, uid)]
+
+        def owned_pods() -> list[JSON]:
+            return [p for p in self.store.list(PODS, namespace)[0] if _owned_by(p, uid)]
+
+        pods = owned_pods()
+        if self._manage(ds, nodes, pods, hash_):
+            pods = owned_pods()
+        if self._strategy(ds) == "RollingUpdate" and self._rolling_update(ds, nodes, pods, hash_):
+            pods = owned_pods()
         self._cleanup_history(ds, pods, hash_)
         self._update_status(ds, nodes, pods, hash_, collision_count)
 
@@ -417,8 +420,8 @@ class DaemonSetController:
                 continue
             return hash_, collision_count
 
-    def _manage(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> None:
-        """Per node: create the missing pod, delete failed, duplicate and misplaced ones."""
+    def _manage(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> bool:
+        """Per node: create the missing pod, delete failed, duplicate and misplaced ones. True if it wrote."""
         by_node: dict[str, list[JSON]] = {}
         for pod in pods:
             by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
@@ -444,6 +447,7 @@ class DaemonSetController:
             self.store.create(PODS, new_pod(ds, node_name, hash_), namespace=namespace_of(ds))
             _log.debug("daemon pod created", daemonset=name_of(ds), node=node_name, hash=hash_)
         self._delete_pods(to_delete)
+        return bool(to_create or to_delete)
 
     def _delete_pods(self, pods: list[JSON]) -> None:
         for pod in pods:
@@ -453,7 +457,7 @@ class DaemonSetController:
                 if exc.code not in (404, 409):
                     raise
 
-    def _rolling_update(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> None:
+    def _rolling_update(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> bool:
         """rollingUpdate without surge: delete old pods while the unavailable count stays within budget."""
         now = time.time()
         min_ready = int((ds.get("spec") or {}).get("minReadySeconds") or 0)
@@ -490,7 +494,9 @@ class DaemonSetController:
                 elif unavailable < max_unavailable:
                     candidates.append(old[0])
         budget = max(0, max_unavailable - unavailable)
-        self._delete_pods(replace + candidates[:budget])
+        doomed = replace + candidates[:budget]
+        self._delete_pods(doomed)
+        return bool(doomed)
 
     def _cleanup_history(self, ds: JSON, pods: list[JSON], hash_: str) -> None:
         limit = (ds.get("spec") or {}).get("revisionHistoryLimit")

@@ -34,6 +34,7 @@ TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 NODE_STATUS_UNKNOWN_REASON = "NodeStatusUnknown"
 NODE_STATUS_UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
+NODE_STATUS_NEVER_POSTED_MESSAGE = "Kubelet never posted node status."
 
 _log = log.get("edgeagent.sim.kubelet")
 
@@ -469,18 +470,24 @@ class NodeLifecycleController:
     def _mark_unknown(self, node: JSON) -> None:
         name = name_of(node)
         now = now_time()
+        existing = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
         conditions = []
-        for cond in (node.get("status") or {}).get("conditions") or []:
-            if cond.get("type") in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"):
-                changed = cond.get("status") != "Unknown"
-                conditions.append({
-                    "type": cond["type"],
-                    "status": "Unknown",
-                    "reason": NODE_STATUS_UNKNOWN_REASON,
-                    "message": NODE_STATUS_UNKNOWN_MESSAGE,
-                    "lastHeartbeatTime": cond.get("lastHeartbeatTime"),
-                    "lastTransitionTime": now if changed else cond.get("lastTransitionTime"),
-                })
+        for cond_type in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready"):
+            cond = existing.get(cond_type)
+            if cond is None:  # a Node object nobody runs a kubelet for (e.g. created through the API)
+                conditions.append({"type": cond_type, "status": "Unknown", "reason": NODE_STATUS_UNKNOWN_REASON,
+                                   "message": NODE_STATUS_NEVER_POSTED_MESSAGE, "lastHeartbeatTime": now,
+                                   "lastTransitionTime": now})
+                continue
+            changed = cond.get("status") != "Unknown"
+            conditions.append({
+                "type": cond_type,
+                "status": "Unknown",
+                "reason": NODE_STATUS_UNKNOWN_REASON,
+                "message": NODE_STATUS_UNKNOWN_MESSAGE,
+                "lastHeartbeatTime": cond.get("lastHeartbeatTime"),
+                "lastTransitionTime": now if changed else cond.get("lastTransitionTime"),
+            })
         try:
             self.store.patch(NODES, None, name, {"status": {"conditions": conditions}}, STRATEGIC,
                              subresource="status")

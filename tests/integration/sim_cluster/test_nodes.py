@@ -228,3 +228,16 @@ def test_node_controller_ignores_silence_measured_across_its_own_stall() -> None
         now[0] += controller.period
         controller.check_leases()
     assert ready() == "Unknown"
+
+
+async def test_node_without_a_kubelet_turns_unknown(sim: SimCluster, admin: KubeClient) -> None:
+    await admin.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ghost"}})
+
+    async def unknown() -> JSON | None:
+        node = await admin.get("/api/v1/nodes/ghost")
+        return node if ready_status(node) == "Unknown" and condition_taints(node) else None
+
+    node = await eventually(unknown, what="ghost Unknown")
+    assert (get_condition(node, "Ready") or {}).get("message") == "Kubelet never posted node status."
+    assert condition_taints(node) == {("node.kubernetes.io/unreachable", "NoSchedule"),
+                                      ("node.kubernetes.io/unreachable", "NoExecute")}
