@@ -564,6 +564,42 @@ def test_readme_first_screen_is_the_two_commands() -> None:
     assert "make demo" in first_screen and "make test" in first_screen
 
 
+def _exposed_metric_names() -> set[str]:
+    """Family and sample names as a scrape shows them, from the real metric registries."""
+    from types import SimpleNamespace
+
+    from edgeagent.agent.metrics import AgentMetrics
+    from edgeagent.controller.metrics import ControllerMetrics
+
+    agent = AgentMetrics()
+    agent.track_informer(SimpleNamespace(watch_restarts=0, relists=0, healthy=True))  # type: ignore[arg-type]
+    names: set[str] = set()
+    for body, _ in (agent.render(), ControllerMetrics().render()):
+        for line in body.decode().splitlines():
+            if line.startswith("# TYPE "):
+                family = line.split()[2]
+                names |= {family, f"{family}_total"}
+            elif line and not line.startswith("#"):
+                names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+    return names
+
+
+def test_metrics_named_in_the_operations_guide_exist() -> None:
+    exposed = _exposed_metric_names()
+    documented = set(re.findall(r"`(edgeagent_[a-z_]+)", (ROOT / "docs" / "operations.md").read_text()))
+    assert documented, "docs/operations.md lists no metrics"
+    prefixes = {name for name in documented if name.endswith("_")}  # `edgeagent_watch_*` in prose
+    assert sorted(documented - prefixes - exposed) == []
+    assert all(any(e.startswith(prefix) for e in exposed) for prefix in prefixes), prefixes
+
+
+def test_changelog_names_the_package_version() -> None:
+    from edgeagent import __version__
+
+    releases = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), flags=re.M)
+    assert releases[:2] == ["Unreleased", __version__]
+
+
 def _write_readme() -> None:
     text = README.read_text()
     head, _, rest = text.partition(TABLE_BEGIN)
