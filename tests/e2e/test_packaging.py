@@ -156,10 +156,25 @@ class NotifyListener:
         self.sock.close()
 
 
+# Runs the agent the way the unit confines it, as far as a process can do to itself before exec (same pid):
+# UMask=0077, NoNewPrivileges=yes, and MemoryDenyWriteExecute=yes through the kernel's own equivalent
+# (prctl PR_SET_MDWE, Linux >= 6.3; skipped silently on older kernels, where the prctl fails with EINVAL).
+_CONFINE = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+os.umask(0o077)
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+mdwe = libc.prctl(65, 1, 0, 0, 0) == 0  # PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN
+print("memory-deny-write-execute:", "on" if mdwe else "unsupported by this kernel", file=sys.stderr, flush=True)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
 async def test_agent_process_speaks_the_notify_protocol_the_unit_expects(sim: SimCluster, tmp_path: Path) -> None:
     """What edgeagent.service relies on, from the real console script as systemd starts it: READY=1, then
     watchdog pings (WatchdogSec), all from the main pid (NotifyAccess=main); SIGTERM gives STOPPING=1 and
-    exit 0 (Restart=on-failure must not fire); the journal gets one JSON object per line."""
+    exit 0 (Restart=on-failure must not fire); the journal gets one JSON object per line; and it all works
+    under the unit's UMask, NoNewPrivileges and MemoryDenyWriteExecute."""
     listener = NotifyListener(tmp_path / "notify.sock")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("EDGEAGENT_", "NOTIFY_",
                                                                                    "WATCHDOG_"))}
@@ -168,8 +183,8 @@ async def test_agent_process_speaks_the_notify_protocol_the_unit_expects(sim: Si
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o700)
     proc = await asyncio.create_subprocess_exec(
-        str(VENV_BIN / "edgeagent"), "run", "--state-dir", str(state_dir), "--port", "0",
-        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable, "-c", _CONFINE, str(VENV_BIN / "edgeagent"), "run", "--state-dir", str(state_dir),
+        "--port", "0", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     try:
         await eventually(lambda: "READY=1" in listener.lines(proc.pid), timeout=20, what="READY=1 from the main pid")
         await eventually(lambda: listener.lines(proc.pid).count("WATCHDOG=1") >= 2, what="two watchdog pings")
@@ -184,9 +199,13 @@ async def test_agent_process_speaks_the_notify_protocol_the_unit_expects(sim: Si
     assert proc.returncode == 0, stderr.decode()
     assert stopping
     assert all(pid == proc.pid for pid, _ in listener.messages), "a message from another pid would be dropped"
-    records = [json.loads(line) for line in stderr.decode().splitlines()]
+    confinement, *lines = stderr.decode().splitlines()
+    print(confinement)
+    records = [json.loads(line) for line in lines]
     assert records and all({"event", "level", "timestamp"} <= record.keys() for record in records)
     assert any(record["event"] == "agent listening" for record in records)
+    database = state_dir / "edgeagent.db"
+    assert database.exists() and database.stat().st_mode & 0o077 == 0
 
 
 # ---------------------------------------------------------------------------------------------- Dockerfile
