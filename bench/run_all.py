@@ -1,0 +1,193 @@
+"""`make bench`: every benchmark, one after the other on this machine, then the ratios and the goals.
+
+Each script runs as its own process and prints `name value unit` lines (and `# ` notes), passed
+through as they come; at the end the goals of issue 6 are checked against the figures. The scripts
+run one at a time because the machine has 2 cores: two benchmarks at once would measure each other.
+A script that fails or runs past its time limit is reported, the others still run, and the exit code
+is 1.
+
+    .venv/bin/python bench/run_all.py [--only NAME,NAME] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    args: tuple[str, ...] = ()
+    limit: float = 240.0
+    owner_note: str = ""
+
+
+SCRIPTS = (
+    Script("sim_throughput.py", limit=120),
+    Script("agent_http.py", limit=180),
+    Script("watch_propagation.py", limit=120),
+    Script("offline_start.py", limit=120),
+    Script("reconnect_drain.py", limit=180),
+    Script("disconnect_detection.py", limit=180),
+    Script("controller_scale.py", limit=240, owner_note="the controller's benchmark"),
+)
+
+
+@dataclass(frozen=True)
+class Goal:
+    text: str
+    figure: str
+    holds: Callable[[float], bool]
+
+
+MIB_80 = 80.0
+GOALS = (
+    Goal("GET /pods at 110 pods: agent/bare aiohttp >= 0.8", "get_pods_110_ratio_agent_to_bare", lambda v: v >= 0.8),
+    Goal("GET /pods at 1,000 pods: agent/bare aiohttp >= 0.8", "get_pods_1000_ratio_agent_to_bare",
+         lambda v: v >= 0.8),
+    Goal("agent RSS idle at 110 pods <= 80 MiB", "agent_rss_idle_110_pods", lambda v: v <= MIB_80),
+    Goal("agent RSS under load at 110 pods <= 80 MiB", "agent_rss_load_110_pods", lambda v: v <= MIB_80),
+    Goal("reconnect drain of 100 entries <= 2 s (median)", "reconnect_drain_100_p50", lambda v: v <= 2000),
+    Goal("reconnect drain of 100 entries <= 2 s (every trial)", "reconnect_drain_100_max", lambda v: v <= 2000),
+    Goal("watch propagation p99 <= 50 ms", "watch_propagation_p99", lambda v: v <= 50),
+)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = ""
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f", {kib / 1024 / 1024:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    return (f"{os.cpu_count()} cores ({cpu}){memory}, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+async def run_script(script: Script, figures: dict[str, tuple[float, str]], out: list[str]) -> bool:
+    path = HERE / script.name
+    if not path.exists():
+        line = f"# SKIPPED {script.name}: not in the tree yet ({script.owner_note or 'missing'})"
+        print(line, flush=True)
+        out.append(line)
+        return True
+    header = f"# --- {script.name}"
+    print(header, flush=True)
+    out.append(header)
+    started = time.monotonic()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = await asyncio.create_subprocess_exec(sys.executable, str(path), *script.args, cwd=str(ROOT), env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    assert proc.stdout is not None
+    tail: list[str] = []
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            parts = line.split()
+            if len(parts) == 3 and _is_number(parts[1]):
+                figures[parts[0]] = (float(parts[1]), parts[2])
+                print(line, flush=True)
+                out.append(line)
+            elif line.startswith("#"):
+                print(line, flush=True)
+                out.append(line)
+            else:
+                tail.append(line)  # logs and tracebacks: shown only if the script fails
+
+    try:
+        await asyncio.wait_for(asyncio.gather(pump(), proc.wait()), script.limit)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        line = f"# FAILED {script.name}: still running after {script.limit:.0f} s, killed"
+        print(line, flush=True)
+        out.append(line)
+        return False
+    elapsed = time.monotonic() - started
+    if proc.returncode != 0:
+        print("\n".join(tail[-30:]), flush=True)
+        line = f"# FAILED {script.name}: exit code {proc.returncode} after {elapsed:.0f} s"
+        print(line, flush=True)
+        out.append(line)
+        return False
+    line = f"# {script.name} took {elapsed:.0f} s"
+    print(line, flush=True)
+    out.append(line)
+    return True
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def goals(figures: dict[str, tuple[float, str]]) -> list[str]:
+    lines = ["# --- goals (issue 6)"]
+    for goal in GOALS:
+        found = figures.get(goal.figure)
+        if found is None:
+            lines.append(f"# goal NOT MEASURED: {goal.text} ({goal.figure} missing)")
+            continue
+        verdict = "met" if goal.holds(found[0]) else "NOT met"
+        lines.append(f"# goal {verdict}: {goal.text} — {goal.figure} = {found[0]:.3f} {found[1]}")
+    return lines
+
+
+async def main_async(only: set[str]) -> tuple[int, list[str]]:
+    out: list[str] = [f"# machine: {machine()}", "# all traffic on 127.0.0.1; sim, agent and load generator "
+                      "are separate processes sharing these cores"]
+    for line in out:
+        print(line, flush=True)
+    figures: dict[str, tuple[float, str]] = {}
+    started = time.monotonic()
+    ok = True
+    for script in SCRIPTS:
+        if only and script.name.removesuffix(".py") not in only:
+            continue
+        ok = await run_script(script, figures, out) and ok
+    total = time.monotonic() - started
+    tail = [*goals(figures), f"bench_total {total:.1f} s"]
+    for line in tail:
+        print(line, flush=True)
+    out += tail
+    return 0 if ok else 1, out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="comma-separated script names without .py")
+    parser.add_argument("--out", type=Path, default=None, help="also write every figure line to this file")
+    args = parser.parse_args()
+    only = {name.strip().removesuffix(".py") for name in args.only.split(",") if name.strip()}
+    code, out = asyncio.run(main_async(only))
+    if args.out is not None:
+        args.out.write_text("\n".join(out) + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
