@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from edgeagent import log
+from edgeagent.kube import selectors
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import key_of, labels_of, meta
 
@@ -39,107 +40,30 @@ def _rv_of(obj: JSON) -> str:
     return str(meta(obj).get("resourceVersion") or "")
 
 
-def _field_value(obj: JSON, path: str) -> str:
-    """The string form the API server compares a field selector against (missing → "")."""
-    node: Any = obj
-    for part in path.split("."):
-        if not isinstance(node, dict):
-            return ""
-        node = node.get(part)
-    if node is None:
-        return ""
-    if isinstance(node, bool):
-        return "true" if node else "false"
-    return str(node)
-
-
-def parse_field_selector(selector: str) -> list[tuple[str, bool, str]]:
-    """`a=b,c!=d` → [(field, wants_equal, value)]; raises ValueError on anything else."""
-    terms: list[tuple[str, bool, str]] = []
-    for raw in selector.split(","):
-        term = raw.strip()
-        if not term:
-            continue
-        if "!=" in term:
-            field, value = term.split("!=", 1)
-            equal = False
-        elif "==" in term:
-            field, value = term.split("==", 1)
-            equal = True
-        elif "=" in term:
-            field, value = term.split("=", 1)
-            equal = True
-        else:
-            raise ValueError(f"invalid field selector term {term!r}")
-        if not field.strip():
-            raise ValueError(f"invalid field selector term {term!r}")
-        terms.append((field.strip(), equal, value.strip()))
-    return terms
-
-
-LabelTerm = tuple[str, str, frozenset[str]]  # (key, op, values); op in = != in notin exists !exists
-
-
-def _split_label_terms(selector: str) -> list[str]:
-    """Split on commas that are not inside `in (...)` value sets."""
-    terms: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for ch in selector:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            terms.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    terms.append("".join(current))
-    return [t.strip() for t in terms if t.strip()]
+# The (key, op, values) term form that edgeagent.controller.settings still imports from here; the parsing
+# itself is kube.selectors', so the controller, the informer and the simulated apiserver agree on the grammar.
+LabelTerm = tuple[str, str, frozenset[str]]  # op in = != in notin exists !exists
+_TERM_OPERATORS = {
+    selectors.EQUALS: "=",
+    selectors.DOUBLE_EQUALS: "=",
+    selectors.NOT_EQUALS: "!=",
+    selectors.IN: "in",
+    selectors.NOT_IN: "notin",
+    selectors.EXISTS: "exists",
+    selectors.DOES_NOT_EXIST: "!exists",
+}
 
 
 def parse_label_selector(selector: str) -> list[LabelTerm]:
-    """The label selector grammar of the API server; raises ValueError on anything it would reject."""
+    """The label selector grammar of the API server as terms; raises ValueError on anything it would reject,
+    and on `>`/`<`, which these terms cannot express (rather than silently matching nothing)."""
     terms: list[LabelTerm] = []
-    for term in _split_label_terms(selector):
-        lowered = f" {term} "
-        for op in (" notin ", " in "):
-            if op in lowered:
-                key, _, rest = term.partition(op.strip())
-                rest = rest.strip()
-                if not (rest.startswith("(") and rest.endswith(")")) or not key.strip():
-                    raise ValueError(f"invalid label selector term {term!r}")
-                values = frozenset(v.strip() for v in rest[1:-1].split(",") if v.strip())
-                terms.append((key.strip(), op.strip(), values))
-                break
-        else:
-            if "!=" in term:
-                key, value = term.split("!=", 1)
-                terms.append((key.strip(), "!=", frozenset({value.strip()})))
-            elif "==" in term or "=" in term:
-                key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
-                terms.append((key.strip(), "=", frozenset({value.strip()})))
-            elif term.startswith("!"):
-                terms.append((term[1:].strip(), "!exists", frozenset()))
-            else:
-                terms.append((term, "exists", frozenset()))
-        if not terms[-1][0]:
-            raise ValueError(f"invalid label selector term {term!r}")
+    for requirement in selectors.parse_label_selector(selector).requirements:
+        op = _TERM_OPERATORS.get(requirement.operator)
+        if op is None:
+            raise selectors.SelectorError(f"'{requirement}': the '>' and '<' operators are not supported here")
+        terms.append((requirement.key, op, frozenset(requirement.values)))
     return terms
-
-
-def _label_term_matches(labels: dict[str, str], term: LabelTerm) -> bool:
-    key, op, values = term
-    present = key in labels
-    value = labels.get(key)
-    if op == "=" or op == "in":
-        return present and value in values
-    if op == "!=" or op == "notin":
-        return not present or value not in values
-    if op == "exists":
-        return present
-    return not present
 
 
 class Informer:
@@ -163,8 +87,9 @@ class Informer:
         self._field_selector = field_selector or ""
         self._label_selector = label_selector or ""
         # Parse up front: a selector typo must fail at start-up, not as a 400 loop in the background.
-        self._field_terms = parse_field_selector(self._field_selector)
-        self._label_terms = parse_label_selector(self._label_selector)
+        # Any field is accepted here: which fields a kind supports is the server's to say.
+        self._fields = selectors.parse_field_selector(self._field_selector, allowed=None)
+        self._labels = selectors.parse_label_selector(self._label_selector)
         self.name = name or path
         self._watch_timeout_seconds = watch_timeout_seconds
         self._idle_timeout = idle_timeout
@@ -199,11 +124,7 @@ class Informer:
 
     def matches(self, obj: JSON) -> bool:
         """Whether `obj` belongs in this cache: re-checked locally so a stray object is never served."""
-        for field, equal, value in self._field_terms:
-            if (_field_value(obj, field) == value) != equal:
-                return False
-        labels = labels_of(obj)
-        return all(_label_term_matches(labels, term) for term in self._label_terms)
+        return self._fields.matches(obj) and self._labels.matches(labels_of(obj))
 
     def seed(self, items: list[JSON], resource_version: str) -> None:
         """Start from a persisted snapshot so callers can answer before the server is reachable.

@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from edgeagent.kube.selectors import FieldSelector, LabelSelector
 from edgeagent.sim import discovery, errors
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.resources import Resource, resource_for
-from edgeagent.sim.selectors import FieldSelector, LabelSelector
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
 
 JSON = dict[str, Any]

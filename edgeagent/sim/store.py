@@ -26,10 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeagent.sim import errors
-from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
-from edgeagent.sim.resources import DAEMONSETS, JOBS, NAMESPACES, PODS, RESOURCES, Resource
-from edgeagent.sim.selectors import (
+from edgeagent.kube.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
@@ -37,6 +34,9 @@ from edgeagent.sim.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from edgeagent.sim import errors
+from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
+from edgeagent.sim.resources import DAEMONSETS, JOBS, NAMESPACES, PODS, RESOURCES, Resource
 
 JSON = dict[str, Any]
 # Aliases: inside Store, `list` names the method, not the builtin.

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from edgeagent.kube.client import KubeClient
-from edgeagent.kube.informer import Informer, parse_field_selector, parse_label_selector
+from edgeagent.kube.informer import Informer, parse_label_selector
 
 
 def _pod(node: str, labels: dict[str, str] | None = None, host_network: bool = False) -> dict[str, Any]:
@@ -27,9 +27,19 @@ def test_field_selector_equality_and_inequality() -> None:
 
 
 def test_field_selector_double_equals_and_missing_field() -> None:
-    inf = _informer(field_selector="spec.nodeName==n1")
+    inf = _informer(field_selector="spec.nodeName==n1,metadata.name!=q")
     assert not inf.matches({"metadata": {"name": "x"}})
-    assert parse_field_selector("a==b, c!=d") == [("a", True, "b"), ("c", False, "d")]
+    assert inf.matches(_pod("n1"))
+    other = _pod("n1")
+    other["metadata"]["name"] = "q"
+    assert not inf.matches(other)
+
+
+def test_field_selector_accepts_fields_of_any_kind() -> None:
+    """Which fields a kind supports is the server's to say; the informer serves nodes as well as pods."""
+    inf = _informer(field_selector="spec.unschedulable!=true")
+    assert inf.matches({"metadata": {"name": "n"}, "spec": {}})
+    assert not inf.matches({"metadata": {"name": "n"}, "spec": {"unschedulable": True}})
 
 
 def test_label_selector_operators() -> None:
@@ -51,7 +61,25 @@ def test_invalid_field_selector_fails_at_construction(bad: str) -> None:
 
 def test_invalid_label_selector_fails_at_construction() -> None:
     with pytest.raises(ValueError):
-        parse_label_selector("app in a,b")
+        _informer(label_selector="app in a,b")
+
+
+def test_label_terms_keep_every_operator_the_terms_can_express() -> None:
+    assert sorted(parse_label_selector("a=1,b==2,c!=3,d in (x,y),e notin (z),f,!g")) == [
+        ("a", "=", frozenset({"1"})),
+        ("b", "=", frozenset({"2"})),
+        ("c", "!=", frozenset({"3"})),
+        ("d", "in", frozenset({"x", "y"})),
+        ("e", "notin", frozenset({"z"})),
+        ("f", "exists", frozenset()),
+        ("g", "!exists", frozenset()),
+    ]
+
+
+@pytest.mark.parametrize("bad", ["app in a,b", "a>1", "a<1"])
+def test_label_terms_reject_what_they_cannot_express(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_label_selector(bad)
 
 
 def test_watch_timeout_stays_below_idle_timeout() -> None:

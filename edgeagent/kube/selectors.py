@@ -5,6 +5,9 @@ pods by `metav1.LabelSelector`; if the simulation were more lenient (or stricter
 bugs in those callers would only show up on a real cluster. So the parser follows labels/selector.go token
 by token (including its quirks such as `in ()` meaning the empty value) and field selectors follow
 fields/selector.go (escaping with backslash, `!=` tried before `==` before `=`).
+
+It lives in kube/ rather than sim/ because both sides use it: the simulated apiserver to answer, and the
+informer to re-check objects locally, and the two must never disagree about what a selector means.
 """
 
 from __future__ import annotations
@@ -486,8 +489,12 @@ class FieldSelector:
         return ",".join(f"{t.field}{t.operator}{esc(t.value)}" for t in self.terms)
 
 
-def parse_field_selector(text: str | None, allowed: frozenset[str] = GENERIC_FIELDS) -> FieldSelector:
-    """Parse `fieldSelector`; a field the resource does not support is a 400 `field label not supported: X`."""
+def parse_field_selector(text: str | None, allowed: frozenset[str] | None = GENERIC_FIELDS) -> FieldSelector:
+    """Parse `fieldSelector`; a field the resource does not support is a 400 `field label not supported: X`.
+
+    `allowed=None` accepts any non-empty field: a client such as the informer does not know every kind's
+    selectable fields (the server checks them), but an empty one is supported by no kind at all.
+    """
     if not text:
         return FieldSelector()
     terms: list[FieldTerm] = []
@@ -499,7 +506,8 @@ def parse_field_selector(text: str | None, allowed: frozenset[str] = GENERIC_FIE
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
         field, op, raw = split
         value = _unescape(raw)
-        if field not in allowed:
+        supported = bool(field) if allowed is None else field in allowed
+        if not supported:
             raise SelectorError(f"field label not supported: {field}")
         terms.append(FieldTerm(field, "!=" if op == "!=" else "=", value))
     return FieldSelector(tuple(terms))

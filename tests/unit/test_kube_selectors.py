@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgeagent.sim.selectors import (
+from edgeagent.kube.selectors import (
     GENERIC_FIELDS,
     POD_FIELDS,
     FieldSelector,
@@ -400,6 +400,13 @@ def test_pod_only_field_rejected_for_generic_kinds() -> None:
 
 def test_generic_allowed_is_default() -> None:
     assert parse_field_selector("metadata.name=a").matches({"metadata": {"name": "a"}})
+
+
+def test_any_field_allowed_but_an_empty_one() -> None:
+    assert parse_field_selector("spec.unschedulable=true", None).matches({"spec": {"unschedulable": True}})
+    with pytest.raises(SelectorError) as info:
+        parse_field_selector("=x", None)
+    assert str(info.value) == "field label not supported: "
 
 
 def test_field_term_without_operator() -> None:
