@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# metadata.name and metadata.namespace are selectable on every kind (the apiserver's default attrs).
-_GENERIC = frozenset({"metadata.name", "metadata.namespace"})
+from edgeagent.kube.selectors import GENERIC_FIELDS, POD_FIELDS
 
 
 @dataclass(frozen=True)
@@ -23,6 +22,7 @@ class Resource:
     namespaced: bool
     short_names: tuple[str, ...]
     subresources: tuple[str, ...]  # e.g. ("status",)
+    # GENERIC_FIELDS (metadata.name, metadata.namespace) are selectable on every kind (the apiserver's default attrs).
     field_selectors: frozenset[str]
     # The apiserver lets PUT omit metadata.resourceVersion for most kinds; Leases must carry it (422).
     unconditional_update: bool = True
@@ -55,17 +55,7 @@ PODS = Resource(
     namespaced=True,
     short_names=("po",),
     subresources=("status",),
-    field_selectors=_GENERIC
-    | {
-        "spec.nodeName",
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "spec.hostNetwork",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
-    },
+    field_selectors=POD_FIELDS,  # with the rendering rules of kube.selectors.pod_field_value
     categories=("all",),
 )
 NODES = Resource(
@@ -78,7 +68,7 @@ NODES = Resource(
     namespaced=False,
     short_names=("no",),
     subresources=("status",),
-    field_selectors=_GENERIC | {"spec.unschedulable"},
+    field_selectors=GENERIC_FIELDS | {"spec.unschedulable"},
 )
 NAMESPACES = Resource(
     group="",
@@ -90,7 +80,7 @@ NAMESPACES = Resource(
     namespaced=False,
     short_names=("ns",),
     subresources=("status",),
-    field_selectors=_GENERIC | {"status.phase"},
+    field_selectors=GENERIC_FIELDS | {"status.phase"},
 )
 EVENTS = Resource(
     group="",
@@ -102,7 +92,7 @@ EVENTS = Resource(
     namespaced=True,
     short_names=("ev",),
     subresources=(),
-    field_selectors=_GENERIC
+    field_selectors=GENERIC_FIELDS
     | {
         "involvedObject.kind",
         "involvedObject.namespace",
@@ -127,7 +117,7 @@ DAEMONSETS = Resource(
     namespaced=True,
     short_names=("ds",),
     subresources=("status",),
-    field_selectors=_GENERIC,
+    field_selectors=GENERIC_FIELDS,
     has_generation=True,
     categories=("all",),
 )
@@ -141,7 +131,7 @@ CONTROLLER_REVISIONS = Resource(
     namespaced=True,
     short_names=(),
     subresources=(),
-    field_selectors=_GENERIC,
+    field_selectors=GENERIC_FIELDS,
 )
 LEASES = Resource(
     group="coordination.k8s.io",
@@ -153,7 +143,7 @@ LEASES = Resource(
     namespaced=True,
     short_names=(),
     subresources=(),
-    field_selectors=_GENERIC,
+    field_selectors=GENERIC_FIELDS,
     unconditional_update=False,
 )
 JOBS = Resource(
@@ -166,7 +156,7 @@ JOBS = Resource(
     namespaced=True,
     short_names=(),
     subresources=("status",),
-    field_selectors=_GENERIC | {"status.successful"},
+    field_selectors=GENERIC_FIELDS | {"status.successful"},
     has_generation=True,
     categories=("all",),
 )
