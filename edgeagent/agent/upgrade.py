@@ -106,9 +106,13 @@ def validate_names(namespace: str, name: str) -> Outcome | None:
     return None
 
 
-def upgrade_refusal(pod: JSON, node_name: str) -> Outcome | None:
-    """Why this pod may not be upgraded through this node's agent, or None when it may."""
-    key = f"{pod.get('metadata', {}).get('namespace', '')}/{pod.get('metadata', {}).get('name', '')}"
+def _pod_key(pod: JSON) -> str:
+    return f"{pod.get('metadata', {}).get('namespace', '')}/{pod.get('metadata', {}).get('name', '')}"
+
+
+def _placement_refusal(pod: JSON, node_name: str) -> Outcome | None:
+    """Why this node's agent may not act on this pod at all (upgrade or image pre-pull), or None."""
+    key = _pod_key(pod)
     bound = str((pod.get("spec") or {}).get("nodeName") or "")
     if bound != node_name:
         where = f"node {bound!r}" if bound else "no node"
@@ -117,6 +121,15 @@ def upgrade_refusal(pod: JSON, node_name: str) -> Outcome | None:
         return _outcome(403, f"pod {key} is already being deleted")
     if daemonset_owner(pod) is None:
         return _outcome(400, f"pod {key} is not owned by a DaemonSet; only DaemonSet pods can be upgraded")
+    return None
+
+
+def upgrade_refusal(pod: JSON, node_name: str) -> Outcome | None:
+    """Why this pod may not be upgraded through this node's agent, or None when it may."""
+    refusal = _placement_refusal(pod, node_name)
+    if refusal is not None:
+        return refusal
+    key = _pod_key(pod)
     need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
     if need is None or need.get("status") != "True":
         state = "absent" if need is None else f"{need.get('status')!r}"
@@ -336,14 +349,10 @@ class UpgradeService:
 
 
 def _imagepull_refusal(pod: JSON, node_name: str) -> Outcome | None:
-    key = f"{pod.get('metadata', {}).get('namespace', '')}/{pod.get('metadata', {}).get('name', '')}"
-    bound = str((pod.get("spec") or {}).get("nodeName") or "")
-    if bound != node_name:
-        return _outcome(403, f"pod {key} is bound to {bound or 'no node'!r}, not to this node ({node_name!r})")
-    if is_terminating(pod):
-        return _outcome(403, f"pod {key} is already being deleted")
-    if daemonset_owner(pod) is None:
-        return _outcome(400, f"pod {key} is not owned by a DaemonSet; only DaemonSet pods can be upgraded")
+    refusal = _placement_refusal(pod, node_name)
+    if refusal is not None:
+        return refusal
+    key = _pod_key(pod)
     need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
     if need is None or need.get("status") != "True" or not version_from_message(str(need.get("message") or "")):
         return _outcome(403, f"pod {key} has no pending version to pre-pull: condition "

@@ -269,6 +269,16 @@ async def test_imagepull_of_a_pod_without_a_pending_version_is_403(
     assert status == 403 and "no pending version" in body
 
 
+async def test_imagepull_of_a_pod_of_another_node_is_403(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    agent = await connected_agent(world, agent_factory)
+    other = await world.pod("edge-2")
+    status, body = await call(http, agent, other, action="imagepull")
+    assert status == 403 and "bound to node 'edge-2'" in body and "not to this node" in body
+    conditions = {c["type"] for c in (await world.pod("edge-2"))["status"]["conditions"]}
+    assert "PodImageReady" not in conditions
+
+
 async def _state_is(http: aiohttp.ClientSession, agent: Agent, request_id: str, state: str) -> dict[str, Any] | None:
     async with http.get(f"{agent.url}/openyurt.io/v1/upgrades/{request_id}") as resp:
         entry: dict[str, Any] = await resp.json()
