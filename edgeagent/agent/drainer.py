@@ -31,7 +31,7 @@ from edgeagent.agent.state import (
     UnknownRequest,
     UpgradeRequest,
 )
-from edgeagent.agent.upgrade import Link, UpgradeMetrics, describe_failure, is_retryable
+from edgeagent.agent.upgrade import Link, UpgradeMetrics, describe_failure, is_retryable, publish_queue_counts
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import (
     CONDITION_POD_IMAGE_READY,
@@ -120,7 +120,7 @@ class Drainer:
         async with asyncio.TaskGroup() as tg:
             for entry in due:  # oldest first: tasks take the semaphore in creation order
                 tg.create_task(one(entry))
-        await self._publish_counts()
+        await publish_queue_counts(self._state, self._metrics)
         return len(due)
 
     async def _apply_safely(self, entry: UpgradeRequest) -> None:
@@ -202,11 +202,3 @@ class Drainer:
     def _backoff(self, attempts: int) -> float:
         base: float = min(self._backoff_max, self._backoff_initial * 2.0 ** max(0, attempts - 1))
         return base * random.uniform(0.8, 1.2)
-
-    async def _publish_counts(self) -> None:
-        if self._metrics is None:
-            return
-        try:
-            self._metrics.set_queue_counts(await self._state.counts())
-        except StateUnavailable as exc:
-            _log.warning("queue_counts_unavailable", error=str(exc))

@@ -146,6 +146,16 @@ def upgrade_refusal(pod: JSON, node_name: str) -> Outcome | None:
     return None
 
 
+async def publish_queue_counts(state: StateStore, metrics: UpgradeMetrics | None) -> None:
+    """Refresh the queue gauges after a change; an unreadable store only costs a stale gauge."""
+    if metrics is None:
+        return
+    try:
+        metrics.set_queue_counts(await state.counts())
+    except StateUnavailable as exc:
+        _log.warning("queue_counts_unavailable", error=str(exc))
+
+
 def is_retryable(exc: KubeError) -> bool:
     """The cloud answered but could not do it now (overload, restart): worth trying again later."""
     return exc.code >= 500 or exc.code == 429
@@ -262,7 +272,7 @@ class UpgradeService:
         except StateUnavailable as exc:
             return _outcome(503, f"the cloud cannot be reached ({reason}) and the upgrade request for pod {key} "
                                  f"could not be stored: {exc}; nothing was queued")
-        await self._publish_counts()
+        await publish_queue_counts(self._state, self._metrics)
         if created:
             for callback in self.on_queued:
                 callback()
@@ -275,14 +285,6 @@ class UpgradeService:
             return await self._state.active_request(namespace, name)
         except StateUnavailable:
             return None  # nothing readable is queued; the online path does not need the store
-
-    async def _publish_counts(self) -> None:
-        if self._metrics is None:
-            return
-        try:
-            self._metrics.set_queue_counts(await self._state.counts())
-        except StateUnavailable as exc:
-            _log.warning("queue_counts_unavailable", error=str(exc))
 
     # ------------------------------------------------------------------ imagepull
 
