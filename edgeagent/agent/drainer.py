@@ -31,16 +31,21 @@ from edgeagent.agent.state import (
     UnknownRequest,
     UpgradeRequest,
 )
-from edgeagent.agent.upgrade import Link, UpgradeMetrics, describe_failure, is_retryable, publish_queue_counts
+from edgeagent.agent.upgrade import (
+    Link,
+    UpgradeMetrics,
+    describe_failure,
+    image_not_ready,
+    is_retryable,
+    publish_queue_counts,
+)
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import (
     CONDITION_POD_IMAGE_READY,
     CONDITION_POD_NEED_UPGRADE,
     condition_is_true,
-    get_condition,
     pod_path,
     uid_of,
-    version_from_message,
 )
 
 JSON = dict[str, Any]
@@ -163,13 +168,10 @@ class Drainer:
             return OBSOLETE, f"pod {entry.key} was replaced (uid {entry.uid} is now {uid}); the new pod is not touched"
         if not condition_is_true(pod, CONDITION_POD_NEED_UPGRADE):
             return OBSOLETE, f"pod {entry.key} no longer needs an upgrade ({CONDITION_POD_NEED_UPGRADE} is not True)"
-        image = get_condition(pod, CONDITION_POD_IMAGE_READY)
+        image = image_not_ready(pod)
         if image is not None:
-            need = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
-            wanted = version_from_message(str(need.get("message") or ""))
-            if image.get("status") != "True" or version_from_message(str(image.get("message") or "")) != wanted:
-                return FAILED, (f"pod {entry.key}: the image of the current version is not ready "
-                                f"({CONDITION_POD_IMAGE_READY} {image.get('status')!r} for {image.get('message')!r})")
+            return FAILED, (f"pod {entry.key}: the image of the current version is not ready "
+                            f"({CONDITION_POD_IMAGE_READY} {image.get('status')!r} for {image.get('message')!r})")
         try:
             await self._call(self._client.delete(path, {"preconditions": {"uid": entry.uid}}, timeout=self._timeout),
                              f"DELETE {entry.key}")

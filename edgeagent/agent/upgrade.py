@@ -135,14 +135,28 @@ def upgrade_refusal(pod: JSON, node_name: str) -> Outcome | None:
         state = "absent" if need is None else f"{need.get('status')!r}"
         return _outcome(403, f"pod {key} does not need an upgrade: condition {CONDITION_POD_NEED_UPGRADE} "
                              f"is {state}, not 'True'")
-    image = get_condition(pod, CONDITION_POD_IMAGE_READY)
+    image = image_not_ready(pod)
     if image is not None:
-        wanted = version_from_message(str(need.get("message") or ""))
-        have = version_from_message(str(image.get("message") or ""))
-        if image.get("status") != "True" or wanted is None or have != wanted:
-            return _outcome(403, f"pod {key}: the image of the current version is not ready: condition "
-                                 f"{CONDITION_POD_IMAGE_READY} is {image.get('status')!r} for "
-                                 f"{image.get('message')!r}, wanted 'True' for {need.get('message')!r}")
+        return _outcome(403, f"pod {key}: the image of the current version is not ready: condition "
+                             f"{CONDITION_POD_IMAGE_READY} is {image.get('status')!r} for "
+                             f"{image.get('message')!r}, wanted 'True' for {need.get('message')!r}")
+    return None
+
+
+def image_not_ready(pod: JSON) -> JSON | None:
+    """The PodImageReady condition when it is not True for the version PodNeedUpgrade asks for, else None.
+
+    Without the condition nobody asked for a pre-pull, so there is nothing to wait for. Both the online
+    answer and the drainer's re-check use this, so a queued request is held to the same rule.
+    """
+    image = get_condition(pod, CONDITION_POD_IMAGE_READY)
+    if image is None:
+        return None
+    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
+    wanted = version_from_message(str(need.get("message") or ""))
+    have = version_from_message(str(image.get("message") or ""))
+    if image.get("status") != "True" or wanted is None or have != wanted:
+        return image
     return None
 
 

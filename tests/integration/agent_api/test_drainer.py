@@ -112,6 +112,19 @@ async def test_entry_for_a_pod_that_no_longer_needs_an_upgrade_ends_obsolete(
     assert world.agent_deletes() == []
 
 
+async def test_entry_whose_image_is_not_ready_for_the_current_version_fails(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    pod = await world.pod()
+    agent = await offline_agent_with(world, agent_factory, [pod])
+    request_id = await queue(http, agent, pod)
+    # A pre-pull of the version to upgrade to was asked for meanwhile and has not finished.
+    await set_condition(world.admin, pod, "PodImageReady", "False", f"controllerrevision: {world.new_hash}")
+    await world.sim.connect(NODE)
+    done = await finished(http, agent, request_id)
+    assert done["state"] == "failed" and "image of the current version is not ready" in done["message"]
+    assert world.agent_deletes() == []
+
+
 async def test_cloud_4xx_fails_the_entry_with_its_message_without_retry(
         tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
     proxy = FaultyProxy(world.sim.node_url(NODE))
