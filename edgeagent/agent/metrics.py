@@ -14,13 +14,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
+from edgeagent.agent.state import STATES
 from edgeagent.kube.informer import Informer
 
 # Latency buckets for a loopback API answering from memory: most answers are well under a millisecond,
 # upgrades wait on the cloud for up to the upgrade timeout.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-
-QUEUE_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "obsolete")
 
 
 class _InformerCollector(Collector):
@@ -80,7 +79,7 @@ class AgentMetrics:
                                    ["state"], registry=r)
         self.upgrades = Counter("edgeagent_upgrades", "Upgrade requests by outcome (200/202/4xx/5xx words).",
                                 ["outcome"], registry=r)
-        for state in QUEUE_STATES:
+        for state in STATES:
             self.queue_entries.labels(state=state).set(0)
         self.link_connected.set(0)
 
@@ -106,7 +105,7 @@ class AgentMetrics:
 
     def set_queue_counts(self, counts: Mapping[str, int]) -> None:
         """Replace the per-state queue gauge; states not mentioned are 0."""
-        for state in set(QUEUE_STATES) | set(counts):
+        for state in set(STATES) | set(counts):
             self.queue_entries.labels(state=state).set(counts.get(state, 0))
 
     def set_link(self, connected: bool, *, transition: bool) -> None:
