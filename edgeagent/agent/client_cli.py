@@ -10,7 +10,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import aiohttp
@@ -31,6 +31,8 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 UPGRADES_PATH = "/openyurt.io/v1/upgrades"
+
+JSON = dict[str, Any]
 
 
 class ClientError(Exception):
@@ -106,92 +108,74 @@ def _print_json(body: Any) -> None:
     print(json.dumps(body, indent=2, sort_keys=False))
 
 
-# ---------------------------------------------------------------------- pods
-
-
-def pods(cfg: ClientConfig) -> int:
-    return _run(_pods(cfg))
-
-
-async def _pods(cfg: ClientConfig) -> int:
-    status, body = await _request(cfg, "GET", "/pods")
+async def _list(cfg: ClientConfig, path: str, header: list[str], row: Callable[[JSON], list[str]],
+                empty: str) -> int:
+    """GET one of the agent's lists: its JSON with --json, else a table (or `empty` when there is nothing)."""
+    status, body = await _request(cfg, "GET", path)
     if status != 200 or not isinstance(body, dict):
-        raise ClientError(f"GET /pods: {status}: {_message(body, status)}")
+        raise ClientError(f"GET {path}: {status}: {_message(body, status)}")
     if cfg.json:
         _print_json(body)
         return EXIT_OK
-    items = [p for p in body.get("items") or [] if isinstance(p, dict)]
+    items = [item for item in body.get("items") or [] if isinstance(item, dict)]
     if not items:
-        print("No pods on this node.")
+        print(empty)
         return EXIT_OK
-    rows = [["NAMESPACE", "NAME", "READY", "PHASE", "REVISION", "NEEDS-UPGRADE"]]
-    for pod in items:
-        need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
-        rows.append([
-            str(meta(pod).get("namespace", "")),
-            str(meta(pod).get("name", "")),
-            "true" if is_pod_ready(pod) else "false",
-            str((pod.get("status") or {}).get("phase") or "-"),
-            labels_of(pod).get(LABEL_REVISION_HASH, "-"),
-            str(need.get("status")) if need else "-",
-        ])
-    table(rows, sys.stdout)
+    table([header, *(row(item) for item in items)], sys.stdout)
     return EXIT_OK
 
 
-# ---------------------------------------------------------------------- upgrade
-
-
-def upgrade(cfg: ClientConfig, namespace: str, name: str) -> int:
-    return _run(_upgrade(cfg, namespace, name))
-
-
-async def _upgrade(cfg: ClientConfig, namespace: str, name: str) -> int:
-    status, body = await _request(cfg, "POST", f"/openyurt.io/v1/namespaces/{namespace}/pods/{name}/upgrade")
-    ok = status in (200, 202)
+async def _act(cfg: ClientConfig, method: str, path: str, ok: tuple[int, ...], what: str) -> int:
+    """Ask the agent to do something: print its answer, or exit 1 with one error line naming `what`."""
+    status, body = await _request(cfg, method, path)
     if cfg.json:
         _print_json(body if isinstance(body, dict) else {"status": status, "message": _message(body, status)})
-    elif ok:
-        print(_message(body, status))
-    if not ok:
-        print(f"edgeagent: error: upgrade {namespace}/{name}: {status}: {_message(body, status)}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
-
-
-# ---------------------------------------------------------------------- upgrades
-
-
-def upgrades(cfg: ClientConfig, cancel_id: str | None) -> int:
-    return _run(_cancel(cfg, cancel_id) if cancel_id else _list_upgrades(cfg))
-
-
-async def _cancel(cfg: ClientConfig, request_id: str) -> int:
-    status, body = await _request(cfg, "DELETE", f"{UPGRADES_PATH}/{request_id}")
-    if cfg.json:
-        _print_json(body if isinstance(body, dict) else {"status": status, "message": _message(body, status)})
-    if status != 200:
-        print(f"edgeagent: error: cancel {request_id}: {status}: {_message(body, status)}", file=sys.stderr)
+    if status not in ok:
+        print(f"edgeagent: error: {what}: {status}: {_message(body, status)}", file=sys.stderr)
         return EXIT_FAILED
     if not cfg.json:
         print(_message(body, status))
     return EXIT_OK
 
 
-async def _list_upgrades(cfg: ClientConfig) -> int:
-    status, body = await _request(cfg, "GET", UPGRADES_PATH)
-    if status != 200 or not isinstance(body, dict):
-        raise ClientError(f"GET {UPGRADES_PATH}: {status}: {_message(body, status)}")
-    if cfg.json:
-        _print_json(body)
-        return EXIT_OK
-    items = [r for r in body.get("items") or [] if isinstance(r, dict)]
-    if not items:
-        print("No upgrade requests.")
-        return EXIT_OK
-    rows = [["ID", "POD", "STATE", "ATTEMPTS", "UPDATED", "MESSAGE"]]
-    for r in items:
-        rows.append([str(r.get("id", "")), f"{r.get('namespace', '')}/{r.get('name', '')}", str(r.get("state", "")),
-                     str(r.get("attempts", 0)), str(r.get("updated", "")), str(r.get("message", ""))])
-    table(rows, sys.stdout)
-    return EXIT_OK
+# ---------------------------------------------------------------------- pods
+
+
+def pods(cfg: ClientConfig) -> int:
+    return _run(_list(cfg, "/pods", ["NAMESPACE", "NAME", "READY", "PHASE", "REVISION", "NEEDS-UPGRADE"],
+                      _pod_row, "No pods on this node."))
+
+
+def _pod_row(pod: JSON) -> list[str]:
+    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
+    return [
+        str(meta(pod).get("namespace", "")),
+        str(meta(pod).get("name", "")),
+        "true" if is_pod_ready(pod) else "false",
+        str((pod.get("status") or {}).get("phase") or "-"),
+        labels_of(pod).get(LABEL_REVISION_HASH, "-"),
+        str(need.get("status")) if need else "-",
+    ]
+
+
+# ---------------------------------------------------------------------- upgrade
+
+
+def upgrade(cfg: ClientConfig, namespace: str, name: str) -> int:
+    return _run(_act(cfg, "POST", f"/openyurt.io/v1/namespaces/{namespace}/pods/{name}/upgrade", (200, 202),
+                     f"upgrade {namespace}/{name}"))
+
+
+# ---------------------------------------------------------------------- upgrades
+
+
+def upgrades(cfg: ClientConfig, cancel_id: str | None) -> int:
+    if cancel_id:
+        return _run(_act(cfg, "DELETE", f"{UPGRADES_PATH}/{cancel_id}", (200,), f"cancel {cancel_id}"))
+    return _run(_list(cfg, UPGRADES_PATH, ["ID", "POD", "STATE", "ATTEMPTS", "UPDATED", "MESSAGE"],
+                      _request_row, "No upgrade requests."))
+
+
+def _request_row(r: JSON) -> list[str]:
+    return [str(r.get("id", "")), f"{r.get('namespace', '')}/{r.get('name', '')}", str(r.get("state", "")),
+            str(r.get("attempts", 0)), str(r.get("updated", "")), str(r.get("message", ""))]
