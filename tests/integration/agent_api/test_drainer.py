@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from edgeagent.agent.app import Agent
 from edgeagent.agent.state import RUNNING, StateStore
@@ -100,28 +101,22 @@ async def test_entry_for_a_pod_replaced_under_the_same_name_ends_obsolete(
     assert (await world.admin.get(path))["metadata"]["uid"] == new["metadata"]["uid"]
 
 
-async def test_entry_for_a_pod_that_no_longer_needs_an_upgrade_ends_obsolete(
-        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
-    pod = await world.pod()
-    agent = await offline_agent_with(world, agent_factory, [pod])
-    request_id = await queue(http, agent, pod)
-    await set_condition(world.admin, pod, "PodNeedUpgrade", "False", f"controllerrevision: {world.old_hash}")
-    await world.sim.connect(NODE)
-    done = await finished(http, agent, request_id)
-    assert done["state"] == "obsolete" and "no longer needs an upgrade" in done["message"]
-    assert world.agent_deletes() == []
-
-
-async def test_entry_whose_image_is_not_ready_for_the_current_version_fails(
-        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
-    pod = await world.pod()
-    agent = await offline_agent_with(world, agent_factory, [pod])
-    request_id = await queue(http, agent, pod)
+@pytest.mark.parametrize(("condition", "status", "revision", "state", "why"), [
+    # The controller no longer asks for an upgrade of this pod.
+    ("PodNeedUpgrade", "False", "old_hash", "obsolete", "no longer needs an upgrade"),
     # A pre-pull of the version to upgrade to was asked for meanwhile and has not finished.
-    await set_condition(world.admin, pod, "PodImageReady", "False", f"controllerrevision: {world.new_hash}")
+    ("PodImageReady", "False", "new_hash", "failed", "image of the current version is not ready"),
+])
+async def test_entry_is_rechecked_against_the_pods_conditions_when_the_link_returns(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession,
+        condition: str, status: str, revision: str, state: str, why: str) -> None:
+    pod = await world.pod()
+    agent = await offline_agent_with(world, agent_factory, [pod])
+    request_id = await queue(http, agent, pod)
+    await set_condition(world.admin, pod, condition, status, f"controllerrevision: {getattr(world, revision)}")
     await world.sim.connect(NODE)
     done = await finished(http, agent, request_id)
-    assert done["state"] == "failed" and "image of the current version is not ready" in done["message"]
+    assert done["state"] == state and why in done["message"]
     assert world.agent_deletes() == []
 
 
