@@ -252,6 +252,18 @@ def _oldest_first(pods: Iterable[JSON]) -> list[JSON]:
     return sorted(pods, key=lambda p: (str(meta(p).get("creationTimestamp") or ""), name_of(p)))
 
 
+def _pods_by_node(pods: Iterable[JSON]) -> dict[str, list[JSON]]:
+    """Pods grouped by spec.nodeName ("" for unbound ones): every sync step reasons per node."""
+    by_node: dict[str, list[JSON]] = {}
+    for pod in pods:
+        by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+    return by_node
+
+
+def _min_ready_seconds(ds: JSON) -> int:
+    return int((ds.get("spec") or {}).get("minReadySeconds") or 0)
+
+
 def _revision_number(rev: JSON) -> int:
     try:
         return int(rev.get("revision") or 0)
@@ -422,9 +434,7 @@ class DaemonSetController:
 
     def _manage(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> bool:
         """Per node: create the missing pod, delete failed, duplicate and misplaced ones. True if it wrote."""
-        by_node: dict[str, list[JSON]] = {}
-        for pod in pods:
-            by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        by_node = _pods_by_node(pods)
         to_create: list[str] = []
         to_delete: list[JSON] = []
         for node in nodes:
@@ -460,11 +470,9 @@ class DaemonSetController:
     def _rolling_update(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> bool:
         """rollingUpdate without surge: delete old pods while the unavailable count stays within budget."""
         now = time.time()
-        min_ready = int((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        min_ready = _min_ready_seconds(ds)
         generation = template_generation(ds)
-        by_node: dict[str, list[JSON]] = {}
-        for pod in pods:
-            by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        by_node = _pods_by_node(pods)
         desired = 0
         for node in nodes:
             if should_run(ds, node)[0]:
@@ -516,11 +524,9 @@ class DaemonSetController:
     def _update_status(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str,
                        collision_count: int) -> None:
         now = time.time()
-        min_ready = int((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        min_ready = _min_ready_seconds(ds)
         generation = template_generation(ds)
-        by_node: dict[str, list[JSON]] = {}
-        for pod in pods:
-            by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        by_node = _pods_by_node(pods)
         desired = current = misscheduled = ready = available = updated = 0
         recheck: float | None = None
         for node in nodes:
