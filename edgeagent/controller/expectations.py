@@ -99,3 +99,36 @@ class Expectations:
 
     def clear(self) -> None:
         self._by_key.clear()
+
+
+class UnobservedWrites:
+    """Writes the cache has not shown yet, keyed by object UID, holding the object's resourceVersion in
+    the cache when we wrote.
+
+    A patch's own watch event arrives after the next reconcile may already have run (every patched pod
+    enqueues its DaemonSet again); deciding on the unchanged cached object would repeat the write. While
+    the cache still holds that exact version the write is skipped; once it shows any other version, the
+    cache is trusted again. Only equality of resourceVersions is used (they are opaque). A write that
+    changed nothing produces no new version, and skipping it again is then right too.
+    """
+
+    def __init__(self) -> None:
+        self._versions: dict[str, str] = {}
+
+    def record(self, uid: str, resource_version: str) -> None:
+        self._versions[uid] = resource_version
+
+    def pending(self, uid: str, resource_version: str) -> bool:
+        recorded = self._versions.get(uid)
+        if recorded is None:
+            return False
+        if recorded == resource_version:
+            return True
+        del self._versions[uid]
+        return False
+
+    def forget(self, uid: str) -> None:
+        self._versions.pop(uid, None)
+
+    def __len__(self) -> int:
+        return len(self._versions)

@@ -22,6 +22,9 @@ class ControllerMetrics:
             "edgeagent_controller_reconcile_seconds", "Time spent in one DaemonSet reconcile", registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
         )
+        self.planning_cpu = Counter(
+            "edgeagent_controller_planning_cpu_seconds",
+            "CPU time spent deciding (OTA condition diff, ARU plan), excluding API calls", registry=r)
         self.api_writes = Counter("edgeagent_controller_api_writes", "Writes sent to the API server by kind",
                                   ["kind"], registry=r)
         self.pod_deletions = Counter("edgeagent_controller_pod_deletions", "Pod deletions by outcome",

@@ -16,7 +16,7 @@ from typing import Any
 
 from edgeagent import log
 from edgeagent.controller.events import NORMAL, WARNING, EventRecorder
-from edgeagent.controller.expectations import Expectations
+from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.ota import condition_changes
 from edgeagent.controller.pods import node_of
@@ -78,6 +78,10 @@ def _daemonset_changed(old: JSON, new: JSON) -> bool:
     )
 
 
+def _rv(obj: JSON) -> str:
+    return str(meta(obj).get("resourceVersion") or "")
+
+
 def _ready_state(node: JSON | None) -> tuple[str, str]:
     cond = get_condition(node, "Ready") if node else None
     return (str(cond.get("status")), str(cond.get("lastTransitionTime"))) if cond else ("", "")
@@ -116,6 +120,8 @@ class Controller:
         self.revisions = Informer(client, "/apis/apps/v1/controllerrevisions", name="controllerrevisions", **opts)
         self.queue = WorkQueue()
         self.expectations = Expectations()
+        self.condition_writes = UnobservedWrites()
+        self.pause_writes = UnobservedWrites()
         # Indexes kept by the informer handlers, so a reconcile costs O(its own pods), not O(cluster).
         self._pods_by_owner: dict[str, dict[str, JSON]] = {}
         self._owners_by_node: dict[str, dict[str, str]] = {}  # node -> pod key -> DaemonSet key
@@ -138,6 +144,7 @@ class Controller:
         key = key_of(obj)
         if etype == DELETED:
             self.expectations.forget(key)
+            self.pause_writes.forget(uid_of(obj))
             self._warned.pop(uid_of(obj), None)
             self.metrics.forget_rollout(namespace_of(obj), name_of(obj))
         elif old is not None and not _daemonset_changed(old, obj):
@@ -147,6 +154,8 @@ class Controller:
 
     def _on_pod(self, etype: str, obj: JSON, old: JSON | None) -> None:
         key = key_of(obj)
+        if etype == DELETED:
+            self.condition_writes.forget(uid_of(obj))
         if old is not None:
             self._unindex_pod(key, old)
         if etype != DELETED:
@@ -279,7 +288,10 @@ class Controller:
                                   selection.problem)
             return
         self._clear_warning(ds, ANNOTATION_UPDATE_STRATEGY)
+        if selection.strategy is not Strategy.ADVANCED_ROLLING_UPDATE:
+            self.metrics.forget_rollout(namespace_of(ds), name_of(ds))
         if selection.strategy is None:
+            self.expectations.forget(key)
             return
         hash_ = current_hash(ds, self.revisions_of(ds))
         if hash_ is None:
@@ -324,7 +336,12 @@ class Controller:
     # ------------------------------------------------------------------ OTA
 
     async def _sync_conditions(self, ds: JSON, pods: list[JSON], hash_: str) -> None:
-        changes = condition_changes(ds, pods, hash_, self._clock())
+        started = time.process_time()
+        changes = [
+            change for change in condition_changes(ds, pods, hash_, self._clock())
+            if not self.condition_writes.pending(uid_of(change.pod), _rv(change.pod))
+        ]
+        self.metrics.planning_cpu.inc(time.process_time() - started)
 
         def patcher(pod: JSON, patch: JSON) -> Callable[[], Awaitable[None]]:
             async def call() -> None:
@@ -342,6 +359,7 @@ class Controller:
                 except KubeUnreachable:
                     self.metrics.condition_patches.labels("error").inc()
                     raise
+                self.condition_writes.record(uid_of(pod), _rv(pod))
                 self.metrics.condition_patches.labels("patched").inc()
 
             return call
@@ -365,7 +383,9 @@ class Controller:
                 self._clear_warning(ds, topic)
         if problems:
             return
+        started = time.process_time()
         plan = plan_step(key, ds, pods, self.nodes.items, hash_, settings, self._clock(), self.expectations)
+        self.metrics.planning_cpu.inc(time.process_time() - started)
         if plan is None:
             self._log.debug("waiting to observe earlier deletions", daemonset=key,
                             pending=self.expectations.pending(key))
@@ -374,7 +394,9 @@ class Controller:
             "total": plan.total, "updated": plan.updated, "outdated": plan.outdated, "unavailable": plan.unavailable,
         })
         if plan.auto_pause:
-            await self._auto_pause(ds, plan, settings.progress_deadline)
+            if not self.pause_writes.pending(uid_of(ds), _rv(ds)):
+                await self._auto_pause(ds, plan, settings.progress_deadline)
+                self.pause_writes.record(uid_of(ds), _rv(ds))
             return
         if plan.delete:
             await self._delete(key, ds, plan, hash_)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from edgeagent.controller.expectations import Expectations
+from edgeagent.controller.expectations import Expectations, UnobservedWrites
 
 KEY = "default/web"
 
@@ -61,3 +61,16 @@ def test_forget_drops_everything_for_the_key() -> None:
     exp.expect_deletions("other/ds", [("u9", "n9")])
     exp.forget(KEY)
     assert exp.satisfied(KEY, {"u1"}) and exp.pending("other/ds") == 1
+
+
+def test_unobserved_write_is_pending_until_the_cache_shows_another_version() -> None:
+    writes = UnobservedWrites()
+    assert not writes.pending("u1", "10")
+    writes.record("u1", "10")
+    assert writes.pending("u1", "10")
+    assert writes.pending("u1", "10")
+    assert not writes.pending("u1", "11")  # the cache moved on: trust it again
+    assert not writes.pending("u1", "10") and len(writes) == 0
+    writes.record("u2", "5")
+    writes.forget("u2")
+    assert not writes.pending("u2", "5")

@@ -70,3 +70,5 @@ async def test_ota_flags_outdated_pods_and_clears_the_flag_on_replacement(
     ready = get_condition(survivor, "Ready")
     assert ready is not None and ready["status"] == "True"
     assert app.metrics.writes("pod_delete") == 0  # OTA never deletes
+    # One write per condition change: 3 False, 3 True, 1 False on the replacement; none repeated.
+    assert app.metrics.writes("condition_patch") == 7
