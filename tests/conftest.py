@@ -2,7 +2,7 @@
 
 `sim` is a 3-node cluster (edge-1..edge-3). `sim_factory` builds more, or differently configured, clusters:
 `await sim_factory(nodes=1, node_grace=0.5)` or `await sim_factory(node_names=["a", "b"])`; all are stopped
-at the end of the test.
+at the end of the test. `admin` is a KubeClient on `sim`'s admin URL (never cut), over real HTTP.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from edgeagent.config import SimConfig
+from edgeagent.kube.client import KubeClient, Timeouts
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster
@@ -71,3 +72,12 @@ async def sim_factory(tmp_path: Path) -> AsyncIterator[SimFactory]:
 @pytest.fixture
 async def sim(sim_factory: SimFactory) -> SimCluster:
     return await sim_factory()
+
+
+@pytest.fixture
+async def admin(sim: SimCluster) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=5))
+    try:
+        yield client
+    finally:
+        await client.close()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from edgeagent.kube.client import KubeClient, KubeError, Timeouts
+from edgeagent.kube.client import KubeClient, KubeError
 from edgeagent.kube.objects import get_condition, is_pod_ready
 from edgeagent.sim.cluster import SimCluster
 from tests.waiting import eventually
@@ -81,15 +81,6 @@ class Kubectl:
 @pytest.fixture
 def kubectl(sim: SimCluster, tmp_path: Path) -> Kubectl:
     return Kubectl(sim, tmp_path / "kube-cache")
-
-
-@pytest.fixture
-async def admin(sim: SimCluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=5))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def apply_daemonset(kubectl: Kubectl, admin: KubeClient, tmp_path: Path) -> list[dict[str, Any]]:
