@@ -21,6 +21,7 @@ from edgeagent.agent.app import Agent
 from edgeagent.agent.state import StateStore
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
+from tests.integration.agent_api.faulty_proxy import FaultyProxy
 from tests.waiting import eventually
 
 if TYPE_CHECKING:
@@ -230,6 +231,17 @@ async def make_world(sim: SimCluster) -> AsyncIterator[World]:
 async def world(sim: SimCluster) -> AsyncIterator[World]:
     async with make_world(sim) as w:
         yield w
+
+
+@pytest.fixture
+async def proxy(world: World) -> AsyncIterator[FaultyProxy]:
+    """A started FaultyProxy in front of NODE's link (point an agent at it with write_kubeconfig)."""
+    faulty = FaultyProxy(world.sim.node_url(NODE))
+    await faulty.start()
+    try:
+        yield faulty
+    finally:
+        await faulty.stop()
 
 
 async def wait_cached(agent: Agent, pod: dict[str, Any], *, need_upgrade: str | None = "True") -> None:

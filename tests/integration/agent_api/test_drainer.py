@@ -121,42 +121,34 @@ async def test_entry_is_rechecked_against_the_pods_conditions_when_the_link_retu
 
 
 async def test_cloud_4xx_fails_the_entry_with_its_message_without_retry(
-        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
-    proxy = FaultyProxy(world.sim.node_url(NODE))
-    await proxy.start()
-    try:
-        message = 'pods "x" is forbidden: node edge-1 may not delete this pod'
-        fault = proxy.fail("DELETE", r"/pods/", 403, message)
-        pod = await world.pod()
-        agent = await offline_agent_with(world, agent_factory, [pod],
-                                         kubeconfig=write_kubeconfig(tmp_path / "proxy.kubeconfig", proxy.url))
-        request_id = await queue(http, agent, pod)
-        await world.sim.connect(NODE)
-        done = await finished(http, agent, request_id)
-        assert done["state"] == "failed" and message in done["message"] and "403" in done["message"]
-        assert done["attempts"] == 1 and fault.hits == 1
-        assert (await world.pod())["metadata"]["uid"] == pod["metadata"]["uid"]
-    finally:
-        await proxy.stop()
+        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession,
+        proxy: FaultyProxy) -> None:
+    message = 'pods "x" is forbidden: node edge-1 may not delete this pod'
+    fault = proxy.fail("DELETE", r"/pods/", 403, message)
+    pod = await world.pod()
+    agent = await offline_agent_with(world, agent_factory, [pod],
+                                     kubeconfig=write_kubeconfig(tmp_path / "proxy.kubeconfig", proxy.url))
+    request_id = await queue(http, agent, pod)
+    await world.sim.connect(NODE)
+    done = await finished(http, agent, request_id)
+    assert done["state"] == "failed" and message in done["message"] and "403" in done["message"]
+    assert done["attempts"] == 1 and fault.hits == 1
+    assert (await world.pod())["metadata"]["uid"] == pod["metadata"]["uid"]
 
 
 async def test_cloud_5xx_is_retried_with_backoff_until_it_succeeds(
-        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
-    proxy = FaultyProxy(world.sim.node_url(NODE))
-    await proxy.start()
-    try:
-        fault = proxy.fail("DELETE", r"/pods/", 503, "etcd leader changed", times=1)
-        pod = await world.pod()
-        agent = await offline_agent_with(world, agent_factory, [pod],
-                                         kubeconfig=write_kubeconfig(tmp_path / "proxy.kubeconfig", proxy.url))
-        request_id = await queue(http, agent, pod)
-        await world.sim.connect(NODE)
-        done = await finished(http, agent, request_id)
-        assert done["state"] == "succeeded"
-        assert done["attempts"] == 2 and fault.hits == 1
-        await eventually(lambda: world.replaced(pod), what="pod replaced")
-    finally:
-        await proxy.stop()
+        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession,
+        proxy: FaultyProxy) -> None:
+    fault = proxy.fail("DELETE", r"/pods/", 503, "etcd leader changed", times=1)
+    pod = await world.pod()
+    agent = await offline_agent_with(world, agent_factory, [pod],
+                                     kubeconfig=write_kubeconfig(tmp_path / "proxy.kubeconfig", proxy.url))
+    request_id = await queue(http, agent, pod)
+    await world.sim.connect(NODE)
+    done = await finished(http, agent, request_id)
+    assert done["state"] == "succeeded"
+    assert done["attempts"] == 2 and fault.hits == 1
+    await eventually(lambda: world.replaced(pod), what="pod replaced")
 
 
 async def test_entry_left_running_by_a_crash_is_rechecked_on_restart(

@@ -217,24 +217,20 @@ async def test_unwritable_state_dir_is_503_and_nothing_is_stored(
 
 
 async def test_cloud_refusing_the_delete_is_502_with_its_message(
-        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
-    proxy = FaultyProxy(world.sim.node_url(NODE))
-    await proxy.start()
-    try:
-        message = 'pods "x" is forbidden: User "system:node:edge-1" cannot delete resource "pods"'
-        proxy.fail("DELETE", r"/pods/", 403, message)
-        kubeconfig = write_kubeconfig(tmp_path / "proxied.kubeconfig", proxy.url)
-        agent = await agent_factory(kubeconfig=kubeconfig)
-        await wait_connected(agent)
-        pod = await world.pod()
-        await wait_cached(agent, pod)
-        status, body = await call(http, agent, pod, as_json=True)
-        assert status == 502 and body["status"] == "BadGateway"
-        assert message in body["message"]
-        assert await requests(http, agent) == []
-        assert (await world.pod())["metadata"]["uid"] == pod["metadata"]["uid"]
-    finally:
-        await proxy.stop()
+        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession,
+        proxy: FaultyProxy) -> None:
+    message = 'pods "x" is forbidden: User "system:node:edge-1" cannot delete resource "pods"'
+    proxy.fail("DELETE", r"/pods/", 403, message)
+    kubeconfig = write_kubeconfig(tmp_path / "proxied.kubeconfig", proxy.url)
+    agent = await agent_factory(kubeconfig=kubeconfig)
+    await wait_connected(agent)
+    pod = await world.pod()
+    await wait_cached(agent, pod)
+    status, body = await call(http, agent, pod, as_json=True)
+    assert status == 502 and body["status"] == "BadGateway"
+    assert message in body["message"]
+    assert await requests(http, agent) == []
+    assert (await world.pod())["metadata"]["uid"] == pod["metadata"]["uid"]
 
 
 # ---------------------------------------------------------------------- imagepull
