@@ -44,6 +44,8 @@ JSON = dict[str, Any]
 
 # Concurrent API calls within one reconcile (deletions or condition patches of one DaemonSet).
 _WRITE_CONCURRENCY = 32
+# How soon a roll blocked by an unhealthy informer looks again.
+_UNHEALTHY_RETRY = 1.0
 # Names listed in one Event message before "and N more".
 _NAMES_IN_EVENT = 10
 
@@ -382,6 +384,13 @@ class Controller:
             if topic != ANNOTATION_UPDATE_STRATEGY and topic not in bad:
                 self._clear_warning(ds, topic)
         if problems:
+            return
+        stale = [informer.name for informer in self.informers if not informer.healthy]
+        if stale:
+            # A broken watch means a cache that may be missing deletions or readiness changes: deciding
+            # deletions on it could exceed the budget. Wait for the informers to recover.
+            self._log.info("roll waits for healthy caches", daemonset=key, unhealthy=stale)
+            self.queue.add_after(key, _UNHEALTHY_RETRY)
             return
         started = time.process_time()
         plan = plan_step(key, ds, pods, self.nodes.items, hash_, settings, self._clock(), self.expectations)

@@ -1,0 +1,118 @@
+"""Event routing and the cache-only decisions of the reconciler, fed through the informers' seed (no API
+server: every path exercised here must not call it, and the client given would fail if it did)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from edgeagent.controller.reconciler import Controller
+from edgeagent.kube.client import KubeClient
+from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision, ts
+
+JSON = dict[str, Any]
+ARU = {"apps.openyurt.io/update-strategy": "AdvancedRollingUpdate"}
+KEY = "default/web"
+
+
+def controller_with(ds: JSON, pods: list[JSON], nodes: list[JSON], revisions: list[JSON]) -> Controller:
+    ctl = Controller(KubeClient(api_client=None), workers=1)
+    ctl.daemonsets.seed([ds], "1")
+    ctl.pods.seed(pods, "1")
+    ctl.nodes.seed(nodes, "1")
+    ctl.revisions.seed(revisions, "1")
+    return ctl
+
+
+def drain(ctl: Controller) -> list[str]:
+    keys = []
+    while len(ctl.queue):
+        key = ctl.queue._queue.popleft()
+        ctl.queue._dirty.discard(key)
+        keys.append(key)
+    return keys
+
+
+def fixture() -> Controller:
+    ds = daemonset(annotations=ARU)
+    return controller_with(ds, [pod("a", "n1", "old"), pod("b", "n2", "old")], [node("n1"), node("n2"), node("n3")],
+                           [revision(ds, "new", 2)])
+
+
+def test_pods_and_revisions_enqueue_their_daemonset() -> None:
+    ctl = fixture()
+    assert drain(ctl) == [KEY]
+    changed = copy.deepcopy(ctl.pods.items["default/a"])
+    changed["status"]["phase"] = "Failed"
+    ctl._on_pod("MODIFIED", changed, ctl.pods.items["default/a"])
+    assert drain(ctl) == [KEY]
+    assert sorted(p["metadata"]["name"] for p in ctl.pods_of(ctl.daemonsets.items[KEY])) == ["a", "b"]
+
+
+def test_node_heartbeats_do_not_enqueue_but_readiness_changes_do() -> None:
+    ctl = fixture()
+    drain(ctl)
+    old = ctl.nodes.items["n1"]
+    heartbeat = copy.deepcopy(old)
+    heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = ts(T0)
+    ctl._on_node("MODIFIED", heartbeat, old)
+    assert drain(ctl) == []
+    down = node("n1", ready=False, changed=T0)
+    ctl._on_node("MODIFIED", down, old)
+    assert drain(ctl) == [KEY]
+    # A node without pods of any DaemonSet concerns nobody.
+    ctl._on_node("MODIFIED", node("n3", ready=False, changed=T0), ctl.nodes.items["n3"])
+    assert drain(ctl) == []
+
+
+def test_daemonset_status_only_changes_do_not_enqueue() -> None:
+    ctl = fixture()
+    drain(ctl)
+    old = ctl.daemonsets.items[KEY]
+    status_only = copy.deepcopy(old)
+    status_only["status"]["numberReady"] = 1
+    ctl._on_daemonset("MODIFIED", status_only, old)
+    assert drain(ctl) == []
+    observed = copy.deepcopy(old)
+    observed["status"]["observedGeneration"] = 3
+    ctl._on_daemonset("MODIFIED", observed, old)
+    assert drain(ctl) == [KEY]
+
+
+def test_deleted_pod_leaves_the_indexes() -> None:
+    ctl = fixture()
+    gone = ctl.pods.items["default/a"]
+    ctl._on_pod("DELETED", gone, gone)
+    assert [p["metadata"]["name"] for p in ctl.pods_of(ctl.daemonsets.items[KEY])] == ["b"]
+    assert "n1" not in ctl._owners_by_node
+
+
+async def test_no_deletions_while_an_informer_is_unhealthy() -> None:
+    ctl = fixture()  # seeded caches never listed: not healthy
+    await ctl.reconcile(KEY)  # would fail on the client if it tried to delete
+    assert ctl.expectations.pending(KEY) == 0
+    assert ctl.queue._timers, "a retry is scheduled"
+    ctl.queue.shutdown()
+
+
+def healthy(ctl: Controller) -> Controller:
+    for informer in ctl.informers:
+        informer.healthy = True
+    return ctl
+
+
+async def test_unmanaged_daemonset_is_left_alone() -> None:
+    ds = daemonset()
+    ctl = healthy(controller_with(ds, [pod("a", "n1", "old")], [node("n1")], [revision(ds, "new", 2)]))
+    await ctl.reconcile(KEY)  # the client would fail if anything were written
+    assert ctl.expectations.pending(KEY) == 0 and not ctl.queue._timers
+
+
+async def test_roll_waits_while_the_revision_of_the_template_is_not_seen() -> None:
+    ds = daemonset(annotations=ARU)
+    stale = revision(ds, "old", 1, template={"metadata": {}, "spec": {"containers": []}})
+    ctl = healthy(controller_with(ds, [pod("a", "n1", "old")], [node("n1")], [stale]))
+    await ctl.reconcile(KEY)
+    assert ctl.expectations.pending(KEY) == 0
+    assert ctl.metrics.registry.get_sample_value(
+        "edgeagent_controller_rollout_nodes", {"namespace": "default", "daemonset": "web", "state": "total"}) is None
