@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from edgeagent.agent.state import StateStore
 from edgeagent.kube.client import KubeClient, Timeouts
+from tests.support.notify import NotifyReceiver
 from tests.waiting import eventually
 
 if TYPE_CHECKING:
@@ -126,20 +126,8 @@ async def test_sigterm_stops_cleanly_with_exit_0_and_sd_notify(
         sim: SimCluster, spawn: Spawn, tmp_path: Path) -> None:
     await _create_pod(sim, "p1")
     notify_path = str(tmp_path / "notify.sock")
-    receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    receiver.bind(notify_path)
-    receiver.setblocking(False)
-    messages: list[str] = []
-
-    def received() -> list[str]:
-        while True:
-            try:
-                messages.append(receiver.recv(4096).decode())
-            except BlockingIOError:
-                return messages
-
     state_dir = tmp_path / "state"
-    try:
+    with NotifyReceiver(notify_path) as receiver:
         agent = await spawn(*_run_args(sim, state_dir),
                             env={"NOTIFY_SOCKET": notify_path, "WATCHDOG_USEC": "200000"})
         port = await agent.port()
@@ -148,14 +136,12 @@ async def test_sigterm_stops_cleanly_with_exit_0_and_sd_notify(
             return "p1" in await _pod_names(port)
 
         await eventually(p1_listed, timeout=10, what="p1 in GET /pods")
-        await eventually(lambda: any(m.startswith("READY=1") for m in received()), what="READY=1")
-        await eventually(lambda: received().count("WATCHDOG=1") >= 2, what="WATCHDOG=1 pings")
+        await eventually(lambda: any(m.startswith("READY=1") for m in receiver.messages()), what="READY=1")
+        await eventually(lambda: receiver.messages().count("WATCHDOG=1") >= 2, what="WATCHDOG=1 pings")
 
         agent.proc.send_signal(signal.SIGTERM)
         assert await agent.wait() == 0, agent.raw
-        assert any(m.startswith("STOPPING=1") for m in received())
-    finally:
-        receiver.close()
+        assert any(m.startswith("STOPPING=1") for m in receiver.messages())
     assert agent.logged("state store closed") is not None
     # SQLite removes the WAL file when the last connection closes cleanly; a crash leaves it behind.
     assert not (state_dir / "edgeagent.db-wal").exists()

@@ -20,6 +20,7 @@ from tests.integration.agent_runtime.conftest import (
     get_pods,
     names,
 )
+from tests.support.notify import NotifyReceiver
 from tests.waiting import eventually
 
 if TYPE_CHECKING:
@@ -121,27 +122,14 @@ async def test_metrics_and_readyz_show_the_runtime(
 async def test_sd_notify_ready_watchdog_and_stopping(
         start_agent: AgentFactory, tmp_path: Path) -> None:
     path = str(tmp_path / "notify.sock")
-    receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    receiver.bind(path)
-    receiver.setblocking(False)
-    seen: list[str] = []
-
-    def drain() -> list[str]:
-        while True:
-            try:
-                seen.append(receiver.recv(4096).decode())
-            except BlockingIOError:
-                return seen
-
-    try:
+    with NotifyReceiver(path) as receiver:
         notifier = SdNotifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "100000"})
         agent = await start_agent(notifier=notifier)
-        assert any(m.startswith("READY=1") for m in drain()), "READY=1 must be sent once the server listens"
-        await eventually(lambda: drain().count("WATCHDOG=1") >= 2, what="watchdog pings")
+        assert any(m.startswith("READY=1") for m in receiver.messages()), \
+            "READY=1 must be sent once the server listens"
+        await eventually(lambda: receiver.messages().count("WATCHDOG=1") >= 2, what="watchdog pings")
         await agent.stop()
-        assert any(m.startswith("STOPPING=1") for m in drain())
-    finally:
-        receiver.close()
+        assert any(m.startswith("STOPPING=1") for m in receiver.messages())
 
 
 def test_non_loopback_bind_is_refused_without_token(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,53 +11,34 @@ from pathlib import Path
 import pytest
 
 from edgeagent.agent.sdnotify import SdNotifier
+from tests.support.notify import NotifyReceiver
 from tests.waiting import eventually
 
 
-def _receiver(address: str | bytes) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(address)
-    sock.setblocking(False)
-    return sock
-
-
-def _drain(sock: socket.socket) -> list[str]:
-    out: list[str] = []
-    while True:
-        try:
-            out.append(sock.recv(4096).decode())
-        except BlockingIOError:
-            return out
-
-
 @pytest.fixture
-def path_socket(tmp_path: Path) -> Iterator[tuple[str, socket.socket]]:
+def path_socket(tmp_path: Path) -> Iterator[tuple[str, NotifyReceiver]]:
     path = str(tmp_path / "notify.sock")
-    sock = _receiver(path)
-    yield path, sock
-    sock.close()
+    with NotifyReceiver(path) as receiver:
+        yield path, receiver
 
 
-def test_ready_status_and_stopping_reach_a_path_socket(path_socket: tuple[str, socket.socket]) -> None:
-    path, sock = path_socket
+def test_ready_status_and_stopping_reach_a_path_socket(path_socket: tuple[str, NotifyReceiver]) -> None:
+    path, receiver = path_socket
     notifier = SdNotifier({"NOTIFY_SOCKET": path})
     assert notifier.enabled
     assert notifier.ready("serving 0 pods")
     assert notifier.stopping()
     notifier.close()
-    assert _drain(sock) == ["READY=1\nSTATUS=serving 0 pods", "STOPPING=1\nSTATUS=stopping"]
+    assert receiver.messages() == ["READY=1\nSTATUS=serving 0 pods", "STOPPING=1\nSTATUS=stopping"]
 
 
 def test_abstract_socket_name() -> None:
     name = f"edgeagent-test-{uuid.uuid4().hex}"
-    sock = _receiver(b"\0" + name.encode())
-    try:
+    with NotifyReceiver(b"\0" + name.encode()) as receiver:
         notifier = SdNotifier({"NOTIFY_SOCKET": f"@{name}"})
         assert notifier.ready()
         notifier.close()
-        assert _drain(sock) == ["READY=1"]
-    finally:
-        sock.close()
+        assert receiver.messages() == ["READY=1"]
 
 
 def test_without_notify_socket_everything_is_a_no_op() -> None:
@@ -73,7 +53,7 @@ def test_missing_receiver_is_logged_not_raised(tmp_path: Path) -> None:
     assert notifier.ready() is False
 
 
-def test_watchdog_pid_of_another_process_disables_pings(path_socket: tuple[str, socket.socket]) -> None:
+def test_watchdog_pid_of_another_process_disables_pings(path_socket: tuple[str, NotifyReceiver]) -> None:
     path, _ = path_socket
     notifier = SdNotifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000", "WATCHDOG_PID": str(os.getpid() + 1)})
     assert notifier.watchdog_interval is None
@@ -81,17 +61,16 @@ def test_watchdog_pid_of_another_process_disables_pings(path_socket: tuple[str, 
     assert mine.watchdog_interval == pytest.approx(0.1)
 
 
-async def test_watchdog_pings_repeatedly_until_cancelled(path_socket: tuple[str, socket.socket]) -> None:
-    path, sock = path_socket
+async def test_watchdog_pings_repeatedly_until_cancelled(path_socket: tuple[str, NotifyReceiver]) -> None:
+    path, receiver = path_socket
     notifier = SdNotifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "40000"})
-    received: list[str] = []
     task = asyncio.create_task(notifier.run_watchdog())
     try:
-        await eventually(lambda: received.extend(_drain(sock)) or received.count("WATCHDOG=1") >= 3,
+        await eventually(lambda: receiver.messages().count("WATCHDOG=1") >= 3,
                          timeout=5, what="three WATCHDOG=1 pings")
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         notifier.close()
-    assert set(received) == {"WATCHDOG=1"}
+    assert set(receiver.messages()) == {"WATCHDOG=1"}

@@ -1,0 +1,1 @@
+"""Helpers shared by tests in several directories (fixtures stay in conftest.py files)."""
