@@ -30,6 +30,7 @@ from edgeagent.kube.objects import (
     is_dns1123_label,
     is_dns1123_subdomain,
     is_terminating,
+    node_name_of,
     pod_path,
     uid_of,
     version_from_message,
@@ -113,7 +114,7 @@ def _pod_key(pod: JSON) -> str:
 def _placement_refusal(pod: JSON, node_name: str) -> Outcome | None:
     """Why this node's agent may not act on this pod at all (upgrade or image pre-pull), or None."""
     key = _pod_key(pod)
-    bound = str((pod.get("spec") or {}).get("nodeName") or "")
+    bound = node_name_of(pod)
     if bound != node_name:
         where = f"node {bound!r}" if bound else "no node"
         return _outcome(403, f"pod {key} is bound to {where}, not to this node ({node_name!r})")

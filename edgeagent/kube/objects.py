@@ -112,6 +112,11 @@ def is_pod_ready(pod: JSON) -> bool:
     return condition_is_true(pod, "Ready")
 
 
+def node_name_of(pod: JSON) -> str:
+    """The node a pod is bound to ("" while unscheduled)."""
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
 def is_terminating(obj: JSON) -> bool:
     return bool(meta(obj).get("deletionTimestamp"))
 

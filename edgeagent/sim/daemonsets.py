@@ -32,6 +32,7 @@ from edgeagent.kube.objects import (
     meta,
     name_of,
     namespace_of,
+    node_name_of,
     uid_of,
 )
 from edgeagent.sim.errors import ApiError
@@ -256,7 +257,7 @@ def _pods_by_node(pods: Iterable[JSON]) -> dict[str, list[JSON]]:
     """Pods grouped by spec.nodeName ("" for unbound ones): every sync step reasons per node."""
     by_node: dict[str, list[JSON]] = {}
     for pod in pods:
-        by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+        by_node.setdefault(node_name_of(pod), []).append(pod)
     return by_node
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from edgeagent import log
 from edgeagent.config import SimConfig
-from edgeagent.kube.objects import get_condition, is_terminating, meta, name_of, namespace_of, uid_of
+from edgeagent.kube.objects import get_condition, is_terminating, meta, name_of, namespace_of, node_name_of, uid_of
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.resources import LEASES, NODES, PODS
 from edgeagent.sim.store import Store, WatchEvent
@@ -124,10 +124,6 @@ def node_status(name: str, index: int, *, ready: bool) -> JSON:
             "architecture": "amd64",
         },
     }
-
-
-def _pod_node(pod: JSON) -> str:
-    return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
 def _running_status(pod: JSON, host_ip: str, pod_ip: str) -> JSON:
@@ -333,7 +329,7 @@ class Kubelet:
             return
         try:
             pod = self.store.get(PODS, namespace, name)
-            if uid_of(pod) != uid or is_terminating(pod) or _pod_node(pod) != self.name:
+            if uid_of(pod) != uid or is_terminating(pod) or node_name_of(pod) != self.name:
                 return
             if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
                 return
@@ -400,7 +396,7 @@ class NodeSimulator:
 
     async def _dispatch(self, subscription: Any) -> None:
         async for event in subscription:
-            kubelet = self.kubelets.get(_pod_node(event.object))
+            kubelet = self.kubelets.get(node_name_of(event.object))
             if kubelet is not None:
                 kubelet.on_event(event)
 
