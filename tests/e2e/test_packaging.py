@@ -795,7 +795,9 @@ def test_every_flag_except_positional_choices_has_an_environment_variable() -> N
 
 def test_environment_variables_named_in_docs_and_packaging_exist() -> None:
     known = {row.env for rows in _flags_by_command().values() for row in rows if row.env}
-    texts = [README, ENV_EXAMPLE, UNIT, DOCKERFILE, *sorted((ROOT / "docs").glob("*.md")), *DEPLOY.glob("*.yaml")]
+    # What operators configure from; other pages (benchmarks, tests) may name knobs of scripts, not of the CLI.
+    docs = [ROOT / "docs" / "operations.md", ROOT / "docs" / "architecture.md"]
+    texts = [README, ENV_EXAMPLE, UNIT, DOCKERFILE, *docs, *sorted(DEPLOY.glob("*.yaml"))]
     for path in texts:
         for name in set(re.findall(r"\bEDGEAGENT_[A-Z_]+[A-Z]\b", path.read_text())):
             assert name in known, f"{path.relative_to(ROOT)} names {name}, which no edgeagent flag reads"
