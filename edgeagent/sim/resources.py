@@ -161,8 +161,42 @@ JOBS = Resource(
     categories=("all",),
 )
 
+
+
+def _stored(group: str, plural: str, kind: str, *, namespaced: bool = True, short_names: tuple[str, ...] = (),
+            status: bool = False, has_generation: bool = False) -> Resource:
+    """A kind the sim only stores (no controller acts on it): enough for `kubectl apply -f deploy/`."""
+    return Resource(
+        group=group,
+        version="v1",
+        plural=plural,
+        singular=kind.lower(),
+        kind=kind,
+        list_kind=f"{kind}List",
+        namespaced=namespaced,
+        short_names=short_names,
+        subresources=("status",) if status else (),
+        field_selectors=GENERIC_FIELDS,
+        has_generation=has_generation,
+    )
+
+
+# The kinds of our own deploy/ manifests (agent DaemonSet, controller Deployment, least-privilege RBAC).
+SERVICE_ACCOUNTS = _stored("", "serviceaccounts", "ServiceAccount", short_names=("sa",))
+DEPLOYMENTS = _stored("apps", "deployments", "Deployment", short_names=("deploy",), status=True,
+                      has_generation=True)
+_RBAC = "rbac.authorization.k8s.io"
+CLUSTER_ROLES = _stored(_RBAC, "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = _stored(_RBAC, "clusterrolebindings", "ClusterRoleBinding", namespaced=False)
+ROLES = _stored(_RBAC, "roles", "Role")
+ROLE_BINDINGS = _stored(_RBAC, "rolebindings", "RoleBinding")
+
 RESOURCES: dict[str, Resource] = {
-    r.plural: r for r in (PODS, NODES, NAMESPACES, EVENTS, DAEMONSETS, CONTROLLER_REVISIONS, LEASES, JOBS)
+    r.plural: r
+    for r in (
+        PODS, NODES, NAMESPACES, EVENTS, SERVICE_ACCOUNTS, DAEMONSETS, DEPLOYMENTS, CONTROLLER_REVISIONS, LEASES,
+        JOBS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS,
+    )
 }
 
 # Group -> version -> plural -> Resource: the URL router's view of the table.
