@@ -28,14 +28,18 @@ async def test_api_group_list(api: Api) -> None:
     body = await api.ok("GET", "/apis")
     assert body["kind"] == "APIGroupList"
     groups = {g["name"]: g["preferredVersion"]["groupVersion"] for g in body["groups"]}
-    assert groups == {"apps": "apps/v1", "coordination.k8s.io": "coordination.k8s.io/v1", "batch": "batch/v1"}
+    assert groups == {"apps": "apps/v1", "coordination.k8s.io": "coordination.k8s.io/v1", "batch": "batch/v1",
+                      "rbac.authorization.k8s.io": "rbac.authorization.k8s.io/v1"}
 
 
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
-        ("/api/v1", {"pods", "pods/status", "nodes", "nodes/status", "namespaces", "namespaces/status", "events"}),
-        ("/apis/apps/v1", {"daemonsets", "daemonsets/status", "controllerrevisions"}),
+        ("/api/v1", {"pods", "pods/status", "nodes", "nodes/status", "namespaces", "namespaces/status", "events",
+                     "serviceaccounts"}),
+        ("/apis/apps/v1", {"daemonsets", "daemonsets/status", "deployments", "deployments/status",
+                           "controllerrevisions"}),
+        ("/apis/rbac.authorization.k8s.io/v1", {"clusterroles", "clusterrolebindings", "roles", "rolebindings"}),
         ("/apis/coordination.k8s.io/v1", {"leases"}),
         ("/apis/batch/v1", {"jobs", "jobs/status"}),
     ],
