@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade.add_argument("pod", metavar="NS/NAME")
     _client_flags(upgrade)
     upgrades = sub.add_parser("upgrades", help="list (or cancel) the local agent's upgrade requests")
-    upgrades.add_argument("--cancel", metavar="ID", help="cancel a queued request")
+    _add(upgrades, "--cancel", help="cancel the queued request with this id")
     _client_flags(upgrades)
 
     rollout = sub.add_parser("rollout", help="DaemonSet rollout commands")
