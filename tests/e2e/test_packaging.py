@@ -780,7 +780,7 @@ def _readme_table() -> str:
 
 def test_readme_configuration_table_matches_the_cli() -> None:
     assert _readme_table() == flag_table(), (
-        "README configuration table is stale: run .venv/bin/python tests/e2e/test_packaging.py --write-readme"
+        "README configuration table is stale: run .venv/bin/python -m tests.e2e.test_packaging --write-readme"
     )
 
 
