@@ -1,7 +1,7 @@
 """What an operator installs must be valid for the tools that consume it: systemd, hadolint, Kubernetes.
 
 Also keeps the README's configuration table and every `EDGEAGENT_*` name in the docs true to the CLI.
-Regenerate the README table after changing flags with:  .venv/bin/python tests/e2e/test_packaging.py --write-readme
+Regenerate the README table after changing flags with:  .venv/bin/python -m tests.e2e.test_packaging --write-readme
 """
 
 from __future__ import annotations
@@ -768,7 +768,8 @@ def flag_table() -> str:
     return "\n".join(lines)
 
 
-TABLE_BEGIN = "<!-- flags:begin (generated from the CLI parser: tests/e2e/test_packaging.py --write-readme) -->"
+TABLE_BEGIN = ("<!-- flags:begin (generated from the CLI parser: "
+               ".venv/bin/python -m tests.e2e.test_packaging --write-readme) -->")
 TABLE_END = "<!-- flags:end -->"
 
 
