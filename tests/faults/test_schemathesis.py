@@ -21,10 +21,12 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import hypothesis
 import pytest
 import requests
 import schemathesis
+from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import (
@@ -34,7 +36,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.faults.conftest import NODE, AgentSpawner
+from edgeagent.kube.client import KubeClient
+from tests.faults.conftest import NODE, AgentProc, AgentSpawner, mark_need_upgrade, orphan_pod, wait_link
 from tests.integration.agent_api.conftest import closed_port, ds_pod, seed_snapshot, write_kubeconfig
 
 if TYPE_CHECKING:
@@ -47,8 +50,28 @@ CHECKS: list[Any] = [status_code_conformance, content_type_conformance, response
                      response_headers_conformance]
 IMAGEPULL = "/openyurt.io/v1/namespaces/{namespace}/pods/{name}/imagepull"
 OFFLINE_5XX = {("POST", IMAGEPULL, 503)}
+# Pods of the offline agent's snapshot (queueable, not flagged, not a DaemonSet's) and of nobody.
+KNOWN_NAMES = ["a", "b", "c", "ghost", "edge-app.v2"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _with_name(pair: tuple[Any, str]) -> Any:
+    case, name = pair
+    case.path_parameters = {**case.path_parameters, "namespace": "default", "name": name}
+    return case
+
+
+def _strategy(operation: Any, mode: GenerationMode) -> st.SearchStrategy[Any]:
+    """The document's strategy; for pod operations, half the valid cases name a pod the agent may know.
+
+    The document constrains `name` only by length (DNS-1123 is checked by the agent, answering 400),
+    so purely generated names almost never reach the cache, the queue or the cloud.
+    """
+    base = operation.as_strategy(generation_mode=mode)
+    if mode is not GenerationMode.POSITIVE or "{name}" not in operation.path:
+        return base
+    return st.one_of(base, st.tuples(base, st.sampled_from(KNOWN_NAMES)).map(_with_name))
 
 
 def fuzz(base_url: str, allowed_5xx: set[tuple[str, str, int]]) -> tuple[int, list[str]]:
@@ -66,7 +89,7 @@ def fuzz(base_url: str, allowed_5xx: set[tuple[str, str, int]]) -> tuple[int, li
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @settings
-            @hypothesis.given(operation.as_strategy(generation_mode=mode))
+            @hypothesis.given(_strategy(operation, mode))
             def one(case: Any) -> None:
                 nonlocal sent
                 response = case.call(base_url=base_url, session=session, timeout=10)
@@ -93,6 +116,11 @@ def fuzz(base_url: str, allowed_5xx: set[tuple[str, str, int]]) -> tuple[int, li
     return sent, failures
 
 
+async def wait_link_up(agent: AgentProc) -> None:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+        await wait_link(http, agent, True)
+
+
 async def test_fuzz_offline_agent(spawn_agent: AgentSpawner, tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     await seed_snapshot(state_dir, [ds_pod("a"), ds_pod("b", need_upgrade="False"), ds_pod("c", owner="Job")])
@@ -104,8 +132,13 @@ async def test_fuzz_offline_agent(spawn_agent: AgentSpawner, tmp_path: Path) -> 
     assert agent.alive
 
 
-async def test_fuzz_connected_agent(sim: SimCluster, spawn_agent: AgentSpawner, tmp_path: Path) -> None:
+async def test_fuzz_connected_agent(sim: SimCluster, admin: KubeClient, spawn_agent: AgentSpawner,
+                                    tmp_path: Path) -> None:
+    flagged = await admin.create("/api/v1/namespaces/default/pods", orphan_pod("a"))
+    await mark_need_upgrade(admin, flagged)
+    await admin.create("/api/v1/namespaces/default/pods", orphan_pod("b"))  # PodNeedUpgrade absent: 403
     agent = await spawn_agent(sim.node_kubeconfig(NODE), tmp_path / "state")
+    await wait_link_up(agent)
     sent, failures = await asyncio.to_thread(fuzz, agent.url, set())
     assert failures == [], f"{len(failures)} of {sent} requests failed a check:\n" + "\n".join(failures[:20])
     assert sent >= MIN_REQUESTS
