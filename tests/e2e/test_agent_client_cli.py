@@ -204,7 +204,9 @@ async def test_queued_upgrade_survives_sigkill_and_is_applied_when_the_link_retu
     await world.sim.disconnect(NODE, "blackhole")
     code, out, err = await cli("upgrade", name, "--json", token=False)
     assert code == 0, err
-    request_id = json.loads(out)["id"]
+    answer = json.loads(out)
+    assert answer["status"] == "Queued", answer  # 202: stored, not applied (the cloud cannot be reached)
+    request_id = answer["id"]
 
     assert await agent.kill(signal.SIGKILL) == -signal.SIGKILL
     agent = AgentProcess(world.sim.node_kubeconfig(NODE), state_dir)
