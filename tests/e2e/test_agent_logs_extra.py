@@ -73,6 +73,9 @@ async def test_json_lines_when_stderr_is_not_a_terminal_and_no_token_in_them(tmp
             async with http.delete(f"{url}/openyurt.io/v1/upgrades/{request_id}",
                                    headers={"Authorization": f"Bearer {TOKEN}"}) as resp:
                 assert resp.status == 200
+        # The link monitor says so in the logs too (the cloud is a closed port).
+        await eventually(lambda: any('"cloud link not reachable"' in line for line in lines),
+                         what="the offline link logged")
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 15) == 0
         await asyncio.wait_for(reader, 5)
