@@ -1,11 +1,13 @@
 """`GET /pods` throughput and latency at 110 and 1,000 pods, against a bare aiohttp app; agent RSS.
 
 For each pod count: the agent (a child process, default flags) syncs a node holding that many pods
-from the sim (another child process); its RSS is read idle; then `loadgen.py` (a third process: 32
-connections, 1 s warm-up, 10 s measured) loads `GET /pods` while the agent's RSS is sampled every
-0.1 s; then the same generator loads `bare_server.py` serving the exact bytes the agent served.
+from the sim (another child process), and its RSS is read idle. `bare_server.py` then starts,
+serving the exact bytes the agent served. `loadgen.py` (a third process, 32 connections) loads the
+two in turn: 5 alternating slices of 2 s each (after 0.5 s of warm-up per slice), 10 s measured per
+server in all, so that a change in other load on the machine hits both alike instead of skewing the
+ratio. The agent's RSS is sampled every 0.1 s while it is loaded.
 
-    .venv/bin/python bench/agent_http.py [--duration 10] [--connections 32] [--counts 110,1000]
+    .venv/bin/python bench/agent_http.py [--duration 10] [--slices 5] [--connections 32] [--counts 110,1000]
 """
 
 from __future__ import annotations
@@ -22,16 +24,17 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Agent, Sim, bench_pod, median, note, report, rss_mb, workdir
+from bench.common import Agent, Sim, bench_pod, median, note, percentile, report, rss_mb, workdir
 from edgeagent.demo_procs import child_env, free_port
 
 HERE = Path(__file__).resolve().parent
+WARMUP = 0.5
 
 
 async def loadgen(url: str, connections: int, duration: float, expect_bytes: int) -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(HERE / "loadgen.py"), url, "--connections", str(connections),
-        "--duration", str(duration), "--expect-bytes", str(expect_bytes),
+        "--duration", str(duration), "--warmup", str(WARMUP), "--expect-bytes", str(expect_bytes), "--raw",
         stdout=asyncio.subprocess.PIPE, env=child_env())
     out, _ = await proc.communicate()
     if proc.returncode != 0:
@@ -39,49 +42,91 @@ async def loadgen(url: str, connections: int, duration: float, expect_bytes: int
     return dict(json.loads(out.decode().strip().splitlines()[-1]))
 
 
-async def load_with_rss(pid: int, url: str, connections: int, duration: float,
-                        expect_bytes: int) -> tuple[dict[str, Any], list[float]]:
-    samples: list[float] = []
-    task = asyncio.create_task(loadgen(url, connections, duration, expect_bytes))
-    while not task.done():
-        samples.append(rss_mb(pid))
-        await asyncio.wait({task}, timeout=0.1)
-    return task.result(), samples
+class Totals:
+    """Slices of one server's load, added up."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.errors = 0
+        self.seconds = 0.0
+        self.latencies: list[float] = []
+
+    def add(self, result: dict[str, Any]) -> None:
+        self.requests += int(result["requests"])
+        self.errors += int(result["errors"])
+        self.seconds += float(result["duration"])
+        self.latencies += result["latencies_ms"]
+
+    def report(self, prefix: str) -> float:
+        rps = self.requests / self.seconds
+        report(f"{prefix}_rps", rps, "requests/s")
+        report(f"{prefix}_p50", median(self.latencies), "ms")
+        report(f"{prefix}_p99", percentile(self.latencies, 99), "ms")
+        if self.errors:
+            report(f"{prefix}_errors", self.errors, "requests")
+        return rps
 
 
-async def bare_reference(body_file: Path, connections: int, duration: float, expect_bytes: int) -> dict[str, Any]:
+async def start_bare(body_file: Path) -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
     server = await asyncio.create_subprocess_exec(sys.executable, str(HERE / "bare_server.py"), str(body_file),
                                                   str(port), env=child_env())
+    url = f"http://127.0.0.1:{port}/pods"
+    async with aiohttp.ClientSession() as http:
+        for _ in range(500):
+            try:
+                async with http.get(url) as resp:
+                    if resp.status == 200:
+                        return server, url
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.02)
+    server.terminate()
+    await server.wait()
+    raise RuntimeError("bare server did not start")
+
+
+async def measure(count: int, agent: Agent, work: Path, duration: float, slices: int, connections: int) -> None:
+    await agent.wait_pods(count)
+    # Let the kubelet sim finish starting the pods and the snapshot writes settle.
+    await agent.wait_for("pods running", functools.partial(_all_running, agent, count), timeout=60)
+    await asyncio.sleep(2.0)
+    idle = [rss_mb(agent.pid)]
+    for _ in range(4):
+        await asyncio.sleep(0.25)
+        idle.append(rss_mb(agent.pid))
+    report(f"agent_rss_idle_{count}_pods", median(idle), "MiB")
+    status, body = await agent.get("/pods")
+    assert status == 200
+    body_file = work / f"pods-{count}.json"
+    body_file.write_bytes(body)
+    report(f"get_pods_{count}_body", len(body) / 1024, "KiB")
+    bare, bare_url = await start_bare(body_file)
+    agent_totals, bare_totals = Totals(), Totals()
+    samples: list[float] = []
     try:
-        async with aiohttp.ClientSession() as http:
-            for _ in range(300):
-                try:
-                    async with http.get(f"http://127.0.0.1:{port}/pods") as resp:
-                        if resp.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.02)
-            else:
-                raise RuntimeError("bare server did not start")
-        return await loadgen(f"http://127.0.0.1:{port}/pods", connections, duration, expect_bytes)
+        for _ in range(slices):
+            task = asyncio.create_task(loadgen(agent.url + "/pods", connections, duration / slices, len(body)))
+            while not task.done():
+                samples.append(rss_mb(agent.pid))
+                await asyncio.wait({task}, timeout=0.1)
+            agent_totals.add(task.result())
+            bare_totals.add(await loadgen(bare_url, connections, duration / slices, len(body)))
     finally:
-        server.terminate()
-        await server.wait()
+        bare.terminate()
+        await bare.wait()
+    agent_rps = agent_totals.report(f"agent_get_pods_{count}")
+    report(f"agent_rss_load_{count}_pods", max(samples), "MiB")
+    bare_rps = bare_totals.report(f"bare_get_pods_{count}")
+    report(f"get_pods_{count}_ratio_agent_to_bare", agent_rps / bare_rps, "ratio")
+    _, after = await agent.get("/pods")
+    if after != body:
+        note(f"the pod list changed during the {count}-pod run (bodies of other sizes count as errors)")
 
 
-def _report_load(prefix: str, result: dict[str, Any]) -> None:
-    report(f"{prefix}_rps", result["rps"], "requests/s")
-    report(f"{prefix}_p50", result["p50_ms"], "ms")
-    report(f"{prefix}_p99", result["p99_ms"], "ms")
-    if result["errors"]:
-        report(f"{prefix}_errors", result["errors"], "requests")
-
-
-async def bench(counts: list[int], duration: float, connections: int) -> None:
+async def bench(counts: list[int], duration: float, slices: int, connections: int) -> None:
     note(f"load generator: bench/loadgen.py (aiohttp client pool, own process), {connections} connections, "
-         f"{duration:g} s measured after 1 s warm-up")
+         f"{duration:g} s measured per server in {slices} alternating slices")
     async with workdir("http") as work:
         sim = Sim(work, nodes=len(counts))
         await sim.start()
@@ -92,32 +137,9 @@ async def bench(counts: list[int], duration: float, connections: int) -> None:
                 agent = Agent(work, sim, node)
                 await agent.start()
                 try:
-                    await agent.wait_pods(count)
-                    # Let the kubelet sim finish starting the pods and the snapshot writes settle.
-                    await agent.wait_for("pods running", functools.partial(_all_running, agent, count), timeout=60)
-                    await asyncio.sleep(2.0)
-                    idle = [rss_mb(agent.pid)]
-                    for _ in range(4):
-                        await asyncio.sleep(0.25)
-                        idle.append(rss_mb(agent.pid))
-                    report(f"agent_rss_idle_{count}_pods", median(idle), "MiB")
-                    status, body = await agent.get("/pods")
-                    assert status == 200
-                    body_file = work / f"pods-{count}.json"
-                    body_file.write_bytes(body)
-                    report(f"get_pods_{count}_body", len(body) / 1024, "KiB")
-                    result, samples = await load_with_rss(agent.pid, agent.url + "/pods", connections, duration,
-                                                          len(body))
-                    _report_load(f"agent_get_pods_{count}", result)
-                    report(f"agent_rss_load_{count}_pods", max(samples), "MiB")
-                    status, after = await agent.get("/pods")
-                    if after != body:
-                        note(f"the pod list changed during the {count}-pod run (bodies of other sizes count as errors)")
+                    await measure(count, agent, work, duration, slices, connections)
                 finally:
                     await agent.stop()
-                bare = await bare_reference(body_file, connections, duration, len(body))
-                _report_load(f"bare_get_pods_{count}", bare)
-                report(f"get_pods_{count}_ratio_agent_to_bare", result["rps"] / bare["rps"], "ratio")
         finally:
             await sim.stop()
 
@@ -132,11 +154,12 @@ async def _all_running(agent: Agent, count: int) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per server")
+    parser.add_argument("--slices", type=int, default=5, help="alternations between agent and bare app")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--counts", default="110,1000", help="pod counts, comma-separated")
     args = parser.parse_args()
-    asyncio.run(bench([int(c) for c in args.counts.split(",")], args.duration, args.connections))
+    asyncio.run(bench([int(c) for c in args.counts.split(",")], args.duration, args.slices, args.connections))
     return 0
 
 

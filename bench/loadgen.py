@@ -8,7 +8,8 @@ aiohttp reference, and the ratio between the two is the figure that matters.
 
     .venv/bin/python bench/loadgen.py URL [--connections 32] [--duration 10] [--warmup 1] [--expect-bytes N]
 
-Prints one JSON object: requests, errors, duration, rps, p50_ms, p99_ms, bytes.
+Prints one JSON object: requests, errors, duration, rps, p50_ms, p99_ms, bytes (and with --raw, every
+latency in ms).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import json
 import sys
 import time
+from typing import Any
 
 import aiohttp
 
@@ -29,7 +31,8 @@ def _percentile(ordered: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-async def run(url: str, connections: int, duration: float, warmup: float, expect_bytes: int | None) -> dict[str, float]:
+async def run(url: str, connections: int, duration: float, warmup: float, expect_bytes: int | None,
+              raw: bool = False) -> dict[str, Any]:
     latencies: list[float] = []
     errors = 0
     received = 0
@@ -66,7 +69,7 @@ async def run(url: str, connections: int, duration: float, warmup: float, expect
             for _ in range(connections):
                 group.create_task(worker())
     latencies.sort()
-    return {
+    result: dict[str, Any] = {
         "requests": len(latencies),
         "errors": errors,
         "duration": duration,
@@ -75,6 +78,9 @@ async def run(url: str, connections: int, duration: float, warmup: float, expect
         "p99_ms": _percentile(latencies, 99) * 1000,
         "bytes": received,
     }
+    if raw:
+        result["latencies_ms"] = [round(x * 1000, 3) for x in latencies]
+    return result
 
 
 def main() -> int:
@@ -84,8 +90,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring")
     parser.add_argument("--expect-bytes", type=int, default=None, help="a body of another size is an error")
+    parser.add_argument("--raw", action="store_true", help="also print every latency (latencies_ms)")
     args = parser.parse_args()
-    result = asyncio.run(run(args.url, args.connections, args.duration, args.warmup, args.expect_bytes))
+    result = asyncio.run(run(args.url, args.connections, args.duration, args.warmup, args.expect_bytes, args.raw))
     print(json.dumps(result), flush=True)
     return 0
 
