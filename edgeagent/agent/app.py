@@ -20,6 +20,7 @@ from pathlib import Path
 from aiohttp import web
 
 from edgeagent import log
+from edgeagent.agent.auth import read_token_file
 from edgeagent.agent.cache import PodCache
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
@@ -79,15 +80,15 @@ def check_bind(cfg: AgentConfig) -> str | None:
 
 
 def read_token(path: Path) -> str:
+    """The token, or a usage error naming the file: a bad token file must stop start-up, not open the API."""
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        return read_token_file(path)
     except OSError as exc:
         raise AgentError(f"cannot read token file {path}: {exc.strerror or exc}", EXIT_USAGE) from exc
     except UnicodeDecodeError as exc:
         raise AgentError(f"token file {path} is not UTF-8 text", EXIT_USAGE) from exc
-    if not token:
-        raise AgentError(f"token file {path} is empty", EXIT_USAGE)
-    return token
+    except ValueError as exc:  # empty
+        raise AgentError(str(exc), EXIT_USAGE) from exc
 
 
 class Agent:
