@@ -211,6 +211,9 @@ async def run(args: argparse.Namespace) -> None:
         emit("controller_aru_pods_replaced", replaced, "pods")
         emit("controller_aru_delete_writes", deletes, "writes")
         emit("controller_aru_event_writes", events, "writes")
+        for outcome in ("deleted", "gone", "replaced", "error"):
+            value = metrics.registry.get_sample_value("edgeagent_controller_pod_deletions_total", {"outcome": outcome})
+            emit(f"controller_aru_delete_outcome_{outcome}", value or 0.0, "writes")
         emit("controller_aru_condition_writes", metrics.writes("condition_patch") - writes_before["condition_patch"],
              "writes")
         budget = controller.metrics.registry.get_sample_value(

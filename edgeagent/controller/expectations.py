@@ -24,12 +24,15 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 
 DEFAULT_TTL = 300.0
+# A delete whose answer was lost (timeout, 5xx) may or may not have happened: wait this long for the cache
+# to show it before assuming it did not.
+UNKNOWN_OUTCOME_TTL = 30.0
 
 
 @dataclass
 class _Deletion:
     node: str
-    since: float
+    deadline: float
     observed: bool = False
 
 
@@ -41,10 +44,10 @@ class Expectations:
 
     def expect_deletions(self, key: str, deletions: Iterable[tuple[str, str]]) -> None:
         """(uid, node) pairs, recorded before deleting so that no concurrent plan can miss them."""
-        now = self._clock()
+        deadline = self._clock() + self._ttl
         entries = self._by_key.setdefault(key, {})
         for uid, node in deletions:
-            entries[uid] = _Deletion(node, now)
+            entries[uid] = _Deletion(node, deadline)
 
     def deletion_failed(self, key: str, uid: str) -> None:
         """The delete did not happen (error, or the UID precondition found a different pod): forget it."""
@@ -53,6 +56,12 @@ class Expectations:
             entries.pop(uid, None)
             if not entries:
                 del self._by_key[key]
+
+    def deletion_outcome_unknown(self, key: str, uid: str, ttl: float = UNKNOWN_OUTCOME_TTL) -> None:
+        """The answer was lost: keep waiting for the cache (a repeat could delete twice), but not for long."""
+        entry = self._by_key.get(key, {}).get(uid)
+        if entry is not None and not entry.observed:
+            entry.deadline = min(entry.deadline, self._clock() + ttl)
 
     def deletion_observed(self, key: str, uid: str) -> None:
         """The pod is known gone (404 on delete) although the cache may not show it yet."""
@@ -70,7 +79,7 @@ class Expectations:
         for entry_uid, entry in entries.items():
             if entry.observed:
                 continue
-            if entry_uid not in live_uids or now - entry.since > self._ttl:
+            if entry_uid not in live_uids or now > entry.deadline:
                 entry.observed = True
             else:
                 waiting = True

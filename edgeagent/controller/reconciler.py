@@ -429,15 +429,22 @@ class Controller:
                         self.expectations.deletion_observed(key, uid)
                         self.metrics.pod_deletions.labels("gone").inc()
                         return
-                    self.expectations.deletion_failed(key, uid)
+                    if exc.code >= 500:
+                        self.expectations.deletion_outcome_unknown(key, uid)
+                    else:
+                        self.expectations.deletion_failed(key, uid)
                     if exc.code == 409:  # the UID precondition: a different pod holds the name now
                         self.metrics.pod_deletions.labels("replaced").inc()
                         return
                     self.metrics.pod_deletions.labels("error").inc()
                     raise
+                except KubeUnreachable:
+                    # Sent or not, we cannot tell: the expectation stays until the cache shows the pod.
+                    self.expectations.deletion_outcome_unknown(key, uid)
+                    self.metrics.pod_deletions.labels("error").inc()
+                    raise
                 except BaseException:
                     self.expectations.deletion_failed(key, uid)
-                    self.metrics.pod_deletions.labels("error").inc()
                     raise
                 self.metrics.pod_deletions.labels("deleted").inc()
                 deleted.append(pod)

@@ -74,3 +74,13 @@ def test_unobserved_write_is_pending_until_the_cache_shows_another_version() -> 
     writes.record("u2", "5")
     writes.forget("u2")
     assert not writes.pending("u2", "5")
+
+
+def test_lost_answer_keeps_waiting_for_the_cache_but_not_for_the_full_ttl() -> None:
+    now = [0.0]
+    exp = Expectations(ttl=300.0, clock=lambda: now[0])
+    exp.expect_deletions(KEY, [("u1", "n1")])
+    exp.deletion_outcome_unknown(KEY, "u1", ttl=30.0)
+    assert not exp.satisfied(KEY, {"u1"})  # it may have happened: never plan on top of it
+    now[0] = 31.0
+    assert exp.satisfied(KEY, {"u1"})
