@@ -4,9 +4,10 @@ The node holds 100 upgradeable DaemonSet pods (PodNeedUpgrade True; their Daemon
 so nobody recreates them and the sim stays quiet). The link is blackholed, the agent notices, and 100
 upgrade requests are queued (each answered 202). The clock starts just before the link is restored
 (`POST /sim/v1/nodes/edge-1/connect`) and stops at the wall-clock time the sim recorded for the last of
-the agent's 100 DELETEs. That includes the agent noticing the link is back, which with the default
-`--probe-interval 2` is up to 2 s by itself; the part after the agent counted the link connected
-(its `/v1/readyz` `link.since`) is reported separately.
+the agent's 100 DELETEs; the restore comes at a random (seeded) phase of the agent's probe cycle. That
+includes the agent noticing the link is back, which with the default `--probe-interval 2` is up to
+2 s by itself; the part after the agent counted the link connected (its `/v1/readyz` `link.since`) is
+reported separately.
 
     .venv/bin/python bench/reconnect_drain.py [--entries 100] [--trials 3]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import sys
 import time
 from pathlib import Path
@@ -24,9 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Agent, Sim, bench_pod, median, note, parse_time, post_upgrades, report, workdir
 
 NODE = "edge-1"
+# A blackholed probe hangs for --probe-timeout (2 s), then the agent waits --probe-interval (2 s).
+PROBE_CYCLE = 4.0
 
 
-async def trial(sim: Sim, work: Path, index: int, entries: int) -> tuple[float, float, float]:
+async def trial(sim: Sim, work: Path, index: int, entries: int, rng: random.Random) -> tuple[float, float, float]:
     names = [f"app-t{index}-{i:03d}" for i in range(entries)]
     await sim.create_pods([bench_pod(n, NODE, owner="edge-app") for n in names])
     await sim.need_upgrade(names)
@@ -42,6 +46,9 @@ async def trial(sim: Sim, work: Path, index: int, entries: int) -> tuple[float, 
         if bad:
             raise RuntimeError(f"{len(bad)} upgrades not queued, e.g. {bad[0]}")
         wanted = set(names)
+        # Restore at a random phase of the agent's probe cycle: right after queueing, the agent has just
+        # started waiting out a probe interval, which would make every trial wait almost all of it.
+        await asyncio.sleep(rng.uniform(0.0, PROBE_CYCLE))
         restored = time.time()
         await sim.connect(NODE)
 
@@ -66,7 +73,8 @@ async def trial(sim: Sim, work: Path, index: int, entries: int) -> tuple[float, 
     return last - restored, last - since, since - restored
 
 
-async def bench(entries: int, trials: int) -> None:
+async def bench(entries: int, trials: int, seed: int) -> None:
+    rng = random.Random(seed)
     totals: list[float] = []
     drains: list[float] = []
     detects: list[float] = []
@@ -75,7 +83,7 @@ async def bench(entries: int, trials: int) -> None:
         await sim.start()
         try:
             for index in range(trials):
-                total, drain, detect = await trial(sim, work, index, entries)
+                total, drain, detect = await trial(sim, work, index, entries, rng)
                 totals.append(total)
                 drains.append(drain)
                 detects.append(detect)
@@ -94,8 +102,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=100)
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=6)
     args = parser.parse_args()
-    asyncio.run(bench(args.entries, args.trials))
+    asyncio.run(bench(args.entries, args.trials, args.seed))
     return 0
 
 
