@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from edgeagent import log
 
@@ -196,18 +197,34 @@ class StateStore:
             self._conn = self._open_read_only(reason)
 
     def _open_read_only(self, reason: str) -> sqlite3.Connection | None:
+        """Read what is there, so the snapshot and the queue stay visible on an unwritable disk.
+
+        `mode=ro` cannot open a WAL database whose `-shm` file is gone (clean shutdown) in a directory
+        it cannot write; `immutable=1` can, and is safe there because nothing can write that directory.
+        """
         self.problem = reason
         if not self.path.exists():
             return None
-        try:
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
-            conn.execute("PRAGMA query_only = ON")
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        error: sqlite3.Error | None = None
+        for option in ("mode=ro", "immutable=1"):
+            conn: sqlite3.Connection | None = None
+            try:
+                conn = sqlite3.connect(f"file:{quote(str(self.path))}?{option}", uri=True, isolation_level=None)
+                conn.execute("PRAGMA query_only = ON")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error as exc:
+                if conn is not None:
+                    conn.close()
+                error = exc
+                continue
+            if option == "immutable=1" and self.path.with_name(self.path.name + "-wal").exists():
+                _log.warning("state_wal_not_visible", path=str(self.path),
+                             hint="the last writes before the disk turned read-only are not visible until it is "
+                                  "writable again; nothing is lost")
             return conn
-        except sqlite3.Error as exc:
-            _log.error("state_unreadable", path=str(self.path), error=str(exc))
-            self.problem = f"{reason}; unreadable: {exc}"
-            return None
+        _log.error("state_unreadable", path=str(self.path), error=str(error))
+        self.problem = f"{reason}; unreadable: {error}"
+        return None
 
     def _open_read_write(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)

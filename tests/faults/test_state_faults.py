@@ -264,11 +264,6 @@ async def _cache_is_truth(http: aiohttp.ClientSession, agent: AgentProc, admin: 
     return fingerprint(await cached_pods(http, agent)) == fingerprint(await node_pods(admin))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "edgeagent/agent/state.py opens a read-only database with mode=ro, which SQLite cannot do for a WAL "
-    "database whose -shm/-wal files are absent (clean shutdown) in a directory it cannot write: "
-    "'unable to open database file', so the snapshot and the queue read as empty. Opening with "
-    "immutable=1 as a fallback would serve them."))
 async def test_read_only_state_dir_still_serves_its_snapshot_offline(
         mount_namespaces: bool, sim: SimCluster, admin: KubeClient, spawn_agent: AgentSpawner,
         http: aiohttp.ClientSession, tmp_path: Path) -> None:
