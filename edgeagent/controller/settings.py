@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from edgeagent.kube.informer import LabelTerm, parse_label_selector
 from edgeagent.kube.objects import (
     ANNOTATION_MAX_FAILED,
     ANNOTATION_MAX_UNAVAILABLE,
@@ -26,6 +25,7 @@ from edgeagent.kube.objects import (
     STRATEGY_OTA,
     annotations_of,
 )
+from edgeagent.kube.selectors import LabelSelector, parse_label_selector
 
 JSON = dict[str, Any]
 
@@ -109,34 +109,13 @@ def parse_int_or_percent(raw: str) -> IntOrPercent:
 
 
 @dataclass(frozen=True)
-class NodeSelector:
-    text: str
-    terms: tuple[LabelTerm, ...]
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        for key, op, values in self.terms:
-            present = key in labels
-            value = labels.get(key)
-            if op in ("=", "in"):
-                ok = present and value in values
-            elif op in ("!=", "notin"):
-                ok = not present or value not in values
-            elif op == "exists":
-                ok = present
-            else:
-                ok = not present
-            if not ok:
-                return False
-        return True
-
-
-@dataclass(frozen=True)
 class RollSettings:
     """AdvancedRollingUpdate knobs: OpenYurt's max-unavailable plus our `edgeagent.io/` extensions."""
 
     max_unavailable: IntOrPercent = field(default_factory=lambda: IntOrPercent(10, True))
     partition: IntOrPercent | None = None
-    node_selector: NodeSelector | None = None
+    # The same grammar and matching as the API server's labelSelector (kube.selectors), `>`/`<` included.
+    node_selector: LabelSelector | None = None
     paused: bool = False
     max_failed: IntOrPercent | None = None
     progress_deadline: float = DEFAULT_PROGRESS_DEADLINE
@@ -178,15 +157,13 @@ def roll_settings(ds: JSON) -> tuple[RollSettings, list[Problem]]:
         except ValueError as exc:
             bad(ANNOTATION_PARTITION, str(raw), str(exc))
 
-    node_selector: NodeSelector | None = None
+    node_selector: LabelSelector | None = None
     raw = annotations.get(ANNOTATION_NODE_SELECTOR)
     if raw is not None and str(raw).strip():
         try:
-            terms = parse_label_selector(str(raw))
+            node_selector = parse_label_selector(str(raw))
         except ValueError as exc:
             bad(ANNOTATION_NODE_SELECTOR, str(raw), f"not a label selector: {exc}")
-        else:
-            node_selector = NodeSelector(str(raw), tuple(terms))
 
     paused = False
     raw = annotations.get(ANNOTATION_PAUSED)

@@ -40,32 +40,6 @@ def _rv_of(obj: JSON) -> str:
     return str(meta(obj).get("resourceVersion") or "")
 
 
-# The (key, op, values) term form that edgeagent.controller.settings still imports from here; the parsing
-# itself is kube.selectors', so the controller, the informer and the simulated apiserver agree on the grammar.
-LabelTerm = tuple[str, str, frozenset[str]]  # op in = != in notin exists !exists
-_TERM_OPERATORS = {
-    selectors.EQUALS: "=",
-    selectors.DOUBLE_EQUALS: "=",
-    selectors.NOT_EQUALS: "!=",
-    selectors.IN: "in",
-    selectors.NOT_IN: "notin",
-    selectors.EXISTS: "exists",
-    selectors.DOES_NOT_EXIST: "!exists",
-}
-
-
-def parse_label_selector(selector: str) -> list[LabelTerm]:
-    """The label selector grammar of the API server as terms; raises ValueError on anything it would reject,
-    and on `>`/`<`, which these terms cannot express (rather than silently matching nothing)."""
-    terms: list[LabelTerm] = []
-    for requirement in selectors.parse_label_selector(selector).requirements:
-        op = _TERM_OPERATORS.get(requirement.operator)
-        if op is None:
-            raise selectors.SelectorError(f"'{requirement}': the '>' and '<' operators are not supported here")
-        terms.append((requirement.key, op, frozenset(requirement.values)))
-    return terms
-
-
 class Informer:
     """Keeps `items` equal to the server's objects matching the selectors, and tells handlers about changes."""
 

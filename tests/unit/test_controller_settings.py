@@ -101,3 +101,21 @@ def test_each_bad_annotation_is_reported() -> None:
         "edgeagent.io/paused", "edgeagent.io/max-failed", "edgeagent.io/progress-deadline-seconds",
     ]
     assert all(p.value in p.message for p in problems)
+
+
+def test_invalid_node_selector_is_reported_with_the_parser_reason() -> None:
+    _, problems = roll_settings(daemonset(annotations={"edgeagent.io/node-selector": "a in b"}))
+    assert [p.message for p in problems] == [
+        "annotation edgeagent.io/node-selector='a in b': not a label selector: found 'b' expected: '('"
+    ]
+
+
+def test_node_selector_has_the_api_server_grammar_including_greater_than() -> None:
+    """The node selector is parsed and matched by kube.selectors, so it means what the same labelSelector
+    would mean to the API server."""
+    settings, problems = roll_settings(daemonset(annotations={"edgeagent.io/node-selector": "tier>1,!legacy"}))
+    assert problems == []
+    assert settings.node_selector is not None
+    assert settings.node_selector.matches({"tier": "2"})
+    assert not settings.node_selector.matches({"tier": "1"})
+    assert not settings.node_selector.matches({"tier": "2", "legacy": ""})
