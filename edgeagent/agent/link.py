@@ -35,6 +35,10 @@ def _iso(ts: float | None) -> str | None:
 
 
 class LinkMonitor:
+    # While the link is down, probe at least this often: queued upgrades wait for the link's return to
+    # be noticed, and a failed probe is cheap (refused at once, or bounded by the probe timeout).
+    RECONNECT_PROBE_INTERVAL = 0.5
+
     def __init__(
         self,
         client: KubeClient,
@@ -122,13 +126,14 @@ class LinkMonitor:
         return out
 
     async def run(self) -> None:
-        """Probe every `interval` (at once when woken by a failure) until cancelled."""
+        """Probe every `interval` (at once when woken by a failure; faster while down) until cancelled."""
         while True:
             self._wake.clear()
             ok, error = await self._probe()
             self._record(ok, error)
+            pause = self._interval if self.connected else min(self._interval, self.RECONNECT_PROBE_INTERVAL)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval)
+                await asyncio.wait_for(self._wake.wait(), pause)
 
     # ----------------------------------------------------------------- internals
 

@@ -111,3 +111,17 @@ async def test_state_is_exposed_in_metrics(sim: SimCluster, monitors: Any) -> No
     assert metrics.registry.get_sample_value("edgeagent_cloud_link_transitions_total",
                                              {"to": "disconnected"}) == 1.0
     assert (metrics.registry.get_sample_value("edgeagent_cloud_link_probes_total", {"result": "failed"}) or 0) >= 1
+
+
+async def test_a_returning_link_is_noticed_faster_than_the_probe_interval(sim: SimCluster, monitors: Any) -> None:
+    """Queued upgrades wait for the link's return: while down, probes run every 0.5 s, not every `interval`."""
+    monitor, _ = await monitors(interval=30.0, failures_to_disconnect=1, successes_to_connect=1)
+    await asyncio.wait_for(monitor.wait_connected(), 5)
+    await sim.disconnect(NODE, "refuse")
+    monitor.report_failure("test: the link was cut")  # wake the sleeping prober, as a failed cloud call would
+    # A real probe must have failed on the cut link (not just the reported failure), so the prober now sleeps.
+    await eventually(lambda: not monitor.connected and monitor.details()["probe"]["last_ok"] is False,
+                     what="disconnected after a failed probe")
+    await sim.connect(NODE)
+    # With a 30 s interval this could only happen within the deadline through the faster reconnect probing.
+    await asyncio.wait_for(monitor.wait_connected(), 5)
