@@ -41,15 +41,6 @@ def daemonset_manifest(name: str, *, strategy: str, image: str = "nginx:1.19.4",
     }
 
 
-@pytest.fixture
-async def kube(sim: SimCluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=5))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
 class Controllers:
     """Controllers running in this event loop; `stop(app)` without lease release simulates a crash."""
 

@@ -21,14 +21,14 @@ from tests.integration.controller.conftest import (
 from tests.waiting import eventually
 
 
-async def test_metrics_and_health_endpoints(sim: SimCluster, kube: KubeClient, controllers: Controllers) -> None:
-    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate"))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+async def test_metrics_and_health_endpoints(sim: SimCluster, admin: KubeClient, controllers: Controllers) -> None:
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate"))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     app = await controllers.start(sim, serve_metrics=True)
     assert app.metrics_port
     base = f"http://127.0.0.1:{app.metrics_port}"
-    await set_image(kube, "web", "nginx:2")
-    await eventually(lambda: all_running(kube, "web", 3, "nginx:2"), timeout=10, what="roll done")
+    await set_image(admin, "web", "nginx:2")
+    await eventually(lambda: all_running(admin, "web", 3, "nginx:2"), timeout=10, what="roll done")
     async with aiohttp.ClientSession() as http:
         for path in ("/healthz", "/v1/healthz", "/readyz", "/v1/readyz"):
             async with http.get(base + path) as response:

@@ -62,28 +62,28 @@ async def pods_never_ready(sim: SimCluster, image: str) -> AsyncIterator[None]:
 
 
 async def test_version_whose_pods_never_become_ready_pauses_the_roll(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
     annotations = {"apps.openyurt.io/max-unavailable": "1", "edgeagent.io/max-failed": "1",
                    "edgeagent.io/progress-deadline-seconds": "1"}
     manifest = daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=annotations, min_ready=3)
-    await create_daemonset(kube, manifest)
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, manifest)
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     app = await controllers.start(sim)
     async with pods_never_ready(sim, BAD):
-        await set_image(kube, "web", BAD)
+        await set_image(admin, "web", BAD)
 
         async def paused() -> bool:
-            ds = await get_daemonset(kube, "web")
+            ds = await get_daemonset(admin, "web")
             return ds["metadata"]["annotations"].get("edgeagent.io/paused") == "true"
 
         await eventually(paused, timeout=10, what="the roll paused itself")
-        warnings = [e for e in await events_for(kube, "web") if e["reason"] == "RolloutAutoPaused"]
+        warnings = [e for e in await events_for(admin, "web") if e["reason"] == "RolloutAutoPaused"]
         assert len(warnings) == 1 and warnings[0]["type"] == "Warning"
         assert "max-failed is 1" in warnings[0]["message"]
         # Only the first node got the bad version: the budget held it there, the pause stopped the rest.
         assert len(controller_deletions(sim)) == 1
-        assert sorted(image_of(p) for p in await pods_of(kube, "web") if not is_terminating(p)) == [
+        assert sorted(image_of(p) for p in await pods_of(admin, "web") if not is_terminating(p)) == [
             "nginx:1.19.4", "nginx:1.19.4", BAD]
         assert app.metrics.registry.get_sample_value("edgeagent_controller_auto_pauses_total") == 1.0
 
@@ -93,13 +93,13 @@ async def reconciles(app: ControllerApp) -> float:
 
 
 async def test_invalid_strategy_is_reported_once_per_value(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
-    await create_daemonset(kube, daemonset_manifest("web", strategy="Bogus"))
+    await create_daemonset(admin, daemonset_manifest("web", strategy="Bogus"))
     app = await controllers.start(sim)
 
     async def warnings() -> list[str]:
-        return [e["message"] for e in await events_for(kube, "web") if e["reason"] == "InvalidUpdateStrategy"]
+        return [e["message"] for e in await events_for(admin, "web") if e["reason"] == "InvalidUpdateStrategy"]
 
     async def warned_times(n: int) -> bool:
         return len(await warnings()) == n
@@ -109,7 +109,7 @@ async def test_invalid_strategy_is_reported_once_per_value(
 
     # More reconciles with the same bad value: no more warnings (and no crash loop).
     before = await reconciles(app)
-    await patch_daemonset(kube, "web", {"metadata": {"annotations": {"touch": "1"}}})
+    await patch_daemonset(admin, "web", {"metadata": {"annotations": {"touch": "1"}}})
     async def reconciled_again() -> bool:
         return await reconciles(app) > before
 
@@ -117,35 +117,35 @@ async def test_invalid_strategy_is_reported_once_per_value(
     assert len(await warnings()) == 1
     assert app.metrics.registry.get_sample_value("edgeagent_controller_reconciles_total", {"result": "error"}) is None
 
-    await patch_daemonset(kube, "web", {"metadata": {"annotations": {"apps.openyurt.io/update-strategy": "Other"}}})
+    await patch_daemonset(admin, "web", {"metadata": {"annotations": {"apps.openyurt.io/update-strategy": "Other"}}})
     await eventually(lambda: warned_times(2), what="a warning for the new value")
 
     # Fixed: the DaemonSet is managed from now on.
-    await patch_daemonset(kube, "web", {"metadata": {"annotations": {"apps.openyurt.io/update-strategy": "ota"}}})
+    await patch_daemonset(admin, "web", {"metadata": {"annotations": {"apps.openyurt.io/update-strategy": "ota"}}})
 
     async def flagged() -> bool:
-        pods = await pods_of(kube, "web")
+        pods = await pods_of(admin, "web")
         return len(pods) == 3 and all(need_upgrade(p) is not None for p in pods)
 
     await eventually(flagged, what="OTA conditions once the value is valid")
 
 
 async def test_bad_annotation_stops_the_roll_with_a_warning(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
     annotations = {"apps.openyurt.io/max-unavailable": "lots"}
-    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=annotations))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=annotations))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     await controllers.start(sim)
-    await set_image(kube, "web", "nginx:1.19.5")
+    await set_image(admin, "web", "nginx:1.19.5")
 
     async def warned() -> list[dict[str, str]]:
-        return [e for e in await events_for(kube, "web") if e["reason"] == "InvalidAnnotation"]
+        return [e for e in await events_for(admin, "web") if e["reason"] == "InvalidAnnotation"]
 
     (event,) = await eventually(warned, what="InvalidAnnotation warning")
     assert "apps.openyurt.io/max-unavailable='lots'" in event["message"]
     assert controller_deletions(sim) == []
 
-    await patch_daemonset(kube, "web", {"metadata": {"annotations": {"apps.openyurt.io/max-unavailable": "1"}}})
-    await eventually(lambda: all_running(kube, "web", 3, "nginx:1.19.5"), timeout=10, what="roll after the fix")
+    await patch_daemonset(admin, "web", {"metadata": {"annotations": {"apps.openyurt.io/max-unavailable": "1"}}})
+    await eventually(lambda: all_running(admin, "web", 3, "nginx:1.19.5"), timeout=10, what="roll after the fix")
 

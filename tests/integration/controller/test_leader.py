@@ -33,17 +33,17 @@ def elector(kube: KubeClient, identity: str, **kw: float) -> LeaderElector:
                          lease_duration=kw.get("lease_duration", 1.0), renew_interval=0.2)
 
 
-async def test_first_candidate_creates_the_lease_and_renews_keeping_acquire_time(kube: KubeClient) -> None:
-    a = elector(kube, "a")
+async def test_first_candidate_creates_the_lease_and_renews_keeping_acquire_time(admin: KubeClient) -> None:
+    a = elector(admin, "a")
     assert await a.try_acquire_or_renew()
-    first = (await kube.get(LEASE))["spec"]
+    first = (await admin.get(LEASE))["spec"]
     assert first["holderIdentity"] == "a" and first["leaseTransitions"] == 0
     assert first["leaseDurationSeconds"] == 1
     assert MICRO.match(first["acquireTime"]) and MICRO.match(first["renewTime"])
 
     async def renewed() -> dict[str, object] | None:
         assert await a.try_acquire_or_renew()
-        spec: dict[str, object] = (await kube.get(LEASE))["spec"]
+        spec: dict[str, object] = (await admin.get(LEASE))["spec"]
         return spec if spec["renewTime"] != first["renewTime"] else None
 
     second = await eventually(renewed, what="renewTime moves")
@@ -51,34 +51,34 @@ async def test_first_candidate_creates_the_lease_and_renews_keeping_acquire_time
     assert second["leaseTransitions"] == 0
 
 
-async def test_unexpired_lease_of_another_holder_is_respected_then_taken_over(kube: KubeClient) -> None:
-    a, b = elector(kube, "a"), elector(kube, "b")
+async def test_unexpired_lease_of_another_holder_is_respected_then_taken_over(admin: KubeClient) -> None:
+    a, b = elector(admin, "a"), elector(admin, "b")
     assert await a.try_acquire_or_renew()
     assert not await b.try_acquire_or_renew()  # just observed: valid for a full lease duration from now
     # `a` stops renewing; `b` takes over once the lease has not moved for its duration.
     assert await eventually(b.try_acquire_or_renew, timeout=5, interval=0.1, what="b takes over")
-    spec = (await kube.get(LEASE))["spec"]
+    spec = (await admin.get(LEASE))["spec"]
     assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
     # The old holder finds out on its next attempt.
     assert not await a.try_acquire_or_renew()
 
 
-async def test_racing_creations_have_one_winner(kube: KubeClient) -> None:
-    results = await asyncio.gather(*(elector(kube, f"c{i}").try_acquire_or_renew() for i in range(5)))
+async def test_racing_creations_have_one_winner(admin: KubeClient) -> None:
+    results = await asyncio.gather(*(elector(admin, f"c{i}").try_acquire_or_renew() for i in range(5)))
     assert sorted(results) == [False, False, False, False, True]
 
 
-async def test_released_lease_is_taken_at_once(kube: KubeClient) -> None:
-    a, b = elector(kube, "a", lease_duration=30), elector(kube, "b", lease_duration=30)
+async def test_released_lease_is_taken_at_once(admin: KubeClient) -> None:
+    a, b = elector(admin, "a", lease_duration=30), elector(admin, "b", lease_duration=30)
     assert await a.try_acquire_or_renew()
     assert not await b.try_acquire_or_renew()
     await a.release()
-    assert (await kube.get(LEASE))["spec"]["holderIdentity"] == ""
+    assert (await admin.get(LEASE))["spec"]["holderIdentity"] == ""
     assert await b.try_acquire_or_renew()
 
 
-async def test_leader_steps_down_when_another_holder_took_the_lease(kube: KubeClient) -> None:
-    a = elector(kube, "a")
+async def test_leader_steps_down_when_another_holder_took_the_lease(admin: KubeClient) -> None:
+    a = elector(admin, "a")
     stepped_down = asyncio.Event()
     working = asyncio.Event()
 
@@ -93,9 +93,9 @@ async def test_leader_steps_down_when_another_holder_took_the_lease(kube: KubeCl
     try:
         await asyncio.wait_for(working.wait(), 5)
         assert a.is_leader
-        lease = await kube.get(LEASE)
+        lease = await admin.get(LEASE)
         lease["spec"]["holderIdentity"] = "intruder"
-        await kube.replace(LEASE, lease)
+        await admin.replace(LEASE, lease)
         await asyncio.wait_for(stepped_down.wait(), 5)
         assert not a.is_leader
     finally:
@@ -110,30 +110,30 @@ def leader_of(apps: list[ControllerApp]) -> list[ControllerApp]:
 
 @pytest.mark.parametrize("crash", [True, False], ids=["killed", "stopped"])
 async def test_only_the_leader_acts_and_the_standby_takes_over(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers, crash: bool
+    sim: SimCluster, admin: KubeClient, controllers: Controllers, crash: bool
 ) -> None:
     annotations = {"apps.openyurt.io/max-unavailable": "100%"}
-    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=annotations))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=annotations))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     apps = [await controllers.start(sim, leader_elect=True, release_lease=not crash) for _ in range(2)]
     (leader,) = await eventually(lambda: leader_of(apps), what="one leader")
     standby = next(app for app in apps if app is not leader)
-    assert (await kube.get(LEASE))["spec"]["holderIdentity"] == leader.identity
+    assert (await admin.get(LEASE))["spec"]["holderIdentity"] == leader.identity
 
-    await set_image(kube, "web", "nginx:2")
-    await eventually(lambda: all_running(kube, "web", 3, "nginx:2"), timeout=10, what="roll by the leader")
+    await set_image(admin, "web", "nginx:2")
+    await eventually(lambda: all_running(admin, "web", 3, "nginx:2"), timeout=10, what="roll by the leader")
     assert leader.metrics.writes("pod_delete") == 3
     assert standby.metrics.writes() == 0
     assert not standby.is_leader
 
     await controllers.stop(leader)  # killed: the lease is left to expire; stopped: it is released
     await eventually(lambda: standby.is_leader, timeout=5, what="standby takes over")
-    spec = (await kube.get(LEASE))["spec"]
+    spec = (await admin.get(LEASE))["spec"]
     assert spec["holderIdentity"] == standby.identity and spec["leaseTransitions"] == 1
 
     deletions_before = len(controller_deletions(sim))
-    await set_image(kube, "web", "nginx:3")
-    await eventually(lambda: all_running(kube, "web", 3, "nginx:3"), timeout=10, what="roll by the new leader")
+    await set_image(admin, "web", "nginx:3")
+    await eventually(lambda: all_running(admin, "web", 3, "nginx:3"), timeout=10, what="roll by the new leader")
     assert standby.metrics.writes("pod_delete") == 3
     assert len(controller_deletions(sim)) == deletions_before + 3
 

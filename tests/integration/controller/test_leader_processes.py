@@ -56,34 +56,34 @@ async def reporters(kube: KubeClient, name: str) -> set[str]:
 
 
 @pytest.mark.slow
-async def test_killed_leader_is_replaced_by_the_standby(sim: SimCluster, kube: KubeClient, tmp_path: Path) -> None:
+async def test_killed_leader_is_replaced_by_the_standby(sim: SimCluster, admin: KubeClient, tmp_path: Path) -> None:
     annotations = {"apps.openyurt.io/max-unavailable": "100%"}
-    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=annotations))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=annotations))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     async with (
         controller_process(sim, "ctl-a", tmp_path / "a.log") as a,
         controller_process(sim, "ctl-b", tmp_path / "b.log") as b,
     ):
-        first = await eventually(lambda: holder(kube), timeout=15, what="a leader")
+        first = await eventually(lambda: holder(admin), timeout=15, what="a leader")
         procs = {"ctl-a": a, "ctl-b": b}
         other = "ctl-b" if first == "ctl-a" else "ctl-a"
 
-        await set_image(kube, "web", "nginx:2")
-        await eventually(lambda: all_running(kube, "web", 3, "nginx:2"), timeout=15, what="roll by the leader")
-        assert await reporters(kube, "web") == {first}
+        await set_image(admin, "web", "nginx:2")
+        await eventually(lambda: all_running(admin, "web", 3, "nginx:2"), timeout=15, what="roll by the leader")
+        assert await reporters(admin, "web") == {first}
 
         procs[first].send_signal(signal.SIGKILL)
         await procs[first].wait()
         # Lease expiry as observed by the standby, plus one retry period.
         async def standby_holds() -> bool:
-            return await holder(kube) == other
+            return await holder(admin) == other
 
         await eventually(standby_holds, timeout=LEASE_SECONDS * 3, what="standby holds the lease")
-        lease = (await kube.get(LEASE))["spec"]
+        lease = (await admin.get(LEASE))["spec"]
         assert lease["leaseTransitions"] >= 1
 
-        await set_image(kube, "web", "nginx:3")
-        await eventually(lambda: all_running(kube, "web", 3, "nginx:3"), timeout=15, what="roll by the new leader")
-        assert await reporters(kube, "web") == {first, other}
+        await set_image(admin, "web", "nginx:3")
+        await eventually(lambda: all_running(admin, "web", 3, "nginx:3"), timeout=15, what="roll by the new leader")
+        assert await reporters(admin, "web") == {first, other}
         assert procs[other].returncode is None
 

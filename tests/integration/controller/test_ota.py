@@ -24,35 +24,35 @@ async def conditions(kube: KubeClient, name: str) -> dict[str, tuple[str, str] |
 
 
 async def test_ota_flags_outdated_pods_and_clears_the_flag_on_replacement(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
-    await create_daemonset(kube, daemonset_manifest("nginx", strategy="OTA"))
-    await eventually(lambda: all_running(kube, "nginx", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("nginx", strategy="OTA"))
+    await eventually(lambda: all_running(admin, "nginx", 3), what="3 pods running")
     app = await controllers.start(sim)
-    first = await eventually(lambda: current_hash(kube, "nginx"), what="first revision")
+    first = await eventually(lambda: current_hash(admin, "nginx"), what="first revision")
 
     async def all_flagged(status: str, hash_: str) -> bool:
-        found = await conditions(kube, "nginx")
+        found = await conditions(admin, "nginx")
         return len(found) == 3 and all(c == (status, f"controllerrevision: {hash_}") for c in found.values())
 
     await eventually(lambda: all_flagged("False", first), what="PodNeedUpgrade False on every pod")
 
-    await set_image(kube, "nginx", "nginx:1.19.5")
+    await set_image(admin, "nginx", "nginx:1.19.5")
 
     async def new_hash() -> str | None:
-        found = await current_hash(kube, "nginx")
+        found = await current_hash(admin, "nginx")
         return found if found != first else None
 
     second = await eventually(new_hash, what="second revision")
     await eventually(lambda: all_flagged("True", second), what="PodNeedUpgrade True with the new hash")
 
     # Replace one pod (what the agent's upgrade does): the new pod is up to date and says so.
-    victim = sorted(await pods_of(kube, "nginx"), key=name_of)[0]
+    victim = sorted(await pods_of(admin, "nginx"), key=name_of)[0]
     before = {c["type"]: c for c in victim["status"]["conditions"] if c["type"] != "PodNeedUpgrade"}
-    await kube.delete(f"/api/v1/namespaces/{NS}/pods/{name_of(victim)}", {"preconditions": {"uid": uid_of(victim)}})
+    await admin.delete(f"/api/v1/namespaces/{NS}/pods/{name_of(victim)}", {"preconditions": {"uid": uid_of(victim)}})
 
     async def replaced() -> bool:
-        found = await conditions(kube, "nginx")
+        found = await conditions(admin, "nginx")
         flags = sorted(v for v in found.values() if v is not None)
         return len(found) == 3 and name_of(victim) not in found and flags == [
             ("False", f"controllerrevision: {second}"),
@@ -63,7 +63,7 @@ async def test_ota_flags_outdated_pods_and_clears_the_flag_on_replacement(
     await eventually(replaced, what="the replacement pod flagged False")
 
     # Other conditions (the kubelet's) are untouched on a pod we patched.
-    survivor = next(p for p in await pods_of(kube, "nginx")
+    survivor = next(p for p in await pods_of(admin, "nginx")
                     if need_upgrade(p) == ("True", f"controllerrevision: {second}"))
     others = {c["type"] for c in survivor["status"]["conditions"]} - {"PodNeedUpgrade"}
     assert others == set(before)

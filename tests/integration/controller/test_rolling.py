@@ -104,24 +104,24 @@ async def test_budget_from_max_unavailable_is_never_exceeded(
 
 
 async def test_node_turning_ready_again_is_upgraded_without_any_pod_change(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
-    await create_daemonset(kube, daemonset_manifest("web", strategy=ARU, image=OLD))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("web", strategy=ARU, image=OLD))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     # The kubelet reports NotReady but keeps its link: its pods are not touched, only the node changes.
     sim.set_node_ready("edge-2", False)
-    await eventually(lambda: _not(node_ready(kube, "edge-2")), what="edge-2 NotReady")
+    await eventually(lambda: _not(node_ready(admin, "edge-2")), what="edge-2 NotReady")
     app = await controllers.start(sim)
-    await set_image(kube, "web", NEW)
+    await set_image(admin, "web", NEW)
 
     async def others_upgraded() -> bool:
-        images = await images_by_node(kube, "web")
+        images = await images_by_node(admin, "web")
         return images.get("edge-1") == NEW and images.get("edge-3") == NEW and images.get("edge-2") == OLD
     await eventually(others_upgraded, timeout=15, what="edge-1 and edge-3 upgraded")
     await eventually(lambda: reconciled(app, "web", updated=2, outdated=1, unavailable=0), what="roll idle")
 
     sim.set_node_ready("edge-2", True)
-    await eventually(lambda: all_running(kube, "web", 3, NEW), timeout=10, what="edge-2 upgraded")
+    await eventually(lambda: all_running(admin, "web", 3, NEW), timeout=10, what="edge-2 upgraded")
 
 
 async def _not(probe: Any) -> bool:
@@ -129,58 +129,58 @@ async def _not(probe: Any) -> bool:
 
 
 async def test_partition_keeps_pods_on_the_old_revision(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
     annotations = {"apps.openyurt.io/max-unavailable": "100%", "edgeagent.io/partition": "1"}
-    await create_daemonset(kube, daemonset_manifest("web", strategy=ARU, image=OLD, annotations=annotations))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("web", strategy=ARU, image=OLD, annotations=annotations))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     app = await controllers.start(sim)
-    await set_image(kube, "web", NEW)
+    await set_image(admin, "web", NEW)
 
     async def two_upgraded() -> bool:
-        images = await images_by_node(kube, "web")
-        return sorted(images.values()) == [OLD, NEW, NEW] and await all_running(kube, "web", 3)
+        images = await images_by_node(admin, "web")
+        return sorted(images.values()) == [OLD, NEW, NEW] and await all_running(admin, "web", 3)
     await eventually(two_upgraded, timeout=10, what="two pods upgraded")
     await eventually(lambda: reconciled(app, "web", updated=2, outdated=1, unavailable=0), what="roll idle")
     # Deterministic order: the partition keeps the last node by name.
-    assert (await images_by_node(kube, "web"))["edge-3"] == OLD
+    assert (await images_by_node(admin, "web"))["edge-3"] == OLD
     assert len(controller_deletions(sim)) == 2
 
-    await patch_daemonset(kube, "web", {"metadata": {"annotations": {"edgeagent.io/partition": None}}})
-    await eventually(lambda: all_running(kube, "web", 3, NEW), timeout=10, what="partition lifted")
+    await patch_daemonset(admin, "web", {"metadata": {"annotations": {"edgeagent.io/partition": None}}})
+    await eventually(lambda: all_running(admin, "web", 3, NEW), timeout=10, what="partition lifted")
 
 
 async def test_node_selector_upgrades_only_the_canary_nodes(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
-    await kube.patch("/api/v1/nodes/edge-2", {"metadata": {"labels": {"canary": "true"}}})
+    await admin.patch("/api/v1/nodes/edge-2", {"metadata": {"labels": {"canary": "true"}}})
     annotations = {"apps.openyurt.io/max-unavailable": "100%", "edgeagent.io/node-selector": "canary=true"}
-    await create_daemonset(kube, daemonset_manifest("web", strategy=ARU, image=OLD, annotations=annotations))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("web", strategy=ARU, image=OLD, annotations=annotations))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     app = await controllers.start(sim)
-    await set_image(kube, "web", NEW)
+    await set_image(admin, "web", NEW)
 
     async def canary_upgraded() -> bool:
-        return (await images_by_node(kube, "web")).get("edge-2") == NEW and await all_running(kube, "web", 3)
+        return (await images_by_node(admin, "web")).get("edge-2") == NEW and await all_running(admin, "web", 3)
     await eventually(canary_upgraded, timeout=10, what="canary upgraded")
     await eventually(lambda: reconciled(app, "web", updated=1, outdated=2, unavailable=0), what="roll idle")
-    assert await images_by_node(kube, "web") == {"edge-1": OLD, "edge-2": NEW, "edge-3": OLD}
+    assert await images_by_node(admin, "web") == {"edge-1": OLD, "edge-2": NEW, "edge-3": OLD}
 
     # Widening the selector to every node continues the roll.
-    await patch_daemonset(kube, "web", {"metadata": {"annotations": {"edgeagent.io/node-selector": ""}}})
-    await eventually(lambda: all_running(kube, "web", 3, NEW), timeout=10, what="selector widened")
+    await patch_daemonset(admin, "web", {"metadata": {"annotations": {"edgeagent.io/node-selector": ""}}})
+    await eventually(lambda: all_running(admin, "web", 3, NEW), timeout=10, what="selector widened")
 
 
 async def test_paused_roll_deletes_nothing_until_resumed(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
     annotations = {"apps.openyurt.io/max-unavailable": "100%", "edgeagent.io/paused": "true"}
-    await create_daemonset(kube, daemonset_manifest("web", strategy=ARU, image=OLD, annotations=annotations))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("web", strategy=ARU, image=OLD, annotations=annotations))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     app = await controllers.start(sim)
-    await set_image(kube, "web", NEW)
+    await set_image(admin, "web", NEW)
     await eventually(lambda: reconciled(app, "web", updated=0, outdated=3), what="controller saw the new revision")
     assert controller_deletions(sim) == []
 
-    await patch_daemonset(kube, "web", {"metadata": {"annotations": {"edgeagent.io/paused": "false"}}})
-    await eventually(lambda: all_running(kube, "web", 3, NEW), timeout=10, what="resumed roll done")
+    await patch_daemonset(admin, "web", {"metadata": {"annotations": {"edgeagent.io/paused": "false"}}})
+    await eventually(lambda: all_running(admin, "web", 3, NEW), timeout=10, what="resumed roll done")

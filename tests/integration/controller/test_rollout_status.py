@@ -29,13 +29,13 @@ async def status(sim: SimCluster, name: str = "web", **kw: object) -> tuple[int,
 
 
 async def test_status_shows_each_node_and_exits_0_only_when_complete(
-    sim: SimCluster, kube: KubeClient, controllers: Controllers
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
 ) -> None:
-    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate"))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate"))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     await sim.disconnect("edge-3")
-    await eventually(lambda: _not_ready(kube, "edge-3"), what="edge-3 NotReady")
-    await set_image(kube, "web", "nginx:2")
+    await eventually(lambda: _not_ready(admin, "edge-3"), what="edge-3 NotReady")
+    await set_image(admin, "web", "nginx:2")
 
     code, out, _ = await status(sim)
     assert code == 1
@@ -50,10 +50,10 @@ async def test_status_shows_each_node_and_exits_0_only_when_complete(
     assert "3 node(s): 3 up to date, 0 outdated, 0 unavailable, 0 NotReady" in out
 
 
-async def test_watch_gives_up_at_the_timeout(sim: SimCluster, kube: KubeClient) -> None:
-    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate"))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
-    await set_image(kube, "web", "nginx:2")  # no controller runs: the roll cannot finish
+async def test_watch_gives_up_at_the_timeout(sim: SimCluster, admin: KubeClient) -> None:
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate"))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
+    await set_image(admin, "web", "nginx:2")  # no controller runs: the roll cannot finish
     code, out, _ = await status(sim, watch=True, timeout=0.5)
     assert code == 1
     assert "timed out after 0.5s" in out
@@ -65,9 +65,9 @@ async def test_unknown_daemonset_is_one_clear_error(sim: SimCluster) -> None:
     assert err == 'edgeagent: error: daemonset "nope" not found in namespace "default"\n'
 
 
-async def test_cli_dispatches_to_rollout_status(sim: SimCluster, kube: KubeClient) -> None:
-    await create_daemonset(kube, daemonset_manifest("web", strategy="OTA"))
-    await eventually(lambda: all_running(kube, "web", 3), what="3 pods running")
+async def test_cli_dispatches_to_rollout_status(sim: SimCluster, admin: KubeClient) -> None:
+    await create_daemonset(admin, daemonset_manifest("web", strategy="OTA"))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     argv = ["rollout", "status", "web", "-n", "default", "--kubeconfig", str(sim.admin_kubeconfig)]
     code = await asyncio.to_thread(cli_main, argv)
     assert code == 0
