@@ -11,9 +11,7 @@ database, so a restart finds a consistent file.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
-import signal
 import sys
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from edgeagent.agent.state import StateStore, StateUnavailable
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.kube.informer import Informer
+from edgeagent.service import bound_port, describe, run_until_signalled
 
 _log = log.get("edgeagent.agent")
 
@@ -191,7 +190,7 @@ class Agent:
                 await site.start()
             except OSError as exc:
                 raise AgentError(f"cannot listen on {cfg.bind}:{cfg.port}: {exc.strerror or exc}") from exc
-            self.port = _bound_port(runner, cfg.port)
+            self.port = bound_port(runner, cfg.port)
             _log.info("agent listening", bind=cfg.bind, port=self.port, node=cfg.node_name,
                       pods=len(informer.items), auth="token" if token else "none")
             self.notifier.ready(self._status(False))
@@ -237,56 +236,24 @@ class Agent:
         return f"serving {pods} pods on port {self.port}; cloud link {link}"
 
 
-def _bound_port(runner: web.AppRunner, configured: int) -> int:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            return int(address[1])
-    return configured
-
-
 async def run_agent(cfg: AgentConfig, *, ready: asyncio.Event | None = None,
                     stop: asyncio.Event | None = None) -> None:
     """Run one agent until `stop` is set or the task is cancelled (tests use Agent to learn the port)."""
     await Agent(cfg).run(ready=ready, stop=stop)
 
 
-async def _main_async(cfg: AgentConfig) -> None:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for sig in signals:
-        loop.add_signal_handler(sig, _on_signal, stop, sig)
-    try:
-        await Agent(cfg).run(stop=stop)
-    finally:
-        for sig in signals:
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-
-
-def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
-    _log.info("signal received, shutting down", signal=sig.name)
-    stop.set()
-
-
 def main(cfg: AgentConfig) -> int:
     log.configure(cfg.log)
     try:
-        asyncio.run(_main_async(cfg))
+        asyncio.run(run_until_signalled(lambda stop: Agent(cfg).run(stop=stop), _log))
     except AgentError as exc:
         print(f"edgeagent: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:
-        _log.error("agent failed", error=_describe(exc), exc_info=True)
-        print(f"edgeagent: error: agent failed: {_describe(exc)}", file=sys.stderr)
+        _log.error("agent failed", error=describe(exc), exc_info=True)
+        print(f"edgeagent: error: agent failed: {describe(exc)}", file=sys.stderr)
         return EXIT_RUNTIME
     return EXIT_OK
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}"
 
 
 __all__ = ["Agent", "AgentError", "check_bind", "main", "run_agent"]

@@ -9,9 +9,7 @@ it to expire.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import socket
 import sys
 import uuid
@@ -24,6 +22,7 @@ from edgeagent.controller.leader import LeaderElector
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.service import bound_port, describe, run_until_signalled
 
 _log = log.get("edgeagent.controller")
 
@@ -145,47 +144,20 @@ class ControllerApp:
             raise ControllerError(
                 f"cannot listen on {cfg.metrics_bind}:{cfg.metrics_port}: {exc.strerror or exc}"
             ) from exc
-        for address in runner.addresses:
-            if isinstance(address, tuple) and len(address) >= 2:
-                self.metrics_port = int(address[1])
+        self.metrics_port = bound_port(runner, cfg.metrics_port)
         return runner
-
-
-async def _main_async(cfg: ControllerConfig) -> None:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for sig in signals:
-        loop.add_signal_handler(sig, _on_signal, stop, sig)
-    try:
-        await ControllerApp(cfg).run(stop=stop)
-    finally:
-        for sig in signals:
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-
-
-def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
-    _log.info("signal received, shutting down", signal=sig.name)
-    stop.set()
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}"
 
 
 def main(cfg: ControllerConfig) -> int:
     log.configure(cfg.log)
     try:
-        asyncio.run(_main_async(cfg))
+        asyncio.run(run_until_signalled(lambda stop: ControllerApp(cfg).run(stop=stop), _log))
     except ControllerError as exc:
         print(f"edgeagent: error: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
     except Exception as exc:
-        _log.error("controller failed", error=_describe(exc), exc_info=True)
-        print(f"edgeagent: error: controller failed: {_describe(exc)}", file=sys.stderr)
+        _log.error("controller failed", error=describe(exc), exc_info=True)
+        print(f"edgeagent: error: controller failed: {describe(exc)}", file=sys.stderr)
         return EXIT_RUNTIME
     return EXIT_OK
 
