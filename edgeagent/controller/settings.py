@@ -137,6 +137,17 @@ def roll_settings(ds: JSON) -> tuple[RollSettings, list[Problem]]:
     def bad(annotation: str, value: str, why: str) -> None:
         problems.append(Problem(annotation, value, f"annotation {annotation}={value!r}: {why}"))
 
+    def optional_int_or_percent(annotation: str) -> IntOrPercent | None:
+        """Absent or blank means not set; anything else must parse."""
+        raw = annotations.get(annotation)
+        if raw is None or not str(raw).strip():
+            return None
+        try:
+            return parse_int_or_percent(str(raw))
+        except ValueError as exc:
+            bad(annotation, str(raw), str(exc))
+            return None
+
     max_unavailable = IntOrPercent(10, True)
     raw = annotations.get(ANNOTATION_MAX_UNAVAILABLE)
     if raw is not None:
@@ -149,13 +160,7 @@ def roll_settings(ds: JSON) -> tuple[RollSettings, list[Problem]]:
             if parsed.value > 0:
                 max_unavailable = parsed
 
-    partition: IntOrPercent | None = None
-    raw = annotations.get(ANNOTATION_PARTITION)
-    if raw is not None and str(raw).strip():
-        try:
-            partition = parse_int_or_percent(str(raw))
-        except ValueError as exc:
-            bad(ANNOTATION_PARTITION, str(raw), str(exc))
+    partition = optional_int_or_percent(ANNOTATION_PARTITION)
 
     node_selector: LabelSelector | None = None
     raw = annotations.get(ANNOTATION_NODE_SELECTOR)
@@ -174,13 +179,7 @@ def roll_settings(ds: JSON) -> tuple[RollSettings, list[Problem]]:
         elif lowered not in ("false", ""):
             bad(ANNOTATION_PAUSED, str(raw), "expected 'true' or 'false'")
 
-    max_failed: IntOrPercent | None = None
-    raw = annotations.get(ANNOTATION_MAX_FAILED)
-    if raw is not None and str(raw).strip():
-        try:
-            max_failed = parse_int_or_percent(str(raw))
-        except ValueError as exc:
-            bad(ANNOTATION_MAX_FAILED, str(raw), str(exc))
+    max_failed = optional_int_or_percent(ANNOTATION_MAX_FAILED)
 
     progress_deadline = DEFAULT_PROGRESS_DEADLINE
     raw = annotations.get(ANNOTATION_PROGRESS_DEADLINE)

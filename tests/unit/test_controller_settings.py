@@ -119,3 +119,10 @@ def test_node_selector_has_the_api_server_grammar_including_greater_than() -> No
     assert settings.node_selector.matches({"tier": "2"})
     assert not settings.node_selector.matches({"tier": "1"})
     assert not settings.node_selector.matches({"tier": "2", "legacy": ""})
+
+
+def test_blank_partition_and_max_failed_mean_not_set() -> None:
+    settings, problems = roll_settings(daemonset(annotations={"edgeagent.io/partition": " ",
+                                                              "edgeagent.io/max-failed": ""}))
+    assert problems == []
+    assert settings.partition is None and settings.max_failed is None
