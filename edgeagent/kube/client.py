@@ -1,24 +1,36 @@
 """Raw-JSON access to a Kubernetes API server.
 
-kubernetes_asyncio does the parts that are easy to get wrong (kubeconfig and in-cluster loading,
-bearer tokens, client certificates, TLS); we ask it for the raw aiohttp response so that objects stay
-plain dicts. Generated model objects cost a lot of CPU and memory per pod and would be converted back
-to JSON for the cache anyway.
+Objects stay plain dicts: generated model objects cost a lot of CPU and memory per pod and would be
+converted back to JSON for the cache anyway. Requests go over one aiohttp session per client, set up by
+the native loader in `kubeconfig.py` for the common cases (tokens, token files, client certificates, basic
+auth, in-cluster). Importing kubernetes_asyncio costs ~35 MiB of RSS (its whole generated client comes
+with `kubernetes_asyncio.config`), so it is imported only for kubeconfigs the native loader leaves to it
+(`exec` and `auth-provider` users, `proxy-url`), and then its ApiClient is the transport, so that exec
+plugins keep refreshing their tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
-import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+
+from edgeagent import log
+from edgeagent.kube.kubeconfig import (
+    ClusterAccess,
+    NeedsFallback,
+    TokenSource,
+    load_incluster,
+    load_kubeconfig,
+    resolve_kubeconfig_path,
+    ssl_context,
+)
 
 JSON = dict[str, Any]
 
@@ -26,6 +38,15 @@ CONTENT_JSON = "application/json"
 CONTENT_MERGE_PATCH = "application/merge-patch+json"
 CONTENT_STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 CONTENT_JSON_PATCH = "application/json-patch+json"
+
+# aiohttp's default; the controller's workers and informers share one pool, and waiting for a free
+# connection counts against the call's deadline, so it must not be the bottleneck.
+POOL_LIMIT = 100
+
+# Far above any real object (etcd refuses values over ~1.5 MiB); a stream without newlines is broken.
+_MAX_WATCH_LINE = 64 * 1024 * 1024
+
+_log = log.get("edgeagent.kube.client")
 
 
 class KubeError(Exception):
@@ -59,40 +80,162 @@ def _status_from_body(raw: bytes) -> JSON | None:
     return body if isinstance(body, dict) else None
 
 
-class KubeClient:
-    """One connection pool to one API server; every call has a deadline."""
+Params = list[tuple[str, str]]
 
-    def __init__(self, api_client: Any, timeouts: Timeouts | None = None) -> None:
+
+class _Transport(Protocol):
+    """Sends one request and hands back the unread response; the caller reads and releases it."""
+
+    @property
+    def host(self) -> str: ...
+
+    async def send(self, method: str, path: str, params: Params, headers: dict[str, str], body: Any,
+                   timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse: ...
+
+    async def close(self) -> None: ...
+
+
+class _NativeTransport:
+    """aiohttp straight to the API server, with credentials from the native loader."""
+
+    def __init__(self, access: ClusterAccess, tls: Any, tokens: TokenSource | None) -> None:
+        self._host = access.server
+        self._tokens = tokens
+        self._basic: str | None = None
+        if access.username is not None and tokens is None:
+            pair = f"{access.username}:{access.password or ''}".encode()
+            self._basic = "Basic " + base64.b64encode(pair).decode("ascii")
+        self._extra: dict[str, Any] = {}
+        if access.tls_server_name:
+            self._extra["server_hostname"] = access.tls_server_name
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=POOL_LIMIT, ssl=tls if tls is not None else True),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            headers={"User-Agent": "edgeagent"},
+        )
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    async def send(self, method: str, path: str, params: Params, headers: dict[str, str], body: Any,
+                   timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        if self._tokens is not None:
+            token = self._tokens.get()
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+        elif self._basic is not None:
+            headers["Authorization"] = self._basic
+        if body is None or isinstance(body, bytes):
+            data = body
+        elif isinstance(body, str):
+            data = body.encode()
+        else:
+            data = json.dumps(body).encode()
+        return await self._session.request(
+            method, self._host + path, params=params, headers=headers, data=data, timeout=timeout,
+            **self._extra,
+        )
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+class _ApiClientTransport:
+    """kubernetes_asyncio's ApiClient, for kubeconfigs only it understands (exec plugins refresh tokens)."""
+
+    def __init__(self, api_client: Any) -> None:
         self._api = api_client
-        self.timeouts = timeouts or Timeouts()
 
     @property
     def host(self) -> str:
         return str(self._api.configuration.host)
 
-    @classmethod
-    async def connect(cls, kubeconfig: str | Path | None = None, timeouts: Timeouts | None = None) -> KubeClient:
-        """Kubeconfig file if given (or `KUBECONFIG`), else the in-cluster service account."""
-        path = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG")
-        configuration = k8s_client.Configuration()
-        if path:
-            if not await asyncio.to_thread(os.path.isfile, path):
-                raise FileNotFoundError(f"kubeconfig not found: {path}")
-            await k8s_config.load_kube_config(
-                config_file=path, client_configuration=configuration, persist_config=False
-            )
-        else:
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            except k8s_config.ConfigException as exc:
-                raise FileNotFoundError(
-                    "no kubeconfig given (--kubeconfig or KUBECONFIG) and not running in a cluster: "
-                    f"{exc}"
-                ) from exc
-        return cls(k8s_client.ApiClient(configuration), timeouts)
+    async def send(self, method: str, path: str, params: Params, headers: dict[str, str], body: Any,
+                   timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        response: aiohttp.ClientResponse = await self._api.call_api(
+            path,
+            method,
+            query_params=params,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        return response
 
     async def close(self) -> None:
         await self._api.close()
+
+
+class _NotConnected:
+    """For a KubeClient built without a connection (unit tests of code that never reaches the server)."""
+
+    host = ""
+
+    async def send(self, method: str, path: str, params: Params, headers: dict[str, str], body: Any,
+                   timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        raise KubeUnreachable(f"{method} {path}: KubeClient was built without a connection (use connect())")
+
+    async def close(self) -> None:
+        return None
+
+
+def _native_parts(path: str | None) -> tuple[ClusterAccess, Any, TokenSource | None]:
+    """File reads and TLS setup, off the event loop."""
+    access = load_kubeconfig(path) if path else load_incluster()
+    tls = ssl_context(access)
+    tokens = TokenSource(access) if access.token or access.token_file else None
+    return access, tls, tokens
+
+
+async def _fallback_api_client(path: str) -> Any:
+    """Imported here, not at module level, so that a plain kubeconfig never pays for kubernetes_asyncio."""
+    from kubernetes_asyncio import client as k8s_client
+    from kubernetes_asyncio import config as k8s_config
+
+    configuration = k8s_client.Configuration()
+    await k8s_config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
+    return k8s_client.ApiClient(configuration)
+
+
+class KubeClient:
+    """One connection pool to one API server; every call has a deadline."""
+
+    def __init__(self, api_client: Any = None, timeouts: Timeouts | None = None, *,
+                 transport: _Transport | None = None) -> None:
+        if transport is None:
+            transport = _ApiClientTransport(api_client) if api_client is not None else _NotConnected()
+        self._transport: _Transport = transport
+        self.timeouts = timeouts or Timeouts()
+
+    @property
+    def host(self) -> str:
+        return self._transport.host
+
+    @property
+    def uses_kubernetes_asyncio(self) -> bool:
+        """True when the kubeconfig needed the kubernetes_asyncio fallback (exec / auth-provider)."""
+        return isinstance(self._transport, _ApiClientTransport)
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | Path | None = None, timeouts: Timeouts | None = None) -> KubeClient:
+        """Kubeconfig file if given (or the first existing file in `KUBECONFIG`), else the in-cluster account.
+
+        Raises FileNotFoundError / ValueError naming the kubeconfig and the field when it cannot be used.
+        """
+        path = await asyncio.to_thread(resolve_kubeconfig_path, kubeconfig)
+        try:
+            access, tls, tokens = await asyncio.to_thread(_native_parts, path)
+        except NeedsFallback as why:
+            assert path is not None
+            _log.info("kubeconfig handled by kubernetes_asyncio", reason=str(why))
+            return cls(await _fallback_api_client(path), timeouts)
+        return cls(timeouts=timeouts, transport=_NativeTransport(access, tls, tokens))
+
+    async def close(self) -> None:
+        await self._transport.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -115,19 +258,9 @@ class KubeClient:
             headers["Content-Type"] = content_type
         params = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()]
         try:
-            response: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                method,
-                query_params=params,
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
-        except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
+            return await self._transport.send(method, path, params, headers, body, timeout)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise KubeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        return response
 
     async def request(
         self,
@@ -200,25 +333,33 @@ class KubeClient:
             if not 200 <= response.status <= 299:
                 raw = await response.read()
                 raise KubeError(response.status, _status_from_body(raw))
-            buffer = b""
+            # Chunks split on b"\n" by hand: aiohttp's readline() raises LineTooLong past its buffer limit, and a
+            # large object must not break the stream.
+            buffer = bytearray()
+            scanned = 0
             while True:
                 try:
-                    chunk = await response.content.readline()
+                    chunk = await response.content.readany()
                 except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                     raise KubeUnreachable(f"watch {path}: {type(exc).__name__}: {exc}") from exc
                 if not chunk:
                     return
                 buffer += chunk
-                if not buffer.endswith(b"\n"):
-                    continue
-                line, buffer = buffer.strip(), b""
-                if not line:
-                    continue
-                try:
-                    event = json.loads(line)
-                except ValueError as exc:
-                    raise KubeUnreachable(f"watch {path}: undecodable event: {exc}") from exc
-                if isinstance(event, dict):
-                    yield event
+                start = 0
+                while (end := buffer.find(b"\n", max(start, scanned))) >= 0:
+                    line = bytes(buffer[start:end]).strip()
+                    start = end + 1
+                    if not line:
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError as exc:
+                        raise KubeUnreachable(f"watch {path}: undecodable event: {exc}") from exc
+                    if isinstance(event, dict):
+                        yield event
+                del buffer[:start]
+                scanned = len(buffer)
+                if scanned > _MAX_WATCH_LINE:
+                    raise KubeUnreachable(f"watch {path}: event longer than {_MAX_WATCH_LINE} bytes")
         finally:
             response.release()
