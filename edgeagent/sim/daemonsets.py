@@ -37,7 +37,7 @@ from edgeagent.kube.objects import (
 )
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.resources import CONTROLLER_REVISIONS, DAEMONSETS, NODES, PODS
-from edgeagent.sim.store import Store, WatchEvent
+from edgeagent.sim.store import Store, Subscription, WatchEvent, clone
 
 JSON = dict[str, Any]
 Key = tuple[str, str]
@@ -170,9 +170,13 @@ def fits_node(spec: JSON, node: JSON) -> bool:
 def should_run(ds: JSON, node: JSON) -> tuple[bool, bool]:
     """NodeShouldRunDaemonPod: (should run a new pod here, may an existing one keep running)."""
     spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return _should_run(spec, daemon_tolerations(spec), node)
+
+
+def _should_run(spec: JSON, tolerations: list[JSON], node: JSON) -> tuple[bool, bool]:
+    """should_run with the tolerations worked out once per DaemonSet rather than once per node."""
     if not fits_node(spec, node):
         return False, False
-    tolerations = daemon_tolerations(spec)
     untolerated = [t for t in (node.get("spec") or {}).get("taints") or []
                    if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(x, t) for x in tolerations)]
     if not untolerated:
@@ -249,16 +253,17 @@ def _owned_by(obj: JSON, uid: str) -> bool:
     return ref is not None and ref.get("uid") == uid
 
 
+def _pod_view(pod: JSON) -> tuple[Any, ...]:
+    """Everything of a pod a sync reads: a pod event that leaves it alone needs no sync."""
+    m = meta(pod)
+    ready = get_condition(pod, "Ready") or {}
+    return (m.get("labels"), m.get("ownerReferences"), m.get("deletionTimestamp"), m.get("uid"),
+            m.get("creationTimestamp"), node_name_of(pod), (pod.get("status") or {}).get("phase"),
+            ready.get("status"), ready.get("lastTransitionTime"))
+
+
 def _oldest_first(pods: Iterable[JSON]) -> list[JSON]:
     return sorted(pods, key=lambda p: (str(meta(p).get("creationTimestamp") or ""), name_of(p)))
-
-
-def _pods_by_node(pods: Iterable[JSON]) -> dict[str, list[JSON]]:
-    """Pods grouped by spec.nodeName ("" for unbound ones): every sync step reasons per node."""
-    by_node: dict[str, list[JSON]] = {}
-    for pod in pods:
-        by_node.setdefault(node_name_of(pod), []).append(pod)
-    return by_node
 
 
 def _min_ready_seconds(ds: JSON) -> int:
@@ -275,7 +280,21 @@ def _revision_number(rev: JSON) -> int:
 # The controller ------------------------------------------------------------------------------------------
 
 class DaemonSetController:
-    """Event-driven with a de-duplicating work queue: a burst of pod events costs one sync per DaemonSet."""
+    """Event-driven with a de-duplicating work queue: a burst of pod events costs one sync per DaemonSet.
+
+    A sync reasons over every node, so it must not cost more than a pass over shared objects: the controller
+    keeps its own view of nodes and of each DaemonSet's pods by node, fed from a non-copying subscription
+    (stored objects are immutable, and the controller only reads them), and drains that subscription before
+    it reads, so the view is exactly the store's state even right after its own writes. Pod events that
+    change nothing a sync looks at (another controller's conditions, say) do not queue a sync, and syncs
+    are paced in proportion to their cost, so that at fleet scale a stream of pod events is coalesced
+    instead of costing one full pass each.
+    """
+
+    # A sync that took t seconds is followed by a pause of PACE * t (at most MAX_PAUSE) before the next round:
+    # the controller gets at most 1 / (1 + PACE) of the shared event loop while events keep coming.
+    PACE = 3.0
+    MAX_PAUSE = 0.05
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -283,6 +302,15 @@ class DaemonSetController:
         self._wakeup = asyncio.Event()
         self._timers: set[asyncio.TimerHandle] = set()
         self.syncs = 0
+        self._last_cost = 0.0
+        self._events: Subscription | None = None
+        self._nodes: dict[str, JSON] = {}
+        self._node_order: list[str] | None = None
+        # (namespace, controller uid) -> node name -> pods by name; the shared stored objects, never mutated.
+        self._pods: dict[Key, dict[str, list[JSON]]] = {}
+        self._pod_home: dict[Key, tuple[Key, str]] = {}
+        # DaemonSet uid -> (pod template spec, node name -> (node object, should_run result)).
+        self._placements: dict[str, tuple[JSON, dict[str, tuple[JSON, tuple[bool, bool]]]]] = {}
 
     # Queue ---------------------------------------------------------------------------------------------
 
@@ -303,26 +331,136 @@ class DaemonSetController:
         self._timers.add(handle)
 
     async def run(self) -> None:
-        subscription = self.store.subscribe([DAEMONSETS, PODS, NODES, CONTROLLER_REVISIONS])
+        self._open()
         try:
             self._enqueue_all()
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self._watch(subscription))
+                tg.create_task(self._watch())
                 tg.create_task(self._work())
         finally:
-            subscription.close()
+            self._close()
             for handle in self._timers:
                 handle.cancel()
             self._timers.clear()
 
     def _enqueue_all(self) -> None:
-        daemonsets, _ = self.store.list(DAEMONSETS)
-        for ds in daemonsets:
-            self.enqueue((namespace_of(ds), name_of(ds)))
+        for stored in self.store.list_page(DAEMONSETS).items:
+            self.enqueue((namespace_of(stored.obj), name_of(stored.obj)))
 
-    async def _watch(self, subscription: Any) -> None:
-        async for event in subscription:
-            self.handle_event(event)
+    # The controller's view of the store ----------------------------------------------------------------
+
+    def _open(self) -> Subscription:
+        """Subscribe, then seed the view from the current state: in one step, so no event falls between."""
+        if self._events is not None:
+            return self._events
+        self._events = self.store.open_subscription([DAEMONSETS, PODS, NODES, CONTROLLER_REVISIONS], copy=False)
+        self._nodes = {name_of(s.obj): s.obj for s in self.store.list_page(NODES).items}
+        self._node_order = None
+        self._pods.clear()
+        self._pod_home.clear()
+        self._placements.clear()
+        for stored in self.store.list_page(PODS).items:
+            self._index_pod(stored.obj)
+        return self._events
+
+    def _close(self) -> None:
+        if self._events is not None:
+            self._events.close()
+            self._events = None
+
+    def _catch_up(self) -> None:
+        """Apply every event the store has emitted so far (our own writes included) before reading the view."""
+        for event in self._open().drain():
+            self._on_event(event)
+
+    async def _watch(self) -> None:
+        async for event in self._open():
+            self._on_event(event)
+
+    def _on_event(self, event: WatchEvent) -> None:
+        plural = event.resource.plural
+        if plural == PODS.plural:
+            self._unindex_pod(event.object)
+            if event.type != "DELETED":
+                self._index_pod(event.object)
+        elif plural == NODES.plural:
+            name = name_of(event.object)
+            if event.type == "DELETED":
+                self._nodes.pop(name, None)
+                self._node_order = None
+            else:
+                if name not in self._nodes:
+                    self._node_order = None
+                self._nodes[name] = event.object
+        elif plural == DAEMONSETS.plural and event.type == "DELETED":
+            self._placements.pop(uid_of(event.object), None)
+        self.handle_event(event)
+
+    def _index_pod(self, pod: JSON) -> None:
+        ref = controller_owner(pod)
+        if ref is None:
+            return
+        key = (namespace_of(pod), name_of(pod))
+        owner = (key[0], str(ref.get("uid") or ""))
+        node = node_name_of(pod)
+        on_node = self._pods.setdefault(owner, {}).setdefault(node, [])
+        on_node.append(pod)
+        if len(on_node) > 1:
+            on_node.sort(key=name_of)  # the order a list gives (a node rarely holds more than one)
+        self._pod_home[key] = (owner, node)
+
+    def _unindex_pod(self, pod: JSON) -> None:
+        key = (namespace_of(pod), name_of(pod))
+        home = self._pod_home.pop(key, None)
+        if home is None:
+            return
+        owner, node = home
+        by_node = self._pods[owner]
+        on_node = [p for p in by_node[node] if name_of(p) != key[1]]
+        if on_node:
+            by_node[node] = on_node
+        else:
+            del by_node[node]
+            if not by_node:
+                del self._pods[owner]
+
+    def _owned_by_node(self, ds: JSON) -> dict[str, list[JSON]]:
+        """The DaemonSet's pods (controller reference to its uid, in its namespace) by spec.nodeName.
+
+        The view itself, not a copy: valid until the next _catch_up, and callers must not change it.
+        """
+        return self._pods.get((namespace_of(ds), uid_of(ds))) or {}
+
+    def _sorted_node_names(self) -> list[str]:
+        """Nodes in the store's (name) order, the order a list would give."""
+        if self._node_order is None:
+            self._node_order = sorted(self._nodes)
+        return self._node_order
+
+    def _placement(self, ds: JSON) -> list[tuple[str, bool, bool]]:
+        """(node, should run, may keep running) for every node; recomputed only for nodes or templates that changed."""
+        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        uid = uid_of(ds)
+        cached = self._placements.get(uid)
+        if cached is None or cached[0] != spec:
+            cached = (spec, {})
+            self._placements[uid] = cached
+        results = cached[1]
+        tolerations: list[JSON] | None = None
+        out: list[tuple[str, bool, bool]] = []
+        for name in self._sorted_node_names():
+            node = self._nodes[name]
+            hit = results.get(name)
+            if hit is None or hit[0] is not node:
+                if tolerations is None:
+                    tolerations = daemon_tolerations(spec)
+                hit = (node, _should_run(spec, tolerations, node))
+                results[name] = hit
+            out.append((name, *hit[1]))
+        if len(results) > len(out):
+            for name in [n for n in results if n not in self._nodes]:
+                del results[name]
+        return out
 
     def handle_event(self, event: WatchEvent) -> None:
         obj, plural = event.object, event.resource.plural
@@ -331,6 +469,9 @@ class DaemonSetController:
             if event.type != "DELETED" and (event.old is None or self._spec_changed(event.old, obj)):
                 self.enqueue((namespace_of(obj), name_of(obj)))
         elif plural in (PODS.plural, CONTROLLER_REVISIONS.plural):
+            if plural == PODS.plural and event.type == "MODIFIED" and event.old is not None \
+                    and _pod_view(event.old) == _pod_view(obj):
+                return
             ref = controller_owner(obj)
             if ref is not None and ref.get("kind") == "DaemonSet":
                 self.enqueue((namespace_of(obj), str(ref.get("name"))))
@@ -351,9 +492,13 @@ class DaemonSetController:
     async def _work(self) -> None:
         while True:
             await self._wakeup.wait()
+            if self._last_cost:
+                # Let the events of a burst gather; a cheap sync (small cluster) waits next to nothing.
+                await asyncio.sleep(min(self.MAX_PAUSE, self.PACE * self._last_cost))
             self._wakeup.clear()
             while self._queue:
                 key, _ = self._queue.popitem(last=False)
+                started = time.perf_counter()
                 try:
                     self.sync(*key)
                 except ApiError as exc:
@@ -363,12 +508,14 @@ class DaemonSetController:
                 except Exception:
                     _log.exception("daemonset sync failed", daemonset=f"{key[0]}/{key[1]}")
                     self.enqueue_after(key, 1.0)
+                self._last_cost = time.perf_counter() - started
                 await asyncio.sleep(0)  # let writers and watchers run between syncs
 
     # Sync ----------------------------------------------------------------------------------------------
 
     def sync(self, namespace: str, name: str) -> None:
         self.syncs += 1
+        self._catch_up()
         try:
             ds = self.store.get(DAEMONSETS, namespace, name)
         except ApiError as exc:
@@ -377,37 +524,41 @@ class DaemonSetController:
             raise
         if is_terminating(ds):
             return
-        uid = uid_of(ds)
         hash_, collision_count = self._sync_revisions(ds)
-        nodes, _ = self.store.list(NODES)
-
-        def owned_pods() -> list[JSON]:
-            return [p for p in self.store.list(PODS, namespace)[0] if _owned_by(p, uid)]
-
-        pods = owned_pods()
-        if self._manage(ds, nodes, pods, hash_):
-            pods = owned_pods()
-        if self._strategy(ds) == "RollingUpdate" and self._rolling_update(ds, nodes, pods, hash_):
-            pods = owned_pods()
+        self._catch_up()
+        placement = self._placement(ds)
+        pods = self._owned_by_node(ds)
+        if self._manage(ds, placement, pods, hash_):
+            self._catch_up()
+            pods = self._owned_by_node(ds)
+        if self._strategy(ds) == "RollingUpdate" and self._rolling_update(ds, placement, pods, hash_):
+            self._catch_up()
+            pods = self._owned_by_node(ds)
         self._cleanup_history(ds, pods, hash_)
-        self._update_status(ds, nodes, pods, hash_, collision_count)
+        self._update_status(ds, placement, pods, hash_, collision_count)
 
     @staticmethod
     def _strategy(ds: JSON) -> str:
         return str(((ds.get("spec") or {}).get("updateStrategy") or {}).get("type") or "RollingUpdate")
 
+    def _owned_revisions(self, ds: JSON) -> list[JSON]:
+        uid = uid_of(ds)
+        return [s.obj for s in self.store.list_page(CONTROLLER_REVISIONS, namespace_of(ds)).items
+                if _owned_by(s.obj, uid)]
+
     def _sync_revisions(self, ds: JSON) -> tuple[str, int]:
         """Find or create the revision of the current template; returning to an old template renumbers it."""
-        namespace, uid = namespace_of(ds), uid_of(ds)
+        namespace = namespace_of(ds)
         template = (ds.get("spec") or {}).get("template") or {}
         data = revision_data(template)
-        revisions = [r for r in self.store.list(CONTROLLER_REVISIONS, namespace)[0] if _owned_by(r, uid)]
+        revisions = self._owned_revisions(ds)
         collision_count = int((ds.get("status") or {}).get("collisionCount") or 0)
         matches = sorted((r for r in revisions if r.get("data") == data), key=_revision_number)
         if matches:
             current = matches[-1]
             others_max = max((_revision_number(r) for r in revisions if r.get("data") != data), default=0)
             if _revision_number(current) <= others_max:
+                current = clone(current)
                 current["revision"] = others_max + 1
                 current = self.store.update(CONTROLLER_REVISIONS, current)
             return str(labels_of(current).get(LABEL_REVISION_HASH) or ""), collision_count
@@ -433,24 +584,24 @@ class DaemonSetController:
                 continue
             return hash_, collision_count
 
-    def _manage(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> bool:
+    def _manage(self, ds: JSON, placement: list[tuple[str, bool, bool]], by_node: dict[str, list[JSON]],
+                hash_: str) -> bool:
         """Per node: create the missing pod, delete failed, duplicate and misplaced ones. True if it wrote."""
-        by_node = _pods_by_node(pods)
         to_create: list[str] = []
         to_delete: list[JSON] = []
-        for node in nodes:
-            node_name = name_of(node)
-            run, keep = should_run(ds, node)
-            on_node = by_node.get(node_name, [])
+        for node_name, run, keep in placement:
+            on_node = by_node.get(node_name)
+            if not on_node:
+                # Only when nothing is left: a terminating (or just deleted failed) pod still holds the node.
+                if run:
+                    to_create.append(node_name)
+                continue
             active = [p for p in on_node if not is_terminating(p)]
             if keep:
                 finished = [p for p in active if (p.get("status") or {}).get("phase") in ("Failed", "Succeeded")]
                 running = [p for p in active if p not in finished]
                 to_delete.extend(finished)
-                if run and not on_node:
-                    # Only when nothing is left: a terminating (or just deleted failed) pod still holds the node.
-                    to_create.append(node_name)
-                elif len(running) > 1:
+                if len(running) > 1:
                     to_delete.extend(_oldest_first(running)[1:])
             else:
                 to_delete.extend(active)
@@ -468,17 +619,18 @@ class DaemonSetController:
                 if exc.code not in (404, 409):
                     raise
 
-    def _rolling_update(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str) -> bool:
+    def _rolling_update(self, ds: JSON, placement: list[tuple[str, bool, bool]], pods: dict[str, list[JSON]],
+                        hash_: str) -> bool:
         """rollingUpdate without surge: delete old pods while the unavailable count stays within budget."""
         now = time.time()
         min_ready = _min_ready_seconds(ds)
         generation = template_generation(ds)
-        by_node = _pods_by_node(pods)
+        by_node = dict(pods)
         desired = 0
-        for node in nodes:
-            if should_run(ds, node)[0]:
+        for node_name, run, _ in placement:
+            if run:
                 desired += 1
-                by_node.setdefault(name_of(node), [])
+                by_node.setdefault(node_name, [])
         rolling = (((ds.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {})
         max_unavailable = scaled_value(rolling.get("maxUnavailable"), desired, 1)
         if desired > 0 and max_unavailable == 0:
@@ -507,12 +659,13 @@ class DaemonSetController:
         self._delete_pods(doomed)
         return bool(doomed)
 
-    def _cleanup_history(self, ds: JSON, pods: list[JSON], hash_: str) -> None:
+    def _cleanup_history(self, ds: JSON, pods: dict[str, list[JSON]], hash_: str) -> None:
         limit = (ds.get("spec") or {}).get("revisionHistoryLimit")
         limit = DEFAULT_REVISION_HISTORY_LIMIT if limit is None else int(limit)
-        live = {labels_of(p).get(LABEL_REVISION_HASH) for p in pods} | {hash_}
-        revisions = [r for r in self.store.list(CONTROLLER_REVISIONS, namespace_of(ds))[0]
-                     if _owned_by(r, uid_of(ds))]
+        revisions = self._owned_revisions(ds)
+        if len(revisions) <= limit:
+            return  # nothing could be over the limit: spare the pass over the pods
+        live = {labels_of(p).get(LABEL_REVISION_HASH) for on_node in pods.values() for p in on_node} | {hash_}
         old = sorted((r for r in revisions if labels_of(r).get(LABEL_REVISION_HASH) not in live),
                      key=_revision_number)
         for revision in old[:max(0, len(old) - limit)]:
@@ -522,17 +675,15 @@ class DaemonSetController:
                 if exc.code != 404:
                     raise
 
-    def _update_status(self, ds: JSON, nodes: list[JSON], pods: list[JSON], hash_: str,
-                       collision_count: int) -> None:
+    def _update_status(self, ds: JSON, placement: list[tuple[str, bool, bool]], by_node: dict[str, list[JSON]],
+                       hash_: str, collision_count: int) -> None:
         now = time.time()
         min_ready = _min_ready_seconds(ds)
         generation = template_generation(ds)
-        by_node = _pods_by_node(pods)
         desired = current = misscheduled = ready = available = updated = 0
         recheck: float | None = None
-        for node in nodes:
-            run, _ = should_run(ds, node)
-            scheduled = by_node.get(name_of(node)) or []
+        for node_name, run, _ in placement:
+            scheduled = by_node.get(node_name)
             if not run:
                 misscheduled += bool(scheduled)
                 continue
@@ -540,7 +691,7 @@ class DaemonSetController:
             if not scheduled:
                 continue
             current += 1
-            pod = _oldest_first(scheduled)[0]
+            pod = scheduled[0] if len(scheduled) == 1 else _oldest_first(scheduled)[0]
             wait = available_in(pod, min_ready, now)
             if wait is not None:
                 ready += 1
@@ -568,4 +719,3 @@ class DaemonSetController:
             return
         ds["status"] = status
         self.store.update(DAEMONSETS, ds, subresource="status")
-
