@@ -5,18 +5,30 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 
+@overload
 async def eventually(
-    probe: Callable[[], Awaitable[T] | T],
+    probe: Callable[[], Awaitable[T]], *, timeout: float = ..., interval: float = ..., what: str = ...
+) -> T: ...
+
+
+@overload
+async def eventually(
+    probe: Callable[[], T], *, timeout: float = ..., interval: float = ..., what: str = ...
+) -> T: ...
+
+
+async def eventually(
+    probe: Callable[[], Any],
     *,
     timeout: float = 10.0,
     interval: float = 0.02,
     what: str = "condition",
-) -> T:
+) -> Any:
     """Poll `probe` until it returns a truthy value; fail with the last value seen at the deadline."""
     deadline = time.monotonic() + timeout
     last: object = None
@@ -25,7 +37,7 @@ async def eventually(
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             result = await result
         if result:
-            return result  # type: ignore[return-value]
+            return result
         last = result
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
