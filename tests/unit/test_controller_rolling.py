@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from edgeagent.controller.rolling import NodeState, node_state, node_views, plan_rolling_update
+from edgeagent.controller.rolling import NodeState, Plan, node_state, node_views, plan_rolling_update
 from edgeagent.controller.settings import roll_settings
 from tests.unit.test_controller_objects import T0, daemonset, node, pod
 
@@ -20,14 +20,21 @@ def old_pods(nodes: dict[str, JSON], **kw: Any) -> list[JSON]:
     return [pod(f"p-{name}", name, OLD, **kw) for name in nodes]
 
 
-def plan(pods: list[JSON], nodes: dict[str, JSON], now: float = T0, min_ready: int = 0, **annotations: str) -> Any:
-    ds = daemonset(min_ready=min_ready, annotations=annotations)
+def plan(
+    pods: list[JSON],
+    nodes: dict[str, JSON],
+    annotations: dict[str, str] | None = None,
+    *,
+    now: float = T0,
+    min_ready: int = 0,
+) -> Plan:
+    ds = daemonset(min_ready=min_ready, annotations=dict(annotations or {}))
     settings, problems = roll_settings(ds)
     assert problems == []
     return plan_rolling_update(ds, pods, nodes, NEW, settings, now)
 
 
-def deleted(p: Any) -> list[str]:
+def deleted(p: Plan) -> list[str]:
     return [d["metadata"]["name"] for d in p.delete]
 
 
@@ -43,7 +50,7 @@ def test_default_budget_is_ten_percent_rounded_up_in_node_order() -> None:
 
 def test_not_ready_nodes_are_skipped() -> None:
     nodes = cluster(4, not_ready=(1, 2))
-    p = plan(old_pods(nodes), nodes, **{MU: "2"})
+    p = plan(old_pods(nodes), nodes, {MU: "2"})
     assert deleted(p) == ["p-n00", "p-n03"]
     assert p.not_ready == 2
 
@@ -53,7 +60,7 @@ def test_old_unavailable_pods_are_replaced_first_and_cost_no_budget() -> None:
     pods = old_pods(nodes)
     pods[3] = pod("p-n03", "n03", OLD, ready=False)
     pods[4] = pod("p-n04", "n04", OLD, ready=False)
-    p = plan(pods, nodes, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"})
     assert deleted(p) == ["p-n03", "p-n04", "p-n00"]
     assert p.replacing_unavailable == 2
 
@@ -63,7 +70,7 @@ def test_in_flight_replacements_use_the_budget() -> None:
     pods = old_pods(nodes)
     pods[0] = pod("p-n00", "n00", OLD, terminating=True)       # deleted, not yet gone
     pods[1] = pod("q-n01", "n01", NEW, ready=False)            # replacement starting
-    p = plan(pods, nodes, **{MU: "3"})
+    p = plan(pods, nodes, {MU: "3"})
     assert p.unavailable == 2
     assert deleted(p) == ["p-n02"]
 
@@ -72,14 +79,14 @@ def test_budget_exhausted_deletes_nothing() -> None:
     nodes = cluster(3)
     pods = old_pods(nodes)
     pods[0] = pod("q-n00", "n00", NEW, ready=False)
-    p = plan(pods, nodes, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"})
     assert p.delete == [] and p.unavailable == 1
 
 
 def test_excess_pods_on_a_node_count_as_unavailable() -> None:
     nodes = cluster(3)
     pods = [*old_pods(nodes), pod("x-n00", "n00", OLD)]
-    p = plan(pods, nodes, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"})
     assert p.unavailable == 1 and p.delete == []
 
 
@@ -87,33 +94,33 @@ def test_min_ready_seconds_holds_the_next_batch_and_asks_for_a_wake_up() -> None
     nodes = cluster(3)
     pods = old_pods(nodes)
     pods[0] = pod("q-n00", "n00", NEW, ready_since=T0 - 2)
-    p = plan(pods, nodes, min_ready=10, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"}, min_ready=10)
     assert p.delete == []
     assert p.requeue_after == pytest.approx(8.05)
-    later = plan(pods, nodes, now=T0 + 8.05, min_ready=10, **{MU: "1"})
+    later = plan(pods, nodes, {MU: "1"}, now=T0 + 8.05, min_ready=10)
     assert deleted(later) == ["p-n01"]
 
 
 def test_partition_keeps_pods_on_the_old_revision() -> None:
     nodes = cluster(4)
-    p = plan(old_pods(nodes), nodes, **{MU: "100%", "edgeagent.io/partition": "1"})
+    p = plan(old_pods(nodes), nodes, {MU: "100%", "edgeagent.io/partition": "1"})
     assert deleted(p) == ["p-n00", "p-n01", "p-n02"]
     assert p.held_by_partition == 1
     # Once three are updated, the fourth stays.
     pods = [pod(f"q-{n}", n, NEW) for n in ["n00", "n01", "n02"]] + [pod("p-n03", "n03", OLD)]
-    assert plan(pods, nodes, **{MU: "100%", "edgeagent.io/partition": "1"}).delete == []
+    assert plan(pods, nodes, {MU: "100%", "edgeagent.io/partition": "1"}).delete == []
 
 
 def test_partition_counts_old_pods_on_not_ready_nodes() -> None:
     nodes = cluster(4, not_ready=(3,))
-    p = plan(old_pods(nodes), nodes, **{MU: "100%", "edgeagent.io/partition": "2"})
+    p = plan(old_pods(nodes), nodes, {MU: "100%", "edgeagent.io/partition": "2"})
     assert deleted(p) == ["p-n00", "p-n01"]
 
 
 def test_node_selector_limits_the_roll_to_matching_nodes() -> None:
     nodes = cluster(4)
     nodes["n02"]["metadata"]["labels"]["canary"] = "true"
-    p = plan(old_pods(nodes), nodes, **{MU: "100%", "edgeagent.io/node-selector": "canary=true"})
+    p = plan(old_pods(nodes), nodes, {MU: "100%", "edgeagent.io/node-selector": "canary=true"})
     assert deleted(p) == ["p-n02"]
     assert p.not_selected == 3
 
@@ -122,7 +129,7 @@ def test_paused_deletes_nothing_not_even_unavailable_pods() -> None:
     nodes = cluster(3)
     pods = old_pods(nodes)
     pods[1] = pod("p-n01", "n01", OLD, ready=False)
-    p = plan(pods, nodes, **{"edgeagent.io/paused": "true"})
+    p = plan(pods, nodes, {"edgeagent.io/paused": "true"})
     assert p.delete == [] and p.paused
     assert p.unavailable == 1
 
@@ -132,18 +139,18 @@ def test_node_that_went_down_after_receiving_the_new_version_keeps_using_budget(
     nodes["n00"] = node("n00", ready=False, changed=T0 - 10)
     pods = old_pods(nodes)
     pods[0] = pod("q-n00", "n00", NEW, created=T0 - 20, ready=False)
-    p = plan(pods, nodes, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"})
     assert p.unavailable == 1 and p.delete == []
     # A node that was already down when its pod was created (e.g. a new DaemonSet) does not block the roll.
     nodes["n00"] = node("n00", ready=False, changed=T0 - 30)
-    assert deleted(plan(pods, nodes, **{MU: "1"})) == ["p-n01"]
+    assert deleted(plan(pods, nodes, {MU: "1"})) == ["p-n01"]
 
 
 def test_deletion_in_flight_on_a_node_that_went_down_keeps_using_budget() -> None:
     nodes = cluster(3, not_ready=(0,))
     pods = old_pods(nodes)
     pods[0] = pod("p-n00", "n00", OLD, terminating=True)
-    p = plan(pods, nodes, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"})
     assert p.unavailable == 1 and p.delete == []
 
 
@@ -151,13 +158,13 @@ def test_missing_node_object_is_treated_as_not_ready() -> None:
     nodes = cluster(3)
     pods = old_pods(nodes)
     del nodes["n00"]
-    assert deleted(plan(pods, nodes, **{MU: "1"})) == ["p-n01"]
+    assert deleted(plan(pods, nodes, {MU: "1"})) == ["p-n01"]
 
 
 def test_pods_of_other_revisions_are_old() -> None:
     nodes = cluster(2)
     pods = [pod("p-n00", "n00", "older"), pod("p-n01", "n01", NEW)]
-    p = plan(pods, nodes, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"})
     assert deleted(p) == ["p-n00"] and p.updated == 1 and p.outdated == 1
 
 
@@ -174,7 +181,7 @@ def test_new_pods_not_available_by_the_deadline_pause_the_roll() -> None:
     nodes = cluster(4)
     pods = old_pods(nodes)
     pods[0] = pod("q-n00", "n00", NEW, created=T0 - 61, ready=False)
-    p = plan(pods, nodes, **FAIL)
+    p = plan(pods, nodes, FAIL)
     assert p.failed == ["q-n00"] and p.auto_pause and p.delete == []
 
 
@@ -182,7 +189,7 @@ def test_before_the_deadline_the_roll_waits_and_schedules_the_check() -> None:
     nodes = cluster(4)
     pods = old_pods(nodes)
     pods[0] = pod("q-n00", "n00", NEW, created=T0 - 30, ready=False)
-    p = plan(pods, nodes, **FAIL)
+    p = plan(pods, nodes, FAIL)
     assert not p.auto_pause and p.failed == []
     assert p.requeue_after == pytest.approx(30.05)
 
@@ -192,7 +199,7 @@ def test_a_node_taken_down_by_the_new_version_counts_as_failed() -> None:
     nodes["n00"] = node("n00", ready=False, changed=T0 - 100)
     pods = old_pods(nodes)
     pods[0] = pod("q-n00", "n00", NEW, created=T0 - 110)
-    p = plan(pods, nodes, **FAIL)
+    p = plan(pods, nodes, FAIL)
     assert p.failed == ["q-n00"] and p.auto_pause
 
 
@@ -201,7 +208,7 @@ def test_a_node_going_down_long_after_its_upgrade_is_not_a_failure() -> None:
     nodes["n00"] = node("n00", ready=False, changed=T0 - 100)
     pods = old_pods(nodes)
     pods[0] = pod("q-n00", "n00", NEW, created=T0 - 10_000)
-    assert not plan(pods, nodes, **FAIL).auto_pause
+    assert not plan(pods, nodes, FAIL).auto_pause
 
 
 def test_max_failed_percent_threshold() -> None:
@@ -209,16 +216,16 @@ def test_max_failed_percent_threshold() -> None:
     pods = old_pods(nodes)
     pods[0] = pod("q-n00", "n00", NEW, created=T0 - 100, ready=False)
     settings = {**FAIL, "edgeagent.io/max-failed": "20%", MU: "3"}
-    p = plan(pods, nodes, **settings)
+    p = plan(pods, nodes, settings)
     assert p.max_failed == 2 and not p.auto_pause and p.failed == ["q-n00"]
     pods[1] = pod("q-n01", "n01", NEW, created=T0 - 100, ready=False)
-    assert plan(pods, nodes, **settings).auto_pause
+    assert plan(pods, nodes, settings).auto_pause
 
 
 def test_no_auto_pause_once_nothing_is_left_to_roll() -> None:
     nodes = cluster(2)
     pods = [pod("q-n00", "n00", NEW, created=T0 - 100, ready=False), pod("q-n01", "n01", NEW)]
-    assert not plan(pods, nodes, **FAIL).auto_pause
+    assert not plan(pods, nodes, FAIL).auto_pause
 
 
 def test_node_states_for_rollout_status() -> None:
@@ -243,7 +250,7 @@ def test_pods_marked_unready_while_their_node_was_away_are_replaced_within_budge
     pods = old_pods(nodes)
     pods[0] = pod("p-n00", "n00", OLD, ready=False, ready_since=T0 - 50)
     pods[1] = pod("p-n01", "n01", OLD, ready=False, ready_since=T0 - 50)
-    p = plan(pods, nodes, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"})
     assert deleted(p) == ["p-n00"]
     assert p.replacing_unavailable == 0
 
@@ -259,6 +266,6 @@ def test_one_pass_deletes_at_most_a_burst() -> None:
 def test_young_ready_old_pods_are_replaced_within_budget_not_for_free() -> None:
     nodes = cluster(3)
     pods = [pod(f"p-{n}", n, OLD, ready_since=T0 - 1) for n in nodes]
-    p = plan(pods, nodes, min_ready=10, **{MU: "1"})
+    p = plan(pods, nodes, {MU: "1"}, min_ready=10)
     assert deleted(p) == ["p-n00"]
     assert p.replacing_unavailable == 0
