@@ -271,7 +271,7 @@ class Kubelet:
 
     def _post_status_if_changed(self) -> None:
         """Only on change (like nodeStatusReportFrequency): an unchanged node must not emit watch events."""
-        node = self.store.get(NODES, None, self.name)
+        node = self.store.entry(NODES, None, self.name).obj  # read only: no copy of a node per heartbeat
         ready = get_condition(node, "Ready")
         want = "True" if self._ready else "False"
         if ready is not None and ready.get("status") == want and (node.get("status") or {}).get("nodeInfo"):
@@ -284,8 +284,7 @@ class Kubelet:
 
     def resync(self) -> None:
         """After start-up or a partition heals: act on every pod bound here, including Ready lost meanwhile."""
-        pods, _ = self.store.list(PODS, None, field_selector=f"spec.nodeName={self.name}")
-        for pod in pods:
+        for pod in _pods_on(self.store, self.name):
             self.sync_pod(pod, restore_ready=True)
 
     def on_event(self, event: WatchEvent) -> None:
@@ -328,7 +327,7 @@ class Kubelet:
         if not self.reachable:
             return
         try:
-            pod = self.store.get(PODS, namespace, name)
+            pod = self.store.entry(PODS, namespace, name).obj
             if uid_of(pod) != uid or is_terminating(pod) or node_name_of(pod) != self.name:
                 return
             if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
@@ -362,6 +361,12 @@ class Kubelet:
             _log.debug("pod removal skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
 
 
+def _pods_on(store: Store, node: str) -> list[JSON]:
+    """The pods bound to a node, as the shared stored objects (callers only read them)."""
+    _, fields = store.parse_selectors(PODS, None, f"spec.nodeName={node}")
+    return [stored.obj for stored in store.list_page(PODS, fields=fields).items]
+
+
 class NodeSimulator:
     """All kubelets, fed from one pod subscription (dispatching by spec.nodeName scales to many nodes)."""
 
@@ -383,7 +388,8 @@ class NodeSimulator:
         return self.kubelets[node]
 
     async def run(self) -> None:
-        subscription = self.store.subscribe([PODS])
+        # Kubelets only read pods: the shared stored objects will do, no copy of every pod event.
+        subscription = self.store.open_subscription([PODS], copy=False)
         try:
             for kubelet in self.kubelets.values():
                 kubelet.resync()
@@ -417,11 +423,10 @@ class NodeLifecycleController:
         self._last_check: float | None = None
 
     async def run(self) -> None:
-        subscription = self.store.subscribe([NODES])
+        subscription = self.store.open_subscription([NODES], copy=False)  # read only, as below
         try:
-            nodes, _ = self.store.list(NODES)
-            for node in nodes:
-                self.reconcile_taints(node)
+            for stored in self.store.list_page(NODES).items:
+                self.reconcile_taints(stored.obj)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._monitor())
                 tg.create_task(self._watch(subscription))
@@ -447,8 +452,9 @@ class NodeLifecycleController:
             # were stalled with it, so silence measured across the stall says nothing about them.
             self._observed = {name: (renew, now) for name, (renew, _) in self._observed.items()}
         self._last_check = now
-        nodes, _ = self.store.list(NODES)
-        leases, _ = self.store.list(LEASES, NODE_LEASE_NAMESPACE)
+        # Every few seconds over every node and Lease: read the shared objects instead of copying them all.
+        nodes = [stored.obj for stored in self.store.list_page(NODES).items]
+        leases = [stored.obj for stored in self.store.list_page(LEASES, NODE_LEASE_NAMESPACE).items]
         renewals = {name_of(lease): str((lease.get("spec") or {}).get("renewTime") or "") for lease in leases}
         for node in nodes:
             name = name_of(node)
@@ -495,9 +501,8 @@ class NodeLifecycleController:
 
     def _mark_pods_not_ready(self, node: str) -> None:
         """As the real controller does: the pods' containers may be fine, but nobody can vouch for them."""
-        pods, _ = self.store.list(PODS, None, field_selector=f"spec.nodeName={node}")
         now = now_time()
-        for pod in pods:
+        for pod in _pods_on(self.store, node):
             ready = get_condition(pod, "Ready")
             if ready is None or ready.get("status") == "False":
                 continue
