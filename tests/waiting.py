@@ -12,13 +12,13 @@ T = TypeVar("T")
 
 @overload
 async def eventually(
-    probe: Callable[[], Awaitable[T]], *, timeout: float = ..., interval: float = ..., what: str = ...
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float = ..., interval: float = ..., what: str = ...
 ) -> T: ...
 
 
 @overload
 async def eventually(
-    probe: Callable[[], T], *, timeout: float = ..., interval: float = ..., what: str = ...
+    probe: Callable[[], T | None], *, timeout: float = ..., interval: float = ..., what: str = ...
 ) -> T: ...
 
 
@@ -29,7 +29,10 @@ async def eventually(
     interval: float = 0.02,
     what: str = "condition",
 ) -> Any:
-    """Poll `probe` until it returns a truthy value; fail with the last value seen at the deadline."""
+    """Poll `probe` until it returns a truthy value; fail with the last value seen at the deadline.
+
+    The overloads strip `None` from the probe's result type: a falsy value is never returned, so a probe
+    written as `-> JSON | None` ("not there yet") yields a plain `JSON` to the caller."""
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
