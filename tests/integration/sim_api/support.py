@@ -92,8 +92,15 @@ class Api:
             response = await session.request(method, url, params=query, data=body, headers=headers)
         else:
             items = list(query.items()) if isinstance(query, dict) else list(query or [])
+            # The bundled rest.pyi types query_params as a dict, but rest.py only urlencode()s it, which takes
+            # (key, value) pairs too; pairs keep repeated keys, which a dict cannot.
             response = await self.client.rest_client.request(
-                method, url, query_params=items or None, headers=headers, body=body, _preload_content=False
+                method,
+                url,
+                query_params=items or None,  # type: ignore[arg-type]
+                headers=headers,
+                body=body,
+                _preload_content=False,
             )
         async with response:
             return Reply(response.status, response.headers, await response.read())

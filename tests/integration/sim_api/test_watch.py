@@ -12,14 +12,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from edgeagent.sim.resources import PODS
 from edgeagent.sim.server import INITIAL_EVENTS_END, ServerSettings, _watch_timeout
 from tests.integration.sim_api.conftest import ApiFactory
-from tests.integration.sim_api.support import Api, create_pod
+from tests.integration.sim_api.support import JSON, Api, create_pod
 from tests.waiting import eventually
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 MERGE = "application/merge-patch+json"
 
 
-def _label(api: Api, name: str, **labels: str) -> dict[str, object]:
+def _label(api: Api, name: str, **labels: str) -> JSON:
     return api.store.patch(PODS, "default", name, {"metadata": {"labels": labels}}, MERGE)
 
 
