@@ -267,7 +267,8 @@ async def test_rolling_update_replaces_a_not_ready_pod_first(sim: SimCluster, ad
     await admin.patch(f"{POD_PATH}/{sick['metadata']['name']}/status", ready_false)
 
     async def counted() -> bool:
-        return (await admin.get(f"{DS_PATH}/agent"))["status"].get("numberReady") == 2
+        ready: int | None = (await admin.get(f"{DS_PATH}/agent"))["status"].get("numberReady")
+        return ready == 2
 
     await eventually(counted, what="status numberReady 2")
     first_delete = len(sim.store.deletes)
@@ -293,7 +294,8 @@ async def test_no_new_pod_on_untolerated_taints_and_existing_pods_stay(sim: SimC
         {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}}, CONTENT_MERGE_PATCH)
 
     async def misscheduled() -> bool:
-        return (await admin.get(f"{DS_PATH}/agent"))["status"]["numberMisscheduled"] == 1
+        misscheduled: int = (await admin.get(f"{DS_PATH}/agent"))["status"]["numberMisscheduled"]
+        return misscheduled == 1
 
     await eventually(misscheduled, what="edge-2's pod counted as misscheduled")
     assert sorted(by_node(await pods_of(admin))) == ["edge-1", "edge-2"]
@@ -350,8 +352,8 @@ async def test_no_new_pod_on_an_unreachable_node_but_the_old_one_stays(sim: SimC
     await admin.delete(f"{POD_PATH}/{name}", {"gracePeriodSeconds": 0})
 
     async def status_excludes_node() -> bool:
-        status = (await admin.get(f"{DS_PATH}/agent"))["status"]
-        return status["desiredNumberScheduled"] == 2
+        desired: int = (await admin.get(f"{DS_PATH}/agent"))["status"]["desiredNumberScheduled"]
+        return desired == 2
 
     await eventually(status_excludes_node, what="desiredNumberScheduled 2")
     assert "edge-1" not in by_node(await pods_of(admin))

@@ -148,7 +148,11 @@ async def test_link_bounds_connections_by_dropping_the_oldest() -> None:
         await link.disconnect("blackhole")
         for expected in (1, 2, 2):
             clients.append(await asyncio.open_connection("127.0.0.1", link.port))
-            await eventually(lambda n=expected: link.open_connections == n, what=f"{expected} proxied connections")
+
+            def proxied(n: int = expected) -> bool:
+                return link.open_connections == n
+
+            await eventually(proxied, what=f"{expected} proxied connections")
         oldest_reader = clients[0][0]
 
         async def oldest_was_dropped() -> bool:
