@@ -53,7 +53,8 @@ async def test_get_pods_lists_exactly_this_nodes_pods_and_follows_changes(
 
     async def relabelled() -> bool:
         pods = {p["metadata"]["name"]: p for p in (await get_pods(http, agent))["items"]}
-        return pods["mine-1"]["metadata"]["labels"].get("version") == "2"
+        version: str | None = pods["mine-1"]["metadata"]["labels"].get("version")
+        return version == "2"
 
     await eventually(relabelled, what="the label change in GET /pods")
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,8 +35,8 @@ def _informer(client: KubeClient) -> Informer:
 
 
 @contextlib.asynccontextmanager
-async def running(*coros: object) -> AsyncIterator[list[asyncio.Task[None]]]:
-    tasks = [asyncio.create_task(c) for c in coros]  # type: ignore[arg-type]
+async def running(*coros: Coroutine[Any, Any, None]) -> AsyncIterator[list[asyncio.Task[None]]]:
+    tasks = [asyncio.create_task(c) for c in coros]
     try:
         yield tasks
     finally:
