@@ -75,7 +75,8 @@ async def test_version_whose_pods_never_become_ready_pauses_the_roll(
 
         async def paused() -> bool:
             ds = await get_daemonset(admin, "web")
-            return ds["metadata"]["annotations"].get("edgeagent.io/paused") == "true"
+            flag: str | None = ds["metadata"]["annotations"].get("edgeagent.io/paused")
+            return flag == "true"
 
         await eventually(paused, timeout=10, what="the roll paused itself")
         warnings = [e for e in await events_for(admin, "web") if e["reason"] == "RolloutAutoPaused"]
