@@ -197,7 +197,7 @@ async def run(args: argparse.Namespace) -> None:
         sim.store.delete(DAEMONSETS, NS, "ota")  # fewer pods for the simulated DaemonSet controller to scan
         watch = DisruptionWatch(sim, "aru")
         watcher = asyncio.create_task(watch.run())
-        writes_before = {kind: metrics.writes(kind) for kind in ("pod_delete", "event", "condition_patch")}
+        writes_before_by_kind = {kind: metrics.writes(kind) for kind in ("pod_delete", "event", "condition_patch")}
         deletions_before = len([d for d in sim.store.deletes if d["outcome"] == "graceful"])
         cpu_before = planning_cpu(metrics)
         started = time.monotonic()
@@ -206,16 +206,16 @@ async def run(args: argparse.Namespace) -> None:
         emit("controller_aru_roll_time", time.monotonic() - started, "s")
         emit("controller_aru_planning_cpu", planning_cpu(metrics) - cpu_before, "s")
         replaced = len([d for d in sim.store.deletes if d["outcome"] == "graceful"]) - deletions_before
-        deletes = metrics.writes("pod_delete") - writes_before["pod_delete"]
-        events = metrics.writes("event") - writes_before["event"]
+        deletes = metrics.writes("pod_delete") - writes_before_by_kind["pod_delete"]
+        events = metrics.writes("event") - writes_before_by_kind["event"]
         emit("controller_aru_pods_replaced", replaced, "pods")
         emit("controller_aru_delete_writes", deletes, "writes")
         emit("controller_aru_event_writes", events, "writes")
         for outcome in ("deleted", "gone", "replaced", "error"):
             value = metrics.registry.get_sample_value("edgeagent_controller_pod_deletions_total", {"outcome": outcome})
             emit(f"controller_aru_delete_outcome_{outcome}", value or 0.0, "writes")
-        emit("controller_aru_condition_writes", metrics.writes("condition_patch") - writes_before["condition_patch"],
-             "writes")
+        condition_writes = metrics.writes("condition_patch") - writes_before_by_kind["condition_patch"]
+        emit("controller_aru_condition_writes", condition_writes, "writes")
         budget = controller.metrics.registry.get_sample_value(
             "edgeagent_controller_rollout_nodes", {"namespace": NS, "daemonset": "aru", "state": "total"})
         emit("controller_aru_max_in_progress", watch.max, "nodes")
