@@ -36,7 +36,9 @@ def _absolute_refs(node: Any) -> Any:
 
 @cache
 def _registry() -> Registry:
-    return Registry().with_resource(_BASE, Resource.from_contents(spec(), default_specification=DRAFT202012))
+    # with_resources, not with_resource: same call (the latter just wraps it) but the one referencing annotates.
+    resource = Resource.from_contents(spec(), default_specification=DRAFT202012)
+    return Registry().with_resources([(_BASE, resource)])
 
 
 def _resolve(node: dict[str, Any]) -> dict[str, Any]:
