@@ -28,13 +28,14 @@ import requests
 import schemathesis
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
-from schemathesis import GenerationMode
+from schemathesis import APIOperation, Case, GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.core.result import Err
 
 from edgeagent.kube.client import KubeClient
 from tests.faults.conftest import NODE, AgentProc, AgentSpawner, mark_need_upgrade, orphan_pod, wait_link
@@ -56,13 +57,13 @@ KNOWN_NAMES = ["a", "b", "c", "ghost", "edge-app.v2"]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def _with_name(pair: tuple[Any, str]) -> Any:
+def _with_name(pair: tuple[Case[Any], str]) -> Case[Any]:
     case, name = pair
     case.path_parameters = {**case.path_parameters, "namespace": "default", "name": name}
     return case
 
 
-def _strategy(operation: Any, mode: GenerationMode) -> st.SearchStrategy[Any]:
+def _strategy(operation: APIOperation[Any, Any, Any, Any], mode: GenerationMode) -> st.SearchStrategy[Case[Any]]:
     """The document's strategy; for pod operations, half the valid cases name a pod the agent may know.
 
     The document constrains `name` only by length (DNS-1123 is checked by the agent, answering 400),
@@ -85,6 +86,7 @@ def fuzz(base_url: str, allowed_5xx: set[tuple[str, str, int]]) -> tuple[int, li
                                    suppress_health_check=list(hypothesis.HealthCheck),
                                    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
     for result in schema.get_all_operations():
+        assert not isinstance(result, Err), f"{SPEC}: {result.err()}"
         operation = result.ok()
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
