@@ -17,7 +17,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check edgeagent tests bench
-	$(BIN)/mypy --strict edgeagent
+	$(BIN)/mypy --strict edgeagent tests bench
 
 test: lint
 	$(BIN)/pytest -q
