@@ -36,6 +36,7 @@ from edgeagent.config import ControllerConfig, LogConfig, SimConfig
 from edgeagent.controller.app import ControllerApp
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.objects import get_condition, is_pod_ready, is_terminating, uid_of
+from edgeagent.kube.selectors import parse_label_selector
 from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.resources import DAEMONSETS, PODS
 
@@ -65,8 +66,10 @@ def manifest(name: str, strategy: str, annotations: dict[str, str] | None = None
 
 
 def live_pods(sim: SimCluster, name: str) -> list[JSON]:
-    pods, _ = sim.store.list(PODS, NS, label_selector=f"app={name}")
-    return [p for p in pods if not is_terminating(p)]
+    """Read without copies: this polls every 50 ms, and stored objects are replaced, never changed in place
+    (a copying list of 2,000 pods per poll was measurably slowing the rollout being timed)."""
+    page = sim.store.list_page(PODS, NS, labels=parse_label_selector(f"app={name}"))
+    return [s.obj for s in page.items if not is_terminating(s.obj)]
 
 
 async def until(probe: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> float:
