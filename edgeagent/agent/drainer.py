@@ -12,7 +12,6 @@ put the entry back to `queued` with exponential backoff, and wait for the link a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections.abc import Awaitable
@@ -39,6 +38,7 @@ from edgeagent.agent.upgrade import (
     is_retryable,
     publish_queue_counts,
 )
+from edgeagent.aio import wait_event
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import (
     CONDITION_POD_IMAGE_READY,
@@ -96,8 +96,7 @@ class Drainer:
             except StateUnavailable as exc:
                 _log.error("drain_state_unavailable", error=str(exc))
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._next_wait())
+            await wait_event(self._wake, self._next_wait())
 
     def _next_wait(self) -> float:
         if not self._not_before:
@@ -186,7 +185,8 @@ class Drainer:
     async def _call(self, call: Awaitable[JSON], what: str) -> JSON:
         """Await a cloud call; unreachability or a transient answer becomes _Retry (after telling the link)."""
         try:
-            result = await asyncio.wait_for(call, self._timeout + 1.0)
+            async with asyncio.timeout(self._timeout + 1.0):  # not wait_for: see edgeagent/aio.py
+                result = await call
         except (KubeUnreachable, TimeoutError) as exc:
             reason = f"{what}: {describe_failure(exc)}"
             self._link.report_failure(reason)

@@ -14,7 +14,6 @@ below 500 (even 403/404) proves the API server is reachable and serving.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from typing import Any
 
 from edgeagent import log
 from edgeagent.agent.metrics import AgentMetrics
+from edgeagent.aio import wait_event
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.informer import Informer
 
@@ -132,8 +132,7 @@ class LinkMonitor:
             ok, error = await self._probe()
             self._record(ok, error)
             pause = self._interval if self.connected else min(self._interval, self.RECONNECT_PROBE_INTERVAL)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), pause)
+            await wait_event(self._wake, pause)
 
     # ----------------------------------------------------------------- internals
 

@@ -17,7 +17,6 @@ reconciles; the other keeps its caches warm and takes over when the holder stops
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 import time
@@ -25,6 +24,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from edgeagent import log
+from edgeagent.aio import cancel_and_wait
 from edgeagent.controller.timeutil import format_micro_time
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 
@@ -186,9 +186,7 @@ class LeaderElector:
                     return
         finally:
             self._set_leader(False)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def release(self) -> None:
         """Give the Lease up (empty holder, 1 s) so a standby takes over without waiting for expiry."""

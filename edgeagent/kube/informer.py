@@ -11,13 +11,13 @@ handlers as ADDED/MODIFIED/DELETED, and every call is bounded so that a blackhol
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 from collections.abc import Callable
 from typing import Any
 
 from edgeagent import log
+from edgeagent.aio import wait_event
 from edgeagent.kube import selectors
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import key_of, labels_of, meta
@@ -144,8 +144,7 @@ class Informer:
                 delay = self._backoff(failures)
                 self._log.warning("list/watch failed, backing off", error=str(exc), attempt=failures,
                                   delay=round(delay, 3), listed=not need_list)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._kick.wait(), delay)
+                await wait_event(self._kick, delay)
                 self._kick.clear()
                 continue
             self.watch_restarts += 1

@@ -8,7 +8,6 @@ one node (its agent and its kubelet) while the test itself keeps full access.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import tempfile
@@ -19,6 +18,7 @@ import yaml
 from aiohttp import web
 
 from edgeagent import log
+from edgeagent.aio import cancel_and_wait
 from edgeagent.config import SimConfig
 from edgeagent.kube.objects import is_dns1123_subdomain
 from edgeagent.sim import errors
@@ -137,9 +137,7 @@ class SimCluster:
         if task is not None:
             if task.done() and not task.cancelled():
                 failure = task.exception()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
         for link in self.links.values():
             await link.close()
         runner, self._runner = self._runner, None

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from typing import Literal
 
 from edgeagent import log
+from edgeagent.aio import cancel_and_wait
 
 Mode = Literal["connected", "refuse", "blackhole"]
 MODES: tuple[str, ...] = ("connected", "refuse", "blackhole")
@@ -172,8 +173,7 @@ class Link:
         tasks = [c.task for c in self._conns.values() if c.task is not None]
         await self._unlisten()
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
         if self._reservation is not None:
             self._reservation.close()
             self._reservation = None

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgeagent.aio import wait_event
 from edgeagent.kube.selectors import (
     FieldSelector,
     LabelSelector,
@@ -194,11 +195,7 @@ class Subscription:
         if self._buffer or self.closed:
             return True
         self._wakeup.clear()
-        try:
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+        return await wait_event(self._wakeup, timeout)
 
     def close(self) -> None:
         if not self.closed:
