@@ -5,9 +5,9 @@ so nobody recreates them and the sim stays quiet). The link is blackholed, the a
 upgrade requests are queued (each answered 202). The clock starts just before the link is restored
 (`POST /sim/v1/nodes/edge-1/connect`) and stops at the wall-clock time the sim recorded for the last of
 the agent's 100 DELETEs; the restore comes at a random (seeded) phase of the agent's probe cycle. That
-includes the agent noticing the link is back, which with the default `--probe-interval 2` is up to
-2 s by itself; the part after the agent counted the link connected (its `/v1/readyz` `link.since`) is
-reported separately.
+includes the agent noticing the link is back (while the link is down it probes every 0.5 s at most,
+and a probe hanging on the blackholed link completes as soon as it is restored); the part after the
+agent counted the link connected (its `/v1/readyz` `link.since`) is reported separately.
 
     .venv/bin/python bench/reconnect_drain.py [--entries 100] [--trials 3]
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Agent, Sim, bench_pod, median, note, parse_time, post_upgrades, report, workdir
 
 NODE = "edge-1"
-# A blackholed probe hangs for --probe-timeout (2 s), then the agent waits --probe-interval (2 s).
+# A blackholed probe hangs for --probe-timeout (2 s), then the agent waits min(--probe-interval, 0.5 s).
 PROBE_CYCLE = 4.0
 
 
