@@ -30,7 +30,6 @@ class Script:
     name: str
     args: tuple[str, ...] = ()
     limit: float = 240.0
-    owner_note: str = ""
 
 
 SCRIPTS = (
@@ -40,7 +39,7 @@ SCRIPTS = (
     Script("offline_start.py", limit=120),
     Script("reconnect_drain.py", limit=180),
     Script("disconnect_detection.py", limit=180),
-    Script("controller_scale.py", limit=330, owner_note="the controller's benchmark"),
+    Script("controller_scale.py", limit=330),
 )
 
 
@@ -83,16 +82,17 @@ def machine() -> str:
             f"Python {platform.python_version()}")
 
 
-async def run_script(script: Script, figures: dict[str, tuple[float, str]], out: list[str]) -> bool:
-    path = HERE / script.name
-    if not path.exists():
-        line = f"# SKIPPED {script.name}: not in the tree yet ({script.owner_note or 'missing'})"
+class Report(list[str]):
+    """The run's lines: printed as they come (progress on a long run) and kept for --out."""
+
+    def emit(self, line: str) -> None:
         print(line, flush=True)
-        out.append(line)
-        return True
-    header = f"# --- {script.name}"
-    print(header, flush=True)
-    out.append(header)
+        self.append(line)
+
+
+async def run_script(script: Script, figures: dict[str, tuple[float, str]], out: Report) -> bool:
+    path = HERE / script.name
+    out.emit(f"# --- {script.name}")
     started = time.monotonic()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = await asyncio.create_subprocess_exec(sys.executable, str(path), *script.args, cwd=str(ROOT), env=env,
@@ -107,11 +107,9 @@ async def run_script(script: Script, figures: dict[str, tuple[float, str]], out:
             parts = line.split()
             if len(parts) == 3 and _is_number(parts[1]):
                 figures[parts[0]] = (float(parts[1]), parts[2])
-                print(line, flush=True)
-                out.append(line)
+                out.emit(line)
             elif line.startswith("#"):
-                print(line, flush=True)
-                out.append(line)
+                out.emit(line)
             else:
                 tail.append(line)  # logs and tracebacks: shown only if the script fails
 
@@ -120,20 +118,14 @@ async def run_script(script: Script, figures: dict[str, tuple[float, str]], out:
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        line = f"# FAILED {script.name}: still running after {script.limit:.0f} s, killed"
-        print(line, flush=True)
-        out.append(line)
+        out.emit(f"# FAILED {script.name}: still running after {script.limit:.0f} s, killed")
         return False
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         print("\n".join(tail[-30:]), flush=True)
-        line = f"# FAILED {script.name}: exit code {proc.returncode} after {elapsed:.0f} s"
-        print(line, flush=True)
-        out.append(line)
+        out.emit(f"# FAILED {script.name}: exit code {proc.returncode} after {elapsed:.0f} s")
         return False
-    line = f"# {script.name} took {elapsed:.0f} s"
-    print(line, flush=True)
-    out.append(line)
+    out.emit(f"# {script.name} took {elapsed:.0f} s")
     return True
 
 
@@ -165,11 +157,10 @@ def goals(figures: dict[str, tuple[float, str]]) -> list[str]:
 
 
 async def main_async(only: set[str]) -> tuple[int, list[str]]:
-    out: list[str] = [f"# machine: {machine()}", "# all traffic on 127.0.0.1; sim, agent and load generator "
-                      "are separate processes sharing these cores"]
-    out.append(f"# load average at start: {_load()} (other work on the machine skews every figure)")
-    for line in out:
-        print(line, flush=True)
+    out = Report()
+    out.emit(f"# machine: {machine()}")
+    out.emit("# all traffic on 127.0.0.1; sim, agent and load generator are separate processes sharing these cores")
+    out.emit(f"# load average at start: {_load()} (other work on the machine skews every figure)")
     figures: dict[str, tuple[float, str]] = {}
     started = time.monotonic()
     ok = True
@@ -178,10 +169,8 @@ async def main_async(only: set[str]) -> tuple[int, list[str]]:
             continue
         ok = await run_script(script, figures, out) and ok
     total = time.monotonic() - started
-    tail = [*goals(figures), f"# load average at end: {_load()}", f"bench_total {total:.1f} s"]
-    for line in tail:
-        print(line, flush=True)
-    out += tail
+    for line in [*goals(figures), f"# load average at end: {_load()}", f"bench_total {total:.1f} s"]:
+        out.emit(line)
     return 0 if ok else 1, out
 
 
