@@ -13,9 +13,11 @@ import asyncio
 import json
 import math
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from edgeagent import log
+from edgeagent.agent.episodes import Episode, retry_delay
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.state import StateStore, StateUnavailable
 from edgeagent.kube.informer import Informer
@@ -34,6 +36,8 @@ class PodCache:
         *,
         persist_interval: float = 0.5,
         metrics: AgentMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._informer = informer
         self._state = state
@@ -43,7 +47,13 @@ class PodCache:
         self._encoded: bytes | None = None
         self._dirty = asyncio.Event()
         self._last_write = -math.inf  # monotonic() may be small after boot: the first write is never delayed
+        self._clock = clock
+        self._sleep = sleep
+        # A failing disk is retried with backoff and logged once per episode (plus reminders), not per try.
+        self._failures = Episode()
+        self._retry_at = -math.inf
         self.snapshot_writes = 0
+        self.snapshot_attempts = 0
         informer.add_handler(self._on_change)
 
     # ----------------------------------------------------------------- reads
@@ -79,9 +89,9 @@ class PodCache:
         try:
             while True:
                 await self._dirty.wait()
-                wait = self._last_write + self._persist_interval - time.monotonic()
+                wait = self.next_write_at() - self._clock()
                 if wait > 0:
-                    await asyncio.sleep(wait)
+                    await self._sleep(wait)
                 await self.flush()
         finally:
             if self._dirty.is_set():
@@ -91,6 +101,10 @@ class PodCache:
                 except Exception:
                     _log.exception("final pod snapshot not saved")
 
+    def next_write_at(self) -> float:
+        """When `run` writes next (clock time): after the debounce interval, and after a failure's backoff."""
+        return max(self._last_write + self._persist_interval, self._retry_at)
+
     async def flush(self) -> None:
         """Write the snapshot now if anything changed since the last write."""
         if not self._dirty.is_set():
@@ -98,16 +112,26 @@ class PodCache:
         self._dirty.clear()
         pods = self.pods()
         rv = self._informer.resource_version
-        self._last_write = time.monotonic()
+        now = self._last_write = self._clock()
+        self.snapshot_attempts += 1
         try:
             await self._state.save_snapshot(pods, rv)
         except StateUnavailable as exc:
-            # Keep serving from memory; try again after the next interval.
+            # Keep serving from memory; retry with backoff, and say so once per episode (plus reminders).
             self._dirty.set()
-            _log.warning("pod snapshot not saved", error=str(exc), pods=len(pods))
+            delay = retry_delay(self._failures.failures + 1)
+            self._retry_at = now + delay
+            if self._failures.failed(now):
+                _log.warning("pod snapshot not saved", error=str(exc), pods=len(pods),
+                             failures=self._failures.failures, retry_in=delay,
+                             hint="retrying with backoff; repeated every 10 min while it lasts")
             if self._metrics is not None:
                 self._metrics.snapshot_writes.labels(result="failed").inc()
             return
+        self._retry_at = -math.inf
+        failures = self._failures.succeeded()
+        if failures:
+            _log.info("pod snapshot saved again", failed_attempts=failures)
         self.snapshot_writes += 1
         if self._metrics is not None:
             self._metrics.snapshot_writes.labels(result="ok").inc()

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from edgeagent import log
+from edgeagent.agent.episodes import Episode
 
 DB_NAME = "edgeagent.db"
 SCHEMA_VERSION = 1
@@ -162,6 +163,9 @@ class StateStore:
         self._read_only = False
         self._max_bytes: int | None = None
         self._closed = False
+        # Every write retries opening a degraded store; log that once per episode, not per retry.
+        self._unwritable = Episode()
+        self.clock: Callable[[], float] = time.monotonic
 
     # ---------------------------------------------------------------- opening
 
@@ -192,11 +196,19 @@ class StateStore:
             self.problem = ""
         except (OSError, sqlite3.Error) as exc:
             reason = f"state not writable: {self.path}: {type(exc).__name__}: {exc}"
-            _log.error("state_unwritable", path=str(self.path), error=str(exc),
-                       hint="upgrade requests cannot be queued until this is fixed; the agent keeps serving")
-            self._conn = self._open_read_only(reason)
+            loud = self._unwritable.failed(self.clock())
+            if loud:
+                _log.error("state_unwritable", path=str(self.path), error=str(exc),
+                           failures=self._unwritable.failures,
+                           hint="upgrade requests cannot be queued until this is fixed; the agent keeps "
+                                "serving; repeated every 10 min while it lasts")
+            self._conn = self._open_read_only(reason, loud=loud)
+            return
+        failures = self._unwritable.succeeded()
+        if failures:
+            _log.info("state_writable_again", path=str(self.path), failed_attempts=failures)
 
-    def _open_read_only(self, reason: str) -> sqlite3.Connection | None:
+    def _open_read_only(self, reason: str, *, loud: bool = True) -> sqlite3.Connection | None:
         """Read what is there, so the snapshot and the queue stay visible on an unwritable disk.
 
         `mode=ro` cannot open a WAL database whose `-shm` file is gone (clean shutdown) in a directory
@@ -217,12 +229,13 @@ class StateStore:
                     conn.close()
                 error = exc
                 continue
-            if option == "immutable=1" and self.path.with_name(self.path.name + "-wal").exists():
+            if loud and option == "immutable=1" and self.path.with_name(self.path.name + "-wal").exists():
                 _log.warning("state_wal_not_visible", path=str(self.path),
                              hint="the last writes before the disk turned read-only are not visible until it is "
                                   "writable again; nothing is lost")
             return conn
-        _log.error("state_unreadable", path=str(self.path), error=str(error))
+        if loud:
+            _log.error("state_unreadable", path=str(self.path), error=str(error))
         self.problem = f"{reason}; unreadable: {error}"
         return None
 
