@@ -92,6 +92,35 @@ def _count(text: str) -> int:
     return value
 
 
+def _window_flags(parser: argparse.ArgumentParser) -> None:
+    """`--maintenance-window` is repeatable; its variable holds several specs separated by `;`."""
+    from edgeagent.agent.windows import split_env_windows
+
+    var = env_name("--maintenance-window")
+    parser.add_argument(
+        "--maintenance-window", action="append", default=None, metavar="SPEC",
+        help=f"accept upgrades only inside this window, '[DAYS] HH:MM-HH:MM' in local time (DAYS: *, Sat, "
+             "Mon-Fri, Sat,Sun; may cross midnight); repeatable, or several separated by ';' in the variable; "
+             f"none: always open (env {var})")
+    parser.set_defaults(env_maintenance_windows=split_env_windows(os.environ.get(var, "")))
+    _add(parser, "--timezone", help="IANA time zone of the maintenance windows (default: the node's local zone)",
+         default="")
+
+
+def _windows(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+    """The specs (flags win over the variable) and zone, checked here so a bad one exits 2 with one line."""
+    from edgeagent.agent.windows import WindowSpecError, load_zone, parse_windows
+
+    specs = tuple(args.maintenance_window if args.maintenance_window else args.env_maintenance_windows)
+    try:
+        parse_windows(specs)
+        if args.timezone:
+            load_zone(args.timezone)
+    except WindowSpecError as exc:
+        raise UsageError(str(exc)) from exc
+    return specs, args.timezone
+
+
 def _logging_flags(parser: argparse.ArgumentParser) -> None:
     _add(parser, "--log-level", help="debug, info, warning or error", default="info")
     _add(parser, "--log-format", help="auto (JSON unless a terminal), json or console", default="auto")
@@ -133,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
          default=2, type=_count)
     _add(run, "--successes-to-connect", help="consecutive good probes before the link counts as back",
          default=1, type=_count)
+    _window_flags(run)
     _logging_flags(run)
 
     ctl = sub.add_parser("controller", help="run the cloud-side controller")
@@ -194,13 +224,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "run":
         if not args.node_name:
             raise UsageError("--node-name (or NODE_NAME) is required")
+        windows, timezone = _windows(args)
         cfg: Any = AgentConfig(
             node_name=args.node_name, kubeconfig=args.kubeconfig, bind=args.bind, port=args.port,
             state_dir=args.state_dir, token_file=args.token_file,
             insecure_allow_remote=args.insecure_allow_remote, request_timeout=args.request_timeout,
             upgrade_timeout=args.upgrade_timeout, probe_interval=args.probe_interval,
             probe_timeout=args.probe_timeout, failures_to_disconnect=args.failures_to_disconnect,
-            successes_to_connect=args.successes_to_connect, log=_log(args),
+            successes_to_connect=args.successes_to_connect, maintenance_windows=windows, timezone=timezone,
+            log=_log(args),
         )
         return _call("edgeagent.agent.app", cfg)
     if command == "controller":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import sys
+from datetime import tzinfo
 from pathlib import Path
 
 from aiohttp import web
@@ -22,8 +23,10 @@ from edgeagent.agent.auth import read_token_file
 from edgeagent.agent.cache import PodCache
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
+from edgeagent.agent.policy import Clock, SitePolicy
 from edgeagent.agent.sdnotify import SdNotifier
 from edgeagent.agent.state import StateStore, StateUnavailable
+from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.kube.informer import Informer
@@ -93,8 +96,11 @@ def read_token(path: Path) -> str:
 class Agent:
     """One agent run; `port` is the bound port once `ready` is set (useful with `--port 0`)."""
 
-    def __init__(self, cfg: AgentConfig, *, notifier: SdNotifier | None = None) -> None:
+    def __init__(self, cfg: AgentConfig, *, notifier: SdNotifier | None = None, clock: Clock | None = None) -> None:
         self.cfg = cfg
+        # The site policy's wall clock; tests inject one that stands just before a window.
+        self.clock = clock
+        self.policy: SitePolicy | None = None
         self.notifier = notifier or SdNotifier()
         self.port: int | None = None
         self.metrics = AgentMetrics()
@@ -114,12 +120,14 @@ class Agent:
         """Serve until `stop` is set or the task is cancelled; raise AgentError on a start-up problem."""
         cfg = self.cfg
         token = check_bind(cfg)
+        windows, tz = site_windows(cfg)
         stop = stop or asyncio.Event()
         client = await self._connect_client()
         try:
             self.state = await self._open_state()
             try:
-                await self._serve(client, self.state, token, ready, stop)
+                self.policy = SitePolicy(self.state, windows, tz, clock=self.clock)
+                await self._serve(client, self.state, self.policy, token, ready, stop)
             finally:
                 await self.state.close()
                 _log.info("state store closed", state_dir=str(cfg.state_dir))
@@ -144,7 +152,7 @@ class Agent:
         except (StateUnavailable, OSError) as exc:
             raise AgentError(f"cannot open state directory {self.cfg.state_dir}: {exc}") from exc
 
-    async def _serve(self, client: KubeClient, state: StateStore, token: str | None,
+    async def _serve(self, client: KubeClient, state: StateStore, policy: SitePolicy, token: str | None,
                      ready: asyncio.Event | None, stop: asyncio.Event) -> None:
         # Imported here: these modules belong to the upgrade half of the agent and import this one's parts.
         from edgeagent.agent.drainer import Drainer
@@ -153,6 +161,11 @@ class Agent:
 
         cfg = self.cfg
         metrics = self.metrics
+        try:
+            await policy.load()
+        except StateUnavailable as exc:
+            _log.error("hold_unreadable", error=str(exc), hint="a hold set earlier is not known until the state "
+                                                                "directory is readable again")
         informer = Informer(
             client, "/api/v1/pods", field_selector=f"spec.nodeName={cfg.node_name}", name="pods",
             watch_timeout_seconds=cfg.watch_timeout_seconds, idle_timeout=WATCH_IDLE_TIMEOUT,
@@ -179,7 +192,7 @@ class Agent:
         upgrades.on_queued.append(drainer.notify)
         link.add_listener(drainer.on_link)
         app = create_app(cache=cache, upgrades=upgrades, state=state, link=link, metrics=metrics, token=token,
-                         max_body_bytes=cfg.max_body_bytes)
+                         max_body_bytes=cfg.max_body_bytes, policy=policy)
 
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
         self._runner = runner
@@ -202,6 +215,7 @@ class Agent:
                     tg.create_task(cache.run(), name="snapshot-persister")
                     tg.create_task(link.run(), name="link-monitor")
                     tg.create_task(drainer.run(), name="drainer")
+                    tg.create_task(policy.run(), name="site-policy")
                     tg.create_task(self.notifier.run_watchdog(), name="watchdog")
                     tg.create_task(self._wait_stop(stop), name="shutdown")
             except* _Shutdown:
@@ -234,6 +248,16 @@ class Agent:
         pods = len(self.informer.items) if self.informer is not None else 0
         link = "connected" if connected else "disconnected"
         return f"serving {pods} pods on port {self.port}; cloud link {link}"
+
+
+def site_windows(cfg: AgentConfig) -> tuple[tuple[Window, ...], tzinfo]:
+    """The parsed maintenance windows and their zone; a bad spec or zone is a usage error (exit 2)."""
+    try:
+        windows = parse_windows(cfg.maintenance_windows)
+        tz = load_zone(cfg.timezone) if cfg.timezone else local_zone()
+    except WindowSpecError as exc:
+        raise AgentError(str(exc), EXIT_USAGE) from exc
+    return windows, tz
 
 
 async def run_agent(cfg: AgentConfig, *, ready: asyncio.Event | None = None,

@@ -20,6 +20,7 @@ from edgeagent.agent import auth
 from edgeagent.agent.cache import PodCache
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
+from edgeagent.agent.policy import SitePolicy
 from edgeagent.agent.state import InvalidTransition, StateStore, StateUnavailable, UnknownRequest
 from edgeagent.agent.upgrade import Outcome, UpgradeService
 
@@ -223,7 +224,8 @@ async def _refresh_queue_metrics(app: web.Application) -> None:
 
 
 def create_app(*, cache: PodCache, upgrades: UpgradeService, state: StateStore, link: LinkMonitor,
-               metrics: AgentMetrics, token: str | None, max_body_bytes: int) -> web.Application:
+               metrics: AgentMetrics, token: str | None, max_body_bytes: int,
+               policy: SitePolicy | None = None) -> web.Application:
     app = web.Application(middlewares=[_front_middleware(metrics, token)], client_max_size=max_body_bytes)
     app[_CACHE] = cache
     app[_UPGRADES] = upgrades
@@ -243,4 +245,7 @@ def create_app(*, cache: PodCache, upgrades: UpgradeService, state: StateStore, 
     for path in READY_ROUTES:
         r.add_get(path, _readyz)
     r.add_get(ROUTE_METRICS, _metrics)
+    from edgeagent.agent.hold_api import add_hold_routes  # it renders its errors with this module's helpers
+
+    add_hold_routes(app, policy)
     return app

@@ -30,7 +30,6 @@ from edgeagent import log
 from edgeagent.agent.episodes import Episode
 
 DB_NAME = "edgeagent.db"
-SCHEMA_VERSION = 1
 
 QUEUED = "queued"
 RUNNING = "running"
@@ -73,6 +72,23 @@ _SCHEMA = [
     "CREATE INDEX requests_state ON requests (state, seq)",
 ]
 
+# Site policy (agent/policy.py): the operator hold, at most one row; and `?when=open` on queued requests.
+_SITE_POLICY = [
+    """CREATE TABLE hold (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        kind TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        until REAL,
+        since REAL NOT NULL
+    )""",
+    "ALTER TABLE requests ADD COLUMN when_open INTEGER NOT NULL DEFAULT 0",
+]
+
+# One step per schema version, applied in order from the file's `user_version`: an existing agent's
+# file is upgraded in place, and a step is never edited once merged (add a new one instead).
+_MIGRATIONS: list[list[str]] = [_SCHEMA, _SITE_POLICY]
+SCHEMA_VERSION = len(_MIGRATIONS)
+
 _log = log.get("edgeagent.state")
 T = TypeVar("T")
 
@@ -106,6 +122,8 @@ class UpgradeRequest:
     attempts: int
     created: float
     updated: float
+    # `?when=open`: the drainer applies it only while the site policy says the node is open.
+    when_open: bool = False
 
     @property
     def key(self) -> str:
@@ -119,6 +137,7 @@ class UpgradeRequest:
         out = asdict(self)
         out["created"] = _rfc3339(self.created)
         out["updated"] = _rfc3339(self.updated)
+        out["whenOpen"] = out.pop("when_open")
         return out
 
 
@@ -130,11 +149,13 @@ def _new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-_COLUMNS = "id, namespace, name, uid, node, state, message, attempts, created, updated"
+_COLUMNS = "id, namespace, name, uid, node, state, message, attempts, created, updated, when_open"
 
 
 def _row(row: tuple[Any, ...]) -> UpgradeRequest:
-    return UpgradeRequest(*row)
+    (request_id, namespace, name, uid, node, state, message, attempts, created, updated, when_open) = row
+    return UpgradeRequest(request_id, namespace, name, uid, node, state, message, attempts, created, updated,
+                          when_open=bool(when_open))
 
 
 def _is_corruption(exc: sqlite3.Error) -> bool:
@@ -286,8 +307,8 @@ class StateStore:
             raise _CorruptDatabase(f"schema version {version} is newer than this agent's {SCHEMA_VERSION}")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if version == 0:
-                for statement in _SCHEMA:
+            for step in _MIGRATIONS[version:]:
+                for statement in step:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
@@ -423,7 +444,8 @@ class StateStore:
     # ---------------------------------------------------------------- queue
 
     async def enqueue(self, namespace: str, name: str, uid: str, node: str, *,
-                      message: str = "queued: cloud unreachable") -> tuple[UpgradeRequest, bool]:
+                      message: str = "queued: cloud unreachable",
+                      when_open: bool = False) -> tuple[UpgradeRequest, bool]:
         """Durably queue an upgrade; returns (entry, created_new). Committed (fsynced) when this returns.
 
         The same pod already queued or running gives back that entry. A queued entry for an earlier
@@ -443,11 +465,12 @@ class StateStore:
                     "UPDATE requests SET state = ?, message = ?, updated = ? WHERE id = ?",
                     (OBSOLETE, f"superseded: pod was replaced (uid {uid})", now, existing.id),
                 )
-            request = UpgradeRequest(_new_id(), namespace, name, uid, node, QUEUED, message, 0, now, now)
+            request = UpgradeRequest(_new_id(), namespace, name, uid, node, QUEUED, message, 0, now, now,
+                                     when_open=when_open)
             conn.execute(
-                f"INSERT INTO requests ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO requests ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.id, request.namespace, request.name, request.uid, request.node, request.state,
-                 request.message, request.attempts, request.created, request.updated),
+                 request.message, request.attempts, request.created, request.updated, int(request.when_open)),
             )
             conn.execute(
                 "DELETE FROM requests WHERE state IN (?, ?, ?, ?) AND seq NOT IN "
@@ -540,3 +563,36 @@ class StateStore:
         if row is None:
             raise UnknownRequest(f"no upgrade request with id {request_id!r}")
         return _row(row)
+
+    # ---------------------------------------------------------------- site policy: the hold
+
+    async def load_hold(self) -> StoredHold | None:
+        """The persisted hold, if any (expired ones too: the policy decides what counts)."""
+        def _get(conn: sqlite3.Connection) -> StoredHold | None:
+            row = conn.execute("SELECT kind, reason, until, since FROM hold WHERE id = 1").fetchone()
+            return StoredHold(str(row[0]), str(row[1]), row[2], float(row[3])) if row else None
+
+        return await self._call(lambda: self._read(_get, None))
+
+    async def save_hold(self, hold: StoredHold) -> None:
+        """Replace the hold; committed (fsynced) when this returns, so it survives `kill -9`."""
+        def _tx(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO hold (id, kind, reason, until, since) VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO "
+                "UPDATE SET kind = excluded.kind, reason = excluded.reason, until = excluded.until, "
+                "since = excluded.since", (hold.kind, hold.reason, hold.until, hold.since))
+
+        await self._call(lambda: self._write(_tx))
+
+    async def clear_hold(self) -> None:
+        await self._call(lambda: self._write(lambda conn: conn.execute("DELETE FROM hold WHERE id = 1")))
+
+
+@dataclass(frozen=True)
+class StoredHold:
+    """The hold row: kind (HeldByOperator or AutoUpgradeFailed), reason, until/since as Unix times."""
+
+    kind: str
+    reason: str
+    until: float | None
+    since: float

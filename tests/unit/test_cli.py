@@ -39,3 +39,26 @@ def test_node_name_falls_back_to_NODE_NAME(monkeypatch: pytest.MonkeyPatch) -> N
 def test_upgrade_needs_ns_slash_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["upgrade", "just-a-name"]) == 2
     assert "expected NS/NAME" in capsys.readouterr().err
+
+
+def test_bad_maintenance_window_or_zone_exits_2_with_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("EDGEAGENT_MAINTENANCE_WINDOW", raising=False)
+    assert cli.main(["run", "--node-name", "n1", "--maintenance-window", "Sta 02:00-03:00"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown day 'Sta'" in err[0]
+    assert cli.main(["run", "--node-name", "n1", "--timezone", "Mars/Olympus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown time zone 'Mars/Olympus'" in err[0]
+    monkeypatch.setenv("EDGEAGENT_MAINTENANCE_WINDOW", "Sat 02:00-04:00;Sun 25:00-26:00")
+    assert cli.main(["run", "--node-name", "n1"]) == 2
+    assert "out of range" in capsys.readouterr().err
+
+
+def test_maintenance_windows_repeat_and_the_flag_wins_over_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGEAGENT_MAINTENANCE_WINDOW", "Sat 02:00-04:00; Sun 22:00-02:00")
+    args = cli.build_parser().parse_args(["run", "--node-name", "n1"])
+    assert cli._windows(args) == (("Sat 02:00-04:00", "Sun 22:00-02:00"), "")
+    args = cli.build_parser().parse_args(["run", "--node-name", "n1", "--maintenance-window", "Mon 01:00-02:00",
+                                          "--maintenance-window", "Tue 01:00-02:00", "--timezone", "Europe/Berlin"])
+    assert cli._windows(args) == (("Mon 01:00-02:00", "Tue 01:00-02:00"), "Europe/Berlin")

@@ -197,7 +197,7 @@ async def test_to_json_has_rfc3339_times(store: StateStore) -> None:
     req, _ = await store.enqueue("default", "a", "uid-a", "n1")
     body = req.to_json()
     assert set(body) == {"id", "namespace", "name", "uid", "node", "state", "message", "attempts",
-                         "created", "updated"}
+                         "created", "updated", "whenOpen"}
     assert body["created"].endswith("Z") and "T" in body["created"]
 
 

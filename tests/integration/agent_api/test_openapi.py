@@ -125,6 +125,16 @@ async def test_real_responses_match_the_document(tmp_path: Path, offline_kubecon
     assert (await r.call("DELETE", ONE_UPGRADE, f"{UPGRADES}/{queued_id}", as_json=j))[0] == 409
     assert (await r.call("DELETE", ONE_UPGRADE, f"{UPGRADES}/{running.id}", as_json=j))[0] == 409
     assert (await r.call("DELETE", ONE_UPGRADE, f"{UPGRADES}/nope", as_json=j))[0] == 404
+    hold = "/v1/hold"
+    assert (await r.call("GET", hold, hold, as_json=j))[0] == 200
+    body = b'{"reason": "audit", "until": "2999-01-01T00:00:00Z"}'
+    assert (await r.call("POST", hold, hold, as_json=j, data=body))[0] == 200
+    assert (await r.call("POST", hold, hold, as_json=j, data=b'{"until": "soon"}'))[0] == 400
+    assert (await r.call("POST", hold, hold, as_json=j, data=b"[]"))[0] == 400
+    assert (await r.call("POST", hold, hold, as_json=j, token=False))[0] == 401
+    assert (await r.call("POST", hold, hold, as_json=j, data=b"z" * 1000))[0] == 413
+    assert (await r.call("DELETE", hold, hold, as_json=j, token=False))[0] == 401
+    assert (await r.call("DELETE", hold, hold, as_json=j))[0] == 200
     for path in ("/v1/healthz", "/healthz", "/v1/readyz", "/readyz", "/metrics"):
         assert (await r.call("GET", path, path, as_json=j))[0] == 200
     assert (await r.call("GET", "", "/no/such/path", as_json=j))[0] == 404
