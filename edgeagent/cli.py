@@ -78,6 +78,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -186,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
          type=_positive_float)
     _add(sim, "--heartbeat-interval", help="seconds between node heartbeats", default=10.0,
          type=_positive_float)
+    _add(sim, "--pod-resync-delay", help="seconds after a node's link returns before its kubelet re-reports "
+         "its pods' statuses (the node's Lease and Ready go first)", default=5.0, type=_non_negative_float)
+    _add(sim, "--bookmark-interval", help="seconds between watch bookmarks (the real server: about 60)",
+         default=60.0, type=_positive_float)
     _logging_flags(sim)
 
     sub.add_parser("demo", help="run the OpenYurt upgrade scenario on a simulated cluster, narrated")
@@ -244,7 +255,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _call("edgeagent.controller.app", cfg)
     if command == "sim":
         cfg = SimConfig(nodes=args.nodes, bind=args.bind, port=args.port, dir=args.dir,
-                        node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval, log=_log(args))
+                        node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
+                        pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
+                        log=_log(args))
         return _call("edgeagent.sim.app", cfg)
     if command == "demo":
         return _call("edgeagent.demo", None)

@@ -71,6 +71,12 @@ class SimConfig:
     pod_termination: float = 0.5
     # How long a new pod takes to become Running and Ready.
     pod_startup: float = 0.2
+    # After a cut link returns, the kubelet re-reports its pods' statuses this many seconds after the node's
+    # Lease and Ready (a real kubelet's status manager resyncs every 10 s, so the gap is a few seconds).
+    pod_resync_delay: float = 5.0
+    # Watch bookmarks for clients that ask for them: the real server sends about one a minute (plus one
+    # shortly before timeoutSeconds); tests and benches may shorten it.
+    bookmark_interval: float = 60.0
     history: int = 10000
     log: LogConfig = field(default_factory=LogConfig)
 

@@ -25,7 +25,7 @@ from edgeagent.sim import errors
 from edgeagent.sim.daemonsets import DaemonSetController
 from edgeagent.sim.kubelet import NodeLifecycleController, NodeSimulator
 from edgeagent.sim.links import CUT_MODES, Link
-from edgeagent.sim.server import create_app
+from edgeagent.sim.server import ServerSettings, create_app
 from edgeagent.sim.store import Store
 
 JSON = dict[str, Any]
@@ -108,7 +108,8 @@ class SimCluster:
             self._own_dir = True
         else:
             self.dir.mkdir(parents=True, exist_ok=True)
-        app = create_app(self.store, extra_routes=self._add_routes)
+        settings = ServerSettings(bookmark_interval=self.config.bookmark_interval)
+        app = create_app(self.store, extra_routes=self._add_routes, settings=settings)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.bind, self.config.port)

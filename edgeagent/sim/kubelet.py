@@ -187,6 +187,8 @@ class Kubelet:
         self._ready = True
         self._wake = asyncio.Event()
         self._was_reachable = False
+        self._registered = False
+        self._resync_timer: asyncio.TimerHandle | None = None
         self._timers: dict[str, asyncio.TimerHandle] = {}  # pod uid -> pending start or finish
         self._terminating: set[str] = set()
         self._next_ip = 2
@@ -229,10 +231,17 @@ class Kubelet:
             handle.cancel()
         self._timers.clear()
         self._terminating.clear()
+        self._cancel_resync()
+
+    def _cancel_resync(self) -> None:
+        if self._resync_timer is not None:
+            self._resync_timer.cancel()
+            self._resync_timer = None
 
     def heartbeat(self) -> None:
         if not self.reachable:
             self._was_reachable = False
+            self._cancel_resync()
             return
         try:
             self._renew_lease()
@@ -242,6 +251,30 @@ class Kubelet:
             return
         if not self._was_reachable:
             self._was_reachable = True
+            if not self._registered:
+                self._registered = True
+                self.resync()
+            else:
+                self._schedule_resync()
+
+    def _schedule_resync(self) -> None:
+        """The link came back: Lease and Ready went out just now; pod statuses follow a few seconds later.
+
+        A real kubelet renews its Lease and posts node status from its own loops, while pod statuses are
+        re-reported by the status manager's periodic sync, so on a real cluster the node turns Ready seconds
+        before its pods do (kube-api-semantics.md §10). Clients that read "node Ready" as "pods Ready" must
+        meet that gap in tests, not only in production.
+        """
+        self._cancel_resync()
+        delay = self.config.pod_resync_delay
+        if delay <= 0:
+            self.resync()
+            return
+        self._resync_timer = asyncio.get_running_loop().call_later(delay, self._delayed_resync)
+
+    def _delayed_resync(self) -> None:
+        self._resync_timer = None
+        if self.reachable:
             self.resync()
 
     def _renew_lease(self) -> None:
@@ -299,7 +332,10 @@ class Kubelet:
 
     def sync_pod(self, pod: JSON, *, restore_ready: bool = False) -> None:
         if not self.reachable:
-            return  # a partitioned kubelet can neither report nor delete; resync() catches up later
+            # A partitioned kubelet can neither report nor delete: the next heartbeat that gets through
+            # schedules resync(), even if the cut was shorter than a heartbeat interval.
+            self._was_reachable = False
+            return
         uid = uid_of(pod)
         phase = (pod.get("status") or {}).get("phase")
         if is_terminating(pod):

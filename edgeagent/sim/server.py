@@ -36,7 +36,7 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 @dataclass
 class ServerSettings:
     # How often a watch that asked for bookmarks gets one (the real server: about a minute).
-    bookmark_interval: float = 1.0
+    bookmark_interval: float = 60.0
     # How long a list/watch asking for an RV the store has not reached waits before 504 (real: 3 s).
     too_large_rv_wait: float = 3.0
     # Watches without timeoutSeconds end after a random time in this range (the real server: 30-60 min).
@@ -588,7 +588,8 @@ async def _watch(request: web.Request, state: _ServerState, target: _Target) -> 
         await response.prepare(request)
         if initial:
             await response.write(b"".join(initial))
-        await _pump(request, response, state, sub, res, flt, deadline, timeout, bookmarks)
+        start_rv = since if since is not None and not send_initial else snapshot_rv
+        await _pump(request, response, state, sub, res, flt, deadline, bookmarks, start_rv)
     except (ConnectionResetError, ConnectionError):
         pass  # the client went away; nothing to tell it
     finally:
@@ -605,15 +606,19 @@ async def _pump(
     res: Resource,
     flt: _WatchFilter,
     deadline: float,
-    timeout: float,
     bookmarks: bool,
+    start_rv: int,
 ) -> None:
-    """Forward events until the deadline, the client leaving, or the server stopping."""
+    """Forward events until the deadline, the client leaving, or the server stopping.
+
+    Bookmarks follow the real cacher: one every `bookmark_interval` (about a minute) and one 2 s before the
+    deadline (none when the watch is shorter than that), and only once the RV has moved past the one the
+    watch started from, since a bookmark that tells the client nothing new is never sent.
+    """
     settings = state.settings
     next_bookmark = time.monotonic() + settings.bookmark_interval
-    # The real server sends its last bookmark shortly before the deadline so clients can resume from it.
-    final_bookmark = deadline - min(2.0, timeout * 0.1)
-    final_sent = False
+    final_bookmark = deadline - 2.0
+    final_sent = final_bookmark <= time.monotonic()
     while True:
         now = time.monotonic()
         if now >= deadline or state.stopping:
@@ -628,10 +633,12 @@ async def _pump(
         lines = [line for event in sub.drain() if (line := _translate(event, flt)) is not None]
         now = time.monotonic()
         if bookmarks and (now >= next_bookmark or (not final_sent and now >= final_bookmark)):
-            # Everything up to the store's RV has been forwarded above, so the bookmark is truthful.
-            lines.append(_bookmark_line(res, state.store.resource_version))
             next_bookmark = now + settings.bookmark_interval
             final_sent = final_sent or now >= final_bookmark
+            rv = state.store.resource_version
+            if rv > start_rv:
+                # Everything up to the store's RV has been forwarded above, so the bookmark is truthful.
+                lines.append(_bookmark_line(res, rv))
         if lines:
             await response.write(b"".join(lines))
         if sub.closed:

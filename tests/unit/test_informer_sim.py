@@ -16,6 +16,7 @@ import pytest
 
 from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.kube.informer import Informer
+from tests.conftest import SimFactory
 from tests.waiting import eventually
 
 if TYPE_CHECKING:
@@ -36,6 +37,12 @@ def _pod(name: str, node: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default", "labels": {"app": "t"}},
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox:1"}]},
     }
+
+
+@pytest.fixture
+async def sim(sim_factory: SimFactory) -> SimCluster:
+    """Bookmarks every second (the sim's default is the real server's minute): bookmark handling is under test."""
+    return await sim_factory(bookmark_interval=1.0)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import watch as k8s_watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from edgeagent.sim.resources import PODS
+from edgeagent.sim.resources import NODES, PODS
 from edgeagent.sim.server import INITIAL_EVENTS_END, ServerSettings, _watch_timeout
 from tests.integration.sim_api.conftest import ApiFactory
 from tests.integration.sim_api.support import JSON, Api, create_pod
@@ -132,6 +132,8 @@ async def test_no_bookmarks_unless_asked(api: Api) -> None:
 async def test_bookmarks_when_asked_hold_only_the_resource_version(api: Api) -> None:
     create_pod(api.store, "a")
     watcher = await api.watch(PODS_PATH, resourceVersion=str(api.store.resource_version), allowWatchBookmarks="1")
+    # Only a bookmark that moves the client's RV is sent: another kind's write moves it.
+    api.store.create(NODES, {"metadata": {"name": "n"}})
     await eventually(lambda: watcher.of_type("BOOKMARK"), what="a periodic bookmark")
     bookmark = watcher.of_type("BOOKMARK")[0]["object"]
     assert bookmark == {
@@ -142,10 +144,22 @@ async def test_bookmarks_when_asked_hold_only_the_resource_version(api: Api) -> 
 
 
 async def test_a_bookmark_arrives_shortly_before_the_timeout(api_factory: ApiFactory) -> None:
-    api = await api_factory(settings=ServerSettings(bookmark_interval=3600, disconnect_poll=0.1))
-    watcher = await api.watch(PODS_PATH, resourceVersion="1", allowWatchBookmarks="true", timeoutSeconds="1")
+    """With the default (real) cadence a 3 s watch gets just the one bookmark 2 s before its deadline."""
+    api = await api_factory(settings=ServerSettings(disconnect_poll=0.1))
+    rv = str(api.store.resource_version)
+    watcher = await api.watch(PODS_PATH, resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds="3")
+    create_pod(api.store, "a")
     await eventually(lambda: watcher.done, what="the watch to end")
-    assert [e["type"] for e in watcher.events if e["type"] == "BOOKMARK"] == ["BOOKMARK"]
+    assert watcher.types() == ["ADDED", "BOOKMARK"]
+
+
+async def test_bookmarks_come_about_once_a_minute_by_default(api_factory: ApiFactory) -> None:
+    """§10: a 3 s watch with allowWatchBookmarks gets none from the real server (the old sim sent ~3)."""
+    api = await api_factory(settings=ServerSettings(disconnect_poll=0.1))
+    rv = str(api.store.resource_version)
+    watcher = await api.watch(PODS_PATH, resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds="3")
+    await eventually(lambda: watcher.done, what="the watch to end")
+    assert watcher.types() == []
 
 
 async def test_timeout_seconds_ends_the_stream_silently(api: Api) -> None:

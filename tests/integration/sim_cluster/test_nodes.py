@@ -241,3 +241,39 @@ async def test_node_without_a_kubelet_turns_unknown(sim: SimCluster, admin: Kube
     assert (get_condition(node, "Ready") or {}).get("message") == "Kubelet never posted node status."
     assert condition_taints(node) == {("node.kubernetes.io/unreachable", "NoSchedule"),
                                       ("node.kubernetes.io/unreachable", "NoExecute")}
+
+
+async def test_returning_node_is_ready_before_its_pods_are_re_reported(sim_factory: Any) -> None:
+    """§10: on a real cluster the Lease and node Ready come back first, the pods' Ready seconds later."""
+    sim: SimCluster = await sim_factory(nodes=1, pod_resync_delay=3.0)
+    admin = await KubeClient.connect(sim.admin_kubeconfig)
+    try:
+        await running_pod(admin, "app", "edge-1")
+        await sim.disconnect("edge-1", "refuse")
+
+        async def pod_not_ready() -> bool:
+            obj = await admin.get(f"{PODS}/app")
+            return (get_condition(obj, "Ready") or {}).get("status") == "False"
+
+        await eventually(pod_not_ready, what="pod marked not ready while edge-1 is unknown")
+        lease_before = await admin.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/edge-1")
+        await sim.connect("edge-1")
+
+        async def node_ready() -> JSON | None:
+            node = await admin.get("/api/v1/nodes/edge-1")
+            return node if ready_status(node) == "True" else None
+
+        node = await eventually(node_ready, what="edge-1 Ready again")
+        # The node is back, its pods not yet: the kubelet re-reports them from its own loop, later.
+        assert await pod_not_ready(), "pod Ready came back in the same step as the node"
+        lease = await admin.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/edge-1")
+        assert lease["spec"]["renewTime"] != lease_before["spec"]["renewTime"]
+
+        async def pod_ready() -> JSON | None:
+            obj = await admin.get(f"{PODS}/app")
+            return obj if (get_condition(obj, "Ready") or {}).get("status") == "True" else None
+
+        pod_obj = await eventually(pod_ready, what="pod Ready re-reported after the node")
+        assert int(pod_obj["metadata"]["resourceVersion"]) > int(node["metadata"]["resourceVersion"])
+    finally:
+        await admin.close()
