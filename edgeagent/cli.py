@@ -10,8 +10,10 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from edgeagent import __version__
 from edgeagent.config import (
@@ -27,14 +29,65 @@ from edgeagent.config import (
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+_LOG_FORMATS = ("auto", "json", "console")
+
+# Flags that make a command *do* something rather than configure it: they never read the environment,
+# so a variable left exported (EDGEAGENT_CANCEL=…) cannot turn a listing into a cancellation.
+ACTION_FLAGS = {("upgrades", "--cancel")}
 
 
 class UsageError(Exception):
     pass
 
 
+class _FromEnvironment:
+    """argparse default of every configurable flag: resolved after parsing, for the chosen subcommand only."""
+
+    def __repr__(self) -> str:
+        return "<from environment>"
+
+
+_FROM_ENV: Any = _FromEnvironment()
+
+
+@dataclass(frozen=True)
+class _EnvFlag:
+    dest: str
+    flag: str
+    var: str
+    fallback_env: str | None
+    convert: Callable[[str], Any] | None  # None: a true/false switch
+    default: Any
+
+    def resolve(self) -> Any:
+        raw, source = os.environ.get(self.var), self.var
+        if raw is None and self.fallback_env:
+            raw, source = os.environ.get(self.fallback_env), self.fallback_env
+        if raw is None:
+            return False if self.convert is None else self.default
+        if self.convert is None:
+            word = raw.strip().lower()
+            if word not in _TRUE | _FALSE:
+                raise UsageError(f"{source}={raw!r}: expected true or false")
+            return word in _TRUE
+        try:
+            return self.convert(raw)
+        except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
+            raise UsageError(f"{source}={raw!r}: {exc}") from exc
+
+
 def env_name(flag: str) -> str:
     return "EDGEAGENT_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def _remember(parser: argparse.ArgumentParser, spec: _EnvFlag) -> None:
+    """Each subparser keeps its own list (as a parser default), so only the chosen command reads variables."""
+    specs: list[_EnvFlag] | None = parser.get_default("_env_flags")
+    if specs is None:
+        specs = []
+        parser.set_defaults(_env_flags=specs)
+    specs.append(spec)
 
 
 def _add(
@@ -48,54 +101,73 @@ def _add(
 ) -> None:
     """A flag whose default comes from its `EDGEAGENT_*` variable (then `fallback_env`, then `default`)."""
     var = env_name(flag)
-    raw = os.environ.get(var)
-    source = var
-    if raw is None and fallback_env:
-        raw, source = os.environ.get(fallback_env), fallback_env
-    value = default
-    if raw is not None:
-        try:
-            value = type(raw)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{source}={raw!r}: {exc}") from exc
+    action = parser.add_argument(flag, type=type, default=_FROM_ENV)
     env_help = f"env {var}" + (f", then {fallback_env}" if fallback_env else "")
     shown = f"; default {default}" if default not in (None, "") else ""
-    parser.add_argument(flag, type=type, default=value, help=f"{help} ({env_help}{shown})")
+    action.help = f"{help} ({env_help}{shown})"
+    _remember(parser, _EnvFlag(action.dest, flag, var, fallback_env, type, default))
 
 
 def _switch(parser: argparse.ArgumentParser, flag: str, *, help: str) -> None:
     var = env_name(flag)
-    raw = os.environ.get(var, "").strip().lower()
-    if raw not in _TRUE | _FALSE:
-        raise UsageError(f"{var}={raw!r}: expected true or false")
-    parser.add_argument(flag, action="store_true", default=raw in _TRUE, help=f"{help} (env {var})")
+    action = parser.add_argument(flag, action="store_true", default=_FROM_ENV, help=f"{help} (env {var})")
+    _remember(parser, _EnvFlag(action.dest, flag, var, None, None, False))
 
 
+def _apply_environment(args: argparse.Namespace) -> None:
+    for spec in getattr(args, "_env_flags", None) or []:
+        if getattr(args, spec.dest) is _FROM_ENV:
+            setattr(args, spec.dest, spec.resolve())
+
+
+def _named(name: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
+    """argparse prints a converter's __name__ in `invalid … value`: make it a word a user knows."""
+    def rename(fn: Callable[[str], Any]) -> Callable[[str], Any]:
+        fn.__name__ = name
+        return fn
+    return rename
+
+
+@_named("number")
 def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
-        raise ValueError("must be > 0")
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
     return value
 
 
+@_named("number")
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
-        raise ValueError("must be >= 0")
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
     return value
 
 
+@_named("number")
+def _float(text: str) -> float:
+    return float(text)
+
+
+@_named("port")
 def _port(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}") from None
     if not 0 <= value <= 65535:
-        raise ValueError("port must be 0..65535")
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
     return value
 
 
+@_named("count")
 def _count(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
     if value < 1:
-        raise ValueError("must be >= 1")
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 
@@ -128,15 +200,50 @@ def _windows(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
     return specs, args.timezone
 
 
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    @_named("choice")
+    def convert(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(choices)}")
+        return value
+    return convert
+
+
+@_named("URL")
+def _agent_url(text: str) -> str:
+    """`127.0.0.1:10267` means `http://127.0.0.1:10267`: the scheme is optional, as for curl."""
+    url = text.strip()
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"expected the agent's address, e.g. http://127.0.0.1:10267 or "
+                                         f"127.0.0.1:10267; got {text!r}")
+    return url.rstrip("/")
+
+
 def _logging_flags(parser: argparse.ArgumentParser) -> None:
-    _add(parser, "--log-level", help="debug, info, warning or error", default="info")
-    _add(parser, "--log-format", help="auto (JSON unless a terminal), json or console", default="auto")
+    _add(parser, "--log-level", help="debug, info, warning or error", default="info", type=_one_of(_LOG_LEVELS))
+    _add(parser, "--log-format", help="auto (JSON unless a terminal), json or console", default="auto",
+         type=_one_of(_LOG_FORMATS))
 
 
 def _client_flags(parser: argparse.ArgumentParser) -> None:
-    _add(parser, "--agent", help="URL of the local agent", default=DEFAULT_AGENT_URL)
+    _add(parser, "--agent", help="URL of the local agent", default=DEFAULT_AGENT_URL, type=_agent_url)
     _add(parser, "--token-file", help="file holding the agent's bearer token", type=Path)
     _switch(parser, "--json", help="print JSON instead of text")
+
+
+def _command(sub: Any, name: str, summary: str, details: str) -> argparse.ArgumentParser:
+    """A subcommand whose --help page opens with what it does (the summary, then the details)."""
+    description = summary[0].upper() + summary[1:] + "." + (" " + details if details else "")
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=description)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,7 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"edgeagent {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run the node agent")
+    run = _command(sub, "run", "run the node agent",
+                   "Serves this node's pods on 127.0.0.1:10267 from a persisted cache and upgrades DaemonSet pods "
+                   "on request, queueing requests on disk while the cloud is unreachable.")
     _add(run, "--node-name", help="this node's name", fallback_env="NODE_NAME")
     _add(run, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
          fallback_env="KUBECONFIG")
@@ -172,7 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     _window_flags(run)
     _logging_flags(run)
 
-    ctl = sub.add_parser("controller", help="run the cloud-side controller")
+    ctl = _command(sub, "controller", "run the cloud-side controller",
+                   "Keeps PodNeedUpgrade on the pods of OTA DaemonSets and replaces the pods of "
+                   "AdvancedRollingUpdate DaemonSets within their unavailability budget.")
     _add(ctl, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
          fallback_env="KUBECONFIG")
     _switch(ctl, "--leader-elect", help="take a coordination.k8s.io Lease before acting")
@@ -184,7 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add(ctl, "--metrics-port", help="port for /metrics and /healthz (0: none)", default=10268, type=_port)
     _logging_flags(ctl)
 
-    sim = sub.add_parser("sim", help="run a simulated cluster on loopback")
+    sim = _command(sub, "sim", "run a simulated cluster on loopback",
+                   "A simulated Kubernetes API server with a DaemonSet controller and kubelet-like nodes whose "
+                   "links can be cut; writes admin.kubeconfig and <node>.kubeconfig to --dir.")
     _add(sim, "--nodes", help="number of simulated nodes", default=3, type=_count)
     _add(sim, "--bind", help="address of the API server", default="127.0.0.1")
     _add(sim, "--port", help="API server port (0: any free port)", default=0, type=_port)
@@ -199,20 +312,28 @@ def build_parser() -> argparse.ArgumentParser:
          default=60.0, type=_positive_float)
     _logging_flags(sim)
 
-    sub.add_parser("demo", help="run the OpenYurt upgrade scenario on a simulated cluster, narrated")
+    _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
+             "Exits 0 only if every narrated step really happened.")
 
-    pods = sub.add_parser("pods", help="list the pods the local agent knows")
+    pods = _command(sub, "pods", "list the pods the local agent knows",
+                    "Asks the agent's GET /pods (its cache: also while the cloud is unreachable).")
     _client_flags(pods)
-    upgrade = sub.add_parser("upgrade", help="ask the local agent to upgrade a pod")
+    upgrade = _command(sub, "upgrade", "ask the local agent to upgrade a pod",
+                       "Deletes the pod through the cloud so its DaemonSet recreates it from the new template, "
+                       "or queues the request while the cloud is unreachable. Exit 0 in both cases.")
     upgrade.add_argument("pod", metavar="NS/NAME")
     _client_flags(upgrade)
-    upgrades = sub.add_parser("upgrades", help="list (or cancel) the local agent's upgrade requests")
-    _add(upgrades, "--cancel", help="cancel the queued request with this id")
+    upgrades = _command(sub, "upgrades", "list (or cancel) the local agent's upgrade requests",
+                        "Lists the agent's upgrade requests, newest first; --cancel ID cancels one that is "
+                        "still queued.")
+    upgrades.add_argument("--cancel", metavar="ID",
+                          help="cancel the queued request with this id (an action: no environment variable)")
     _client_flags(upgrades)
 
-    rollout = sub.add_parser("rollout", help="DaemonSet rollout commands")
+    rollout = _command(sub, "rollout", "DaemonSet rollout commands", "")
     rollout_sub = rollout.add_subparsers(dest="rollout_command", required=True, metavar="COMMAND")
-    status = rollout_sub.add_parser("status", help="per-node state of a DaemonSet's upgrade")
+    status = _command(rollout_sub, "status", "per-node state of a DaemonSet's upgrade",
+                      "Shows each node's state in the DaemonSet's upgrade; exit 0 when every node is up to date.")
     status.add_argument("daemonset", metavar="DS")
     status.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
                         help="namespace (env EDGEAGENT_NAMESPACE; default default)")
@@ -220,13 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
          fallback_env="KUBECONFIG")
     _switch(status, "--watch", help="keep printing until the rollout completes")
     _add(status, "--timeout", help="with --watch, give up after this many seconds (0: never)", default=0.0,
-         type=float)
+         type=_float)
     return parser
 
 
 def _log(args: argparse.Namespace) -> LogConfig:
-    if args.log_format not in ("auto", "json", "console"):
-        raise UsageError(f"--log-format: {args.log_format!r} is not auto, json or console")
     return LogConfig(level=args.log_level, format=args.log_format)
 
 
@@ -286,11 +405,16 @@ def _call(module_name: str, cfg: Any) -> int:
     return int(result or 0)
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Flags, then the environment variables of the chosen subcommand's own flags, then defaults."""
+    args = build_parser().parse_args(argv)
+    _apply_environment(args)
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        return _dispatch(args)
+        return _dispatch(parse_args(argv))
     except UsageError as exc:
         print(f"edgeagent: error: {exc}", file=sys.stderr)
         return 2

@@ -59,7 +59,7 @@ async def _request(cfg: ClientConfig, method: str, path: str) -> tuple[int, Any]
                 session.request(method, url, headers=headers) as resp:
             raw = await resp.read()
             status = resp.status
-    except aiohttp.InvalidURL as exc:
+    except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError, ValueError) as exc:
         raise ClientError(f"--agent {cfg.agent!r} is not a valid URL", EXIT_USAGE) from exc
     except (aiohttp.ClientConnectionError, OSError) as exc:
         raise ClientError(f"cannot reach the agent at {cfg.agent} ({_reason(exc)}); is `edgeagent run` "

@@ -59,20 +59,32 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
                         content_type=CONTENT_JSON, headers=headers)
 
 
+def _text(message: str, status: int = 200, headers: dict[str, str] | None = None, *,
+          exact: bool = False) -> web.Response:
+    """A text body ends with a newline, so `curl` leaves the shell prompt on its own line.
+
+    `exact`: the bodies OpenYurt clients compare byte for byte stay as YurtHub sends them, without one:
+    `200 Start updating pod ns/name`, `200 Image pre-pull requested for pod ns/name` and the health `OK`
+    (interfaces.md §1).
+    """
+    return web.Response(text=message if exact else message + "\n", status=status, headers=headers)
+
+
 def message_response(request: web.Request, status: int, message: str, *, word: str | None = None,
-                     extra: JSON | None = None, headers: dict[str, str] | None = None) -> web.Response:
+                     extra: JSON | None = None, headers: dict[str, str] | None = None,
+                     exact: bool = False) -> web.Response:
     """Text `message` by default; `{"status", "message", ...extra}` for JSON clients."""
     if wants_json(request):
         body: JSON = {"status": word or _WORDS.get(status, "OK" if status < 400 else "Error"), "message": message}
         body.update(extra or {})
         return _json(body, status, headers)
-    return web.Response(text=message, status=status, headers=headers)
+    return _text(message, status, headers, exact=exact)
 
 
 def _outcome_response(request: web.Request, outcome: Outcome) -> web.Response:
     if wants_json(request):
         return _json(outcome.to_json(), outcome.http_status)
-    return web.Response(text=outcome.message, status=outcome.http_status)
+    return _text(outcome.message, outcome.http_status, exact=outcome.http_status == 200)
 
 
 def _route_of(request: web.Request) -> str:
@@ -184,13 +196,13 @@ async def _cancel_upgrade(request: web.Request) -> web.Response:
 
 async def _healthz(request: web.Request) -> web.Response:
     """Liveness: answering at all is the proof."""
-    return message_response(request, 200, "OK", word="ok")
+    return message_response(request, 200, "OK", word="ok", exact=True)
 
 
 async def _readyz(request: web.Request) -> web.Response:
     """Ready as soon as the server listens: the agent answers from its cache, cloud or no cloud."""
     if not wants_json(request):
-        return web.Response(text="OK")
+        return _text("OK", exact=True)
     app = request.app
     cache = app[_CACHE]
     link = app[_LINK].details()

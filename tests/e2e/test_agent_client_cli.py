@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -46,11 +47,12 @@ class Cli:
     url: str
     token_file: Path
 
-    async def __call__(self, *args: str, token: bool = True) -> tuple[int, str, str]:
-        flags = ["--agent", self.url] + (["--token-file", str(self.token_file)] if token else [])
+    async def __call__(self, *args: str, token: bool = True, env: dict[str, str] | None = None,
+                       agent: str | None = None) -> tuple[int, str, str]:
+        flags = ["--agent", agent or self.url] + (["--token-file", str(self.token_file)] if token else [])
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "edgeagent.cli", *args, *flags,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})})
         out, err = await asyncio.wait_for(proc.communicate(), 30)
         assert proc.returncode is not None
         return proc.returncode, out.decode(), err.decode()
@@ -230,3 +232,32 @@ async def test_queued_upgrade_survives_sigkill_and_is_applied_when_the_link_retu
         await eventually(lambda: world.replaced(old), what="the pod replaced by the DaemonSet controller")
     finally:
         assert await agent.kill(signal.SIGTERM) == 0
+
+
+# ---------------------------------------------------------------------- issue 13
+
+
+async def test_agent_address_without_a_scheme_is_accepted(cli: Cli) -> None:
+    code, out, err = await cli("pods", agent=cli.url.removeprefix("http://"))
+    assert code == 0, err
+    assert "agent-x1" in out
+    code, out, err = await cli("pods", agent="127.0.0.1:not-a-port")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "argument --agent: '127.0.0.1:not-a-port' is not a valid URL" in err
+
+
+async def test_an_exported_EDGEAGENT_CANCEL_does_not_cancel(cli: Cli) -> None:
+    code, out, err = await cli("upgrade", "default/agent-x1", "--json")
+    assert code == 0, err
+    request_id = json.loads(out)["id"]
+    code, out, err = await cli("upgrades", env={"EDGEAGENT_CANCEL": request_id})
+    assert code == 0, err
+    _header, row = out.splitlines()
+    assert row.split()[:3] == [request_id, "default/agent-x1", "queued"]
+
+
+async def test_variables_of_flags_a_command_does_not_have_are_ignored(cli: Cli) -> None:
+    code, out, err = await cli("pods", env={"EDGEAGENT_PORT": "abc", "EDGEAGENT_LOG_LEVEL": "verbose",
+                                            "EDGEAGENT_NODES": "x", "EDGEAGENT_TIMEOUT": "y"})
+    assert code == 0, err
+    assert "agent-x1" in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from edgeagent import cli
@@ -25,7 +27,7 @@ def test_bad_env_value_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys:
 def test_flags_read_their_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEAGENT_PORT", "12345")
     monkeypatch.setenv("EDGEAGENT_INSECURE_ALLOW_REMOTE", "true")
-    args = cli.build_parser().parse_args(["run", "--node-name", "n1"])
+    args = cli.parse_args(["run", "--node-name", "n1"])
     assert args.port == 12345
     assert args.insecure_allow_remote is True
 
@@ -33,7 +35,7 @@ def test_flags_read_their_environment_variable(monkeypatch: pytest.MonkeyPatch) 
 def test_node_name_falls_back_to_NODE_NAME(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EDGEAGENT_NODE_NAME", raising=False)
     monkeypatch.setenv("NODE_NAME", "edge-7")
-    assert cli.build_parser().parse_args(["run"]).node_name == "edge-7"
+    assert cli.parse_args(["run"]).node_name == "edge-7"
 
 
 def test_upgrade_needs_ns_slash_name(capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,8 +59,92 @@ def test_bad_maintenance_window_or_zone_exits_2_with_one_line(monkeypatch: pytes
 
 def test_maintenance_windows_repeat_and_the_flag_wins_over_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEAGENT_MAINTENANCE_WINDOW", "Sat 02:00-04:00; Sun 22:00-02:00")
-    args = cli.build_parser().parse_args(["run", "--node-name", "n1"])
+    args = cli.parse_args(["run", "--node-name", "n1"])
     assert cli._windows(args) == (("Sat 02:00-04:00", "Sun 22:00-02:00"), "")
-    args = cli.build_parser().parse_args(["run", "--node-name", "n1", "--maintenance-window", "Mon 01:00-02:00",
+    args = cli.parse_args(["run", "--node-name", "n1", "--maintenance-window", "Mon 01:00-02:00",
                                           "--maintenance-window", "Tue 01:00-02:00", "--timezone", "Europe/Berlin"])
     assert cli._windows(args) == (("Mon 01:00-02:00", "Tue 01:00-02:00"), "Europe/Berlin")
+
+
+# ---------------------------------------------------------------------- issue 13
+
+
+def _all_commands() -> list[tuple[str, argparse.ArgumentParser]]:
+    found: list[tuple[str, argparse.ArgumentParser]] = []
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found.append((prefix + name, sub))
+                    walk(sub, prefix + name + " ")
+
+    walk(cli.build_parser(), "")
+    return found
+
+
+def test_action_flags_never_read_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ("upgrades", "--cancel") in cli.ACTION_FLAGS
+    parsers = dict(_all_commands())
+    for command, flag in cli.ACTION_FLAGS:
+        monkeypatch.setenv(cli.env_name(flag), "from-the-environment")
+        args = cli.parse_args([*command.split(), *(["default/x"] if command == "upgrade" else [])])
+        action = next(a for a in parsers[command]._actions if flag in a.option_strings)
+        assert getattr(args, action.dest) is None, f"{command} {flag} read {cli.env_name(flag)}"
+        assert cli.env_name(flag) not in (action.help or "")
+
+
+@pytest.mark.parametrize("command", [["pods"], ["upgrades"], ["upgrade", "default/x"], ["demo"],
+                                     ["rollout", "status", "ds"]])
+def test_only_the_chosen_command_reads_its_variables(monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    for var in ("EDGEAGENT_PORT", "EDGEAGENT_NODES", "EDGEAGENT_LOG_LEVEL", "EDGEAGENT_LEASE_DURATION",
+                "EDGEAGENT_REQUEST_TIMEOUT", "EDGEAGENT_METRICS_PORT"):
+        monkeypatch.setenv(var, "not-valid")
+    cli.parse_args(command)  # no UsageError: none of these commands has those flags
+
+
+def test_a_bad_variable_of_the_chosen_command_is_still_an_error(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("EDGEAGENT_AGENT", "ftp://elsewhere")
+    assert cli.main(["pods"]) == 2
+    assert capsys.readouterr().err.startswith("edgeagent: error: EDGEAGENT_AGENT='ftp://elsewhere': ")
+
+
+@pytest.mark.parametrize(("given", "url"), [("127.0.0.1:10267", "http://127.0.0.1:10267"),
+                                            ("localhost:1234/", "http://localhost:1234"),
+                                            ("[::1]:10267", "http://[::1]:10267"),
+                                            ("https://edge.example:443", "https://edge.example:443")])
+def test_agent_address_scheme_is_optional(given: str, url: str) -> None:
+    assert cli.parse_args(["pods", "--agent", given]).agent == url
+
+
+def test_unknown_log_level_is_rejected(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["run", "--node-name", "n1", "--log-level", "verbose"])
+    assert exited.value.code == 2
+    assert "argument --log-level: 'verbose' is not one of debug, info, warning, error" in capsys.readouterr().err
+    monkeypatch.setenv("EDGEAGENT_LOG_LEVEL", "verbose")
+    assert cli.main(["controller"]) == 2
+    assert "EDGEAGENT_LOG_LEVEL='verbose'" in capsys.readouterr().err
+    monkeypatch.setenv("EDGEAGENT_LOG_LEVEL", "WARNING")
+    assert cli.parse_args(["sim"]).log_level == "warning"
+
+
+def test_argparse_messages_name_no_internal_converter(capsys: pytest.CaptureFixture[str]) -> None:
+    for command, parser in _all_commands():
+        for action in parser._actions:
+            name = getattr(action.type, "__name__", "")
+            assert not name.startswith(("_", "<")), f"{command} {action.option_strings}: {name}"
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--port", "abc"])
+    err = capsys.readouterr().err
+    assert "_port" not in err and "argument --port: expected a port number 0..65535, got 'abc'" in err
+
+
+def test_every_subcommand_help_page_has_a_description(capsys: pytest.CaptureFixture[str]) -> None:
+    for command, parser in _all_commands():
+        assert parser.description, f"edgeagent {command} --help has no description"
+        with pytest.raises(SystemExit):
+            cli.main([*command.split(), "--help"])
+        page = capsys.readouterr().out
+        assert parser.description.split(".")[0] in " ".join(page.split()), command
