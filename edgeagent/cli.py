@@ -287,7 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add(ctl, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
          fallback_env="KUBECONFIG")
     _switch(ctl, "--leader-elect", help="take a coordination.k8s.io Lease before acting")
-    _add(ctl, "--lease-namespace", help="namespace of the leader Lease", default="kube-system")
+    _add(ctl, "--lease-namespace", default="",
+         help="namespace of the leader Lease; default: the namespace the controller runs in (in-cluster), "
+              "else edgeagent-system, where deploy/ grants it Leases")
     _add(ctl, "--lease-name", help="name of the leader Lease", default="edgeagent-controller")
     _add(ctl, "--identity", help="holder identity (default: hostname and pid)", default="")
     _add(ctl, "--lease-duration", help="seconds a lease is valid", default=15.0, type=_positive_float)

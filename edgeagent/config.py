@@ -47,7 +47,7 @@ class AgentConfig:
 class ControllerConfig:
     kubeconfig: Path | None = None
     leader_elect: bool = False
-    lease_namespace: str = "kube-system"
+    lease_namespace: str = ""  # "": the namespace the controller runs in, else edgeagent-system
     lease_name: str = "edgeagent-controller"
     identity: str = ""
     lease_duration: float = 15.0

@@ -28,7 +28,7 @@ from edgeagent.agent.sdnotify import SdNotifier
 from edgeagent.agent.state import StateStore, StateUnavailable
 from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
 from edgeagent.config import AgentConfig
-from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.kube.client import KubeClient, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
 from edgeagent.service import bound_port, describe, run_until_signalled
 
@@ -139,7 +139,7 @@ class Agent:
         cfg = self.cfg
         timeouts = Timeouts(connect=min(3.0, cfg.request_timeout), request=cfg.request_timeout)
         try:
-            return await KubeClient.connect(cfg.kubeconfig, timeouts)
+            return await KubeClient.connect(cfg.kubeconfig, timeouts, agent=user_agent("agent", cfg.node_name))
         except FileNotFoundError as exc:
             raise AgentError(str(exc)) from exc
         except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types

@@ -200,10 +200,15 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    """Ready as soon as the server listens: the agent answers from its cache, cloud or no cloud."""
-    if not wants_json(request):
-        return _text("OK", exact=True)
+    """Ready as soon as the server listens: the agent answers from its cache, cloud or no cloud.
+
+    Still 200 when degraded (the cache keeps serving), but the body says what is wrong: rejected credentials
+    look like a working link, and a frozen cache must not pass for a healthy one.
+    """
     app = request.app
+    problems = app[_LINK].problems()
+    if not wants_json(request):
+        return _text("OK", exact=True) if not problems else _text("degraded: " + "; ".join(problems))
     cache = app[_CACHE]
     link = app[_LINK].details()
     state = app[_STATE]
@@ -213,8 +218,9 @@ async def _readyz(request: web.Request) -> web.Response:
         counts = {}
     watch = link.get("watch") or {}
     return _json({
-        "status": "ok",
-        "message": "OK",
+        "status": "degraded" if problems else "ok",
+        "message": "; ".join(problems) if problems else "OK",
+        "problems": problems,
         "link": link,
         "cache": {"pods": len(cache.pods()), "synced": bool(watch.get("synced", False))},
         "queue": counts,

@@ -80,6 +80,7 @@ class LinkMonitor:
             informer.add_health_listener(self._on_informer_health)
         if metrics is not None:
             metrics.set_link(False, transition=False)
+            metrics.track_credentials(client.credentials)
 
     # ----------------------------------------------------------------- public API
 
@@ -95,6 +96,14 @@ class LinkMonitor:
         self.reported_failures += 1
         self._record(False, f"reported: {reason}")
         self._wake.set()
+
+    def problems(self) -> list[str]:
+        """Why the agent is degraded though it serves: what an operator must fix, one phrase each."""
+        found: list[str] = []
+        creds = self._client.credentials
+        if creds.rejected:
+            found.append(f"credentials rejected by the API server ({creds.last_error})")
+        return found
 
     def details(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -115,6 +124,13 @@ class LinkMonitor:
             "successes_to_connect": self._successes_needed,
             "transitions": self.transitions,
             "reported_failures": self.reported_failures,
+        }
+        creds = self._client.credentials
+        out["credentials"] = {
+            "rejected": creds.rejected,
+            "last_error": creds.last_error or None,
+            "since": _iso(creds.since),
+            "rejections": creds.rejections,
         }
         if self._informer is not None:
             out["watch"] = {

@@ -15,6 +15,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from edgeagent.agent.state import STATES
+from edgeagent.kube.client import CredentialHealth
 from edgeagent.kube.informer import Informer
 
 # Latency buckets for a loopback API answering from memory: most answers are well under a millisecond,
@@ -49,6 +50,18 @@ class _CallbackGauge(Collector):
         gauge = GaugeMetricFamily(self._name, self._doc)
         gauge.add_metric([], float(self._read()))
         yield gauge
+
+
+class _CallbackCounter(Collector):
+    def __init__(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        self._name = name
+        self._doc = documentation
+        self._read = read
+
+    def collect(self) -> Iterable[Metric]:
+        counter = CounterMetricFamily(self._name, self._doc)
+        counter.add_metric([], float(self._read()))
+        yield counter
 
 
 class AgentMetrics:
@@ -91,6 +104,18 @@ class AgentMetrics:
 
     def track_gauge(self, name: str, documentation: str, read: Callable[[], float]) -> None:
         self.registry.register(_CallbackGauge(name, documentation, read))
+
+    def track_counter(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        """A counter kept elsewhere (`name` without `_total`), read at scrape time."""
+        self.registry.register(_CallbackCounter(name, documentation, read))
+
+    def track_credentials(self, credentials: CredentialHealth) -> None:
+        self.track_gauge("edgeagent_kube_credentials_rejected",
+                         "1 while the API server rejects the agent's credentials (401, or 403 on a read).",
+                         lambda: 1.0 if credentials.rejected else 0.0)
+        self.track_counter("edgeagent_kube_credential_rejections",
+                           "API responses that rejected the agent's credentials.",
+                           lambda: float(credentials.rejections))
 
     # ----------------------------------------------------------------- recording
 

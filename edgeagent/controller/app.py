@@ -21,7 +21,8 @@ from edgeagent.config import ControllerConfig
 from edgeagent.controller.leader import LeaderElector
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.reconciler import Controller
-from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.kube.client import KubeClient, Timeouts, user_agent
+from edgeagent.kube.kubeconfig import own_namespace
 from edgeagent.service import bound_port, describe, run_until_signalled
 
 _log = log.get("edgeagent.controller")
@@ -70,7 +71,7 @@ class ControllerApp:
         stop = stop or asyncio.Event()
         timeouts = Timeouts(connect=min(3.0, cfg.request_timeout), request=cfg.request_timeout)
         try:
-            client = await KubeClient.connect(cfg.kubeconfig, timeouts)
+            client = await KubeClient.connect(cfg.kubeconfig, timeouts, agent=user_agent("controller"))
         except FileNotFoundError as exc:
             raise ControllerError(str(exc)) from exc
         except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
@@ -82,7 +83,8 @@ class ControllerApp:
             runner = await self._start_metrics_server(controller)
             if cfg.leader_elect:
                 self.elector = LeaderElector(
-                    client, namespace=cfg.lease_namespace, name=cfg.lease_name, identity=self.identity,
+                    client, namespace=cfg.lease_namespace or own_namespace(), name=cfg.lease_name,
+                    identity=self.identity,
                     lease_duration=cfg.lease_duration, renew_interval=cfg.renew_interval,
                     release_on_exit=self.release_lease, on_change=lambda leading: self.metrics.leader.set(leading),
                 )

@@ -19,7 +19,7 @@ from edgeagent.config import RolloutConfig
 from edgeagent.controller.revisions import current_hash, newest_revision, owned_by, revision_hash
 from edgeagent.controller.rolling import NodeState, node_state, node_views
 from edgeagent.controller.settings import roll_settings, select
-from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts
+from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.objects import (
     ANNOTATION_PAUSED,
     ANNOTATION_UPDATE_STRATEGY,
@@ -132,7 +132,8 @@ async def fetch_status(client: KubeClient, namespace: str, name: str) -> Status:
 
 async def run_status(cfg: RolloutConfig, out: TextIO) -> int:
     try:
-        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=10))
+        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=10),
+                                        agent=user_agent("cli"))
     except FileNotFoundError as exc:
         raise RolloutError(str(exc)) from exc
     except Exception as exc:  # malformed kubeconfig

@@ -14,18 +14,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
 
-from edgeagent import log
+from edgeagent import __version__, log
 from edgeagent.kube.kubeconfig import (
     ClusterAccess,
+    FileWatch,
     NeedsFallback,
     TokenSource,
+    certificate_files,
     load_incluster,
     load_kubeconfig,
     resolve_kubeconfig_path,
@@ -46,7 +49,20 @@ POOL_LIMIT = 100
 # Far above any real object (etcd refuses values over ~1.5 MiB); a stream without newlines is broken.
 _MAX_WATCH_LINE = 64 * 1024 * 1024
 
+# A retired connection pool (credentials rotated) is closed this long after its last use could have begun:
+# long enough for a running watch (timeoutSeconds is at most a few minutes) to end by itself.
+RETIRED_POOL_SECONDS = 600.0
+
 _log = log.get("edgeagent.kube.client")
+
+
+def user_agent(component: str, detail: str | None = None) -> str:
+    """`edgeagent-agent/0.1.0 (edge-1)`: API server logs and audit tell our components (and nodes) apart."""
+    agent = f"edgeagent-{component}/{__version__}"
+    return f"{agent} ({detail})" if detail else agent
+
+
+DEFAULT_USER_AGENT = user_agent("client")
 
 
 class KubeError(Exception):
@@ -72,6 +88,48 @@ class Timeouts:
     request: float = 10.0
 
 
+class CredentialHealth:
+    """Whether the API server currently rejects our credentials (401, or 403 on a read).
+
+    A rejected credential looks like a working link (the server answers), so without this the agent would
+    report itself ready while its cache is frozen. One log line per episode, not one per call: a rotated
+    certificate that is not picked up would otherwise flood the journal.
+    """
+
+    def __init__(self) -> None:
+        self.rejected = False
+        self.last_error = ""
+        self.since: float | None = None
+        self.rejections = 0  # responses that rejected us, for a counter metric
+        self.episodes = 0
+        self._listeners: list[Callable[[bool], None]] = []
+
+    def add_listener(self, fn: Callable[[bool], None]) -> None:
+        self._listeners.append(fn)
+
+    def observe(self, method: str, path: str, code: int, message: str) -> None:
+        if code == 401 or (code == 403 and method == "GET"):
+            self.rejections += 1
+            self.last_error = f"{code}: {message}"
+            if not self.rejected:
+                self.rejected, self.since = True, time.time()
+                self.episodes += 1
+                _log.warning("API server rejected our credentials", code=code, method=method, path=path,
+                             error=message)
+                self._notify(True)
+        elif 200 <= code <= 299 and self.rejected:
+            self.rejected, self.since = False, time.time()
+            _log.info("API server accepts our credentials again")
+            self._notify(False)
+
+    def _notify(self, rejected: bool) -> None:
+        for fn in self._listeners:
+            try:
+                fn(rejected)
+            except Exception:
+                _log.exception("credential health listener failed")
+
+
 def _status_from_body(raw: bytes) -> JSON | None:
     try:
         body = json.loads(raw)
@@ -92,15 +150,28 @@ class _Transport(Protocol):
     async def send(self, method: str, path: str, params: Params, headers: dict[str, str], body: Any,
                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse: ...
 
+    async def reload_credentials(self) -> bool:
+        """Re-read credential files now (the server rejected us); True when a retry may succeed."""
+        ...
+
     async def close(self) -> None: ...
 
 
 class _NativeTransport:
-    """aiohttp straight to the API server, with credentials from the native loader."""
+    """aiohttp straight to the API server, with credentials from the native loader.
 
-    def __init__(self, access: ClusterAccess, tls: Any, tokens: TokenSource | None) -> None:
+    Credential files are watched: a rotated token is simply sent from the next call on; a rotated client
+    certificate needs new TLS connections, so a new pool is opened for new calls while the old one keeps
+    serving what already runs on it (a watch is not dropped just because the certificate file changed) and is
+    closed later. On a 401 the caller asks for a reload before failing, once.
+    """
+
+    def __init__(self, access: ClusterAccess, tls: Any, tokens: TokenSource | None, agent: str,
+                 *, check_interval: float = 1.0) -> None:
+        self._access = access
         self._host = access.server
         self._tokens = tokens
+        self._agent = agent
         self._basic: str | None = None
         if access.username is not None and tokens is None:
             pair = f"{access.username}:{access.password or ''}".encode()
@@ -108,18 +179,54 @@ class _NativeTransport:
         self._extra: dict[str, Any] = {}
         if access.tls_server_name:
             self._extra["server_hostname"] = access.tls_server_name
-        self._session = aiohttp.ClientSession(
+        self._certs = FileWatch(certificate_files(access), interval=check_interval)
+        self._session = self._new_session(tls)
+        self._retired: list[tuple[float, aiohttp.ClientSession]] = []
+        self.certificate_reloads = 0
+
+    def _new_session(self, tls: Any) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=POOL_LIMIT, ssl=tls if tls is not None else True),
             cookie_jar=aiohttp.DummyCookieJar(),
-            headers={"User-Agent": "edgeagent"},
+            headers={"User-Agent": self._agent},
         )
 
     @property
     def host(self) -> str:
         return self._host
 
+    async def _rotate_certificate(self) -> bool:
+        """A new pool with the certificate now on disk; a half-written file keeps the old one (tried again)."""
+        try:
+            tls = await asyncio.to_thread(ssl_context, self._access)
+        except (ValueError, OSError) as exc:
+            _log.warning("client certificate changed but cannot be loaded yet; keeping the current one",
+                         error=str(exc))
+            return False
+        self._retired.append((time.monotonic(), self._session))
+        self._session = self._new_session(tls)
+        self.certificate_reloads += 1
+        _log.info("client certificate reloaded", source=self._access.source)
+        return True
+
+    async def _close_retired(self) -> None:
+        now = time.monotonic()
+        while self._retired and now - self._retired[0][0] >= RETIRED_POOL_SECONDS:
+            _, session = self._retired.pop(0)
+            await session.close()
+
+    async def reload_credentials(self) -> bool:
+        token_changed = self._tokens.reload() if self._tokens is not None else False
+        cert_changed = self._certs.changed(force=True) and await self._rotate_certificate()
+        # Retry even when nothing changed on disk: the server may have accepted a rotated credential late.
+        return token_changed or cert_changed or self._tokens is not None or bool(certificate_files(self._access))
+
     async def send(self, method: str, path: str, params: Params, headers: dict[str, str], body: Any,
                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        if self._certs.changed():
+            await self._rotate_certificate()
+        if self._retired:
+            await self._close_retired()
         if self._tokens is not None:
             token = self._tokens.get()
             if token:
@@ -138,6 +245,9 @@ class _NativeTransport:
         )
 
     async def close(self) -> None:
+        for _, session in self._retired:
+            await session.close()
+        self._retired.clear()
         await self._session.close()
 
 
@@ -150,6 +260,9 @@ class _ApiClientTransport:
     @property
     def host(self) -> str:
         return str(self._api.configuration.host)
+
+    async def reload_credentials(self) -> bool:
+        return False  # exec plugins and auth-providers refresh their own tokens inside kubernetes_asyncio
 
     async def send(self, method: str, path: str, params: Params, headers: dict[str, str], body: Any,
                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
@@ -178,6 +291,9 @@ class _NotConnected:
                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
         raise KubeUnreachable(f"{method} {path}: KubeClient was built without a connection (use connect())")
 
+    async def reload_credentials(self) -> bool:
+        return False
+
     async def close(self) -> None:
         return None
 
@@ -190,14 +306,16 @@ def _native_parts(path: str | None) -> tuple[ClusterAccess, Any, TokenSource | N
     return access, tls, tokens
 
 
-async def _fallback_api_client(path: str) -> Any:
+async def _fallback_api_client(path: str, agent: str) -> Any:
     """Imported here, not at module level, so that a plain kubeconfig never pays for kubernetes_asyncio."""
     from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio import config as k8s_config
 
     configuration = k8s_client.Configuration()
     await k8s_config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
-    return k8s_client.ApiClient(configuration)
+    api = k8s_client.ApiClient(configuration)
+    api.user_agent = agent
+    return api
 
 
 class KubeClient:
@@ -209,6 +327,7 @@ class KubeClient:
             transport = _ApiClientTransport(api_client) if api_client is not None else _NotConnected()
         self._transport: _Transport = transport
         self.timeouts = timeouts or Timeouts()
+        self.credentials = CredentialHealth()
 
     @property
     def host(self) -> str:
@@ -220,10 +339,12 @@ class KubeClient:
         return isinstance(self._transport, _ApiClientTransport)
 
     @classmethod
-    async def connect(cls, kubeconfig: str | Path | None = None, timeouts: Timeouts | None = None) -> KubeClient:
+    async def connect(cls, kubeconfig: str | Path | None = None, timeouts: Timeouts | None = None, *,
+                      agent: str = DEFAULT_USER_AGENT, credential_check_interval: float = 1.0) -> KubeClient:
         """Kubeconfig file if given (or the first existing file in `KUBECONFIG`), else the in-cluster account.
 
-        Raises FileNotFoundError / ValueError naming the kubeconfig and the field when it cannot be used.
+        `agent` is the User-Agent (see `user_agent()`). Raises FileNotFoundError / ValueError naming the
+        kubeconfig and the field when it cannot be used.
         """
         path = await asyncio.to_thread(resolve_kubeconfig_path, kubeconfig)
         try:
@@ -231,8 +352,9 @@ class KubeClient:
         except NeedsFallback as why:
             assert path is not None
             _log.info("kubeconfig handled by kubernetes_asyncio", reason=str(why))
-            return cls(await _fallback_api_client(path), timeouts)
-        return cls(timeouts=timeouts, transport=_NativeTransport(access, tls, tokens))
+            return cls(await _fallback_api_client(path, agent), timeouts)
+        transport = _NativeTransport(access, tls, tokens, agent, check_interval=credential_check_interval)
+        return cls(timeouts=timeouts, transport=transport)
 
     async def close(self) -> None:
         await self._transport.close()
@@ -275,17 +397,24 @@ class KubeClient:
         """One call; returns the decoded JSON body, raises KubeError (answered) or KubeUnreachable."""
         total = timeout if timeout is not None else self.timeouts.request
         client_timeout = aiohttp.ClientTimeout(total=total, sock_connect=min(total, self.timeouts.connect))
-        response = await self._send(
-            method, path, query=query, body=body, content_type=content_type, timeout=client_timeout
-        )
-        try:
-            raw = await response.read()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise KubeUnreachable(f"{method} {path}: reading response: {exc}") from exc
-        finally:
-            response.release()
+        for attempt in (1, 2):
+            response = await self._send(
+                method, path, query=query, body=body, content_type=content_type, timeout=client_timeout
+            )
+            try:
+                raw = await response.read()
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise KubeUnreachable(f"{method} {path}: reading response: {exc}") from exc
+            finally:
+                response.release()
+            if response.status == 401 and attempt == 1 and await self._transport.reload_credentials():
+                continue  # rotated credentials on disk: once, before failing
+            break
         if not 200 <= response.status <= 299:
-            raise KubeError(response.status, _status_from_body(raw))
+            error = KubeError(response.status, _status_from_body(raw))
+            self.credentials.observe(method, path, response.status, error.message)
+            raise error
+        self.credentials.observe(method, path, response.status, "")
         try:
             decoded = json.loads(raw) if raw else {}
         except ValueError as exc:
@@ -297,7 +426,10 @@ class KubeClient:
         return await self.request("GET", path, query=query, timeout=timeout)
 
     async def delete(self, path: str, options: JSON | None = None, *, timeout: float | None = None) -> JSON:
-        return await self.request("DELETE", path, body=options, content_type=CONTENT_JSON, timeout=timeout)
+        """The body is always a typed `DeleteOptions`: audit logs show `requestObject: null` for an untyped one,
+        and then nobody can check afterwards which UID precondition a delete carried."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", **(options or {})}
+        return await self.request("DELETE", path, body=body, content_type=CONTENT_JSON, timeout=timeout)
 
     async def patch(self, path: str, patch: Any, content_type: str = CONTENT_STRATEGIC_MERGE_PATCH, *,
                     timeout: float | None = None) -> JSON:
@@ -329,10 +461,17 @@ class KubeClient:
         )
         response = await self._send("GET", path, query=params, body=None, content_type=None,
                                     timeout=client_timeout)
+        if response.status == 401 and await self._transport.reload_credentials():
+            response.release()  # rotated credentials on disk: once, before failing
+            response = await self._send("GET", path, query=params, body=None, content_type=None,
+                                        timeout=client_timeout)
         try:
             if not 200 <= response.status <= 299:
                 raw = await response.read()
-                raise KubeError(response.status, _status_from_body(raw))
+                error = KubeError(response.status, _status_from_body(raw))
+                self.credentials.observe("GET", path, response.status, error.message)
+                raise error
+            self.credentials.observe("GET", path, response.status, "")
             # Chunks split on b"\n" by hand: aiohttp's readline() raises LineTooLong past its buffer limit, and a
             # large object must not break the stream.
             buffer = bytearray()

@@ -32,6 +32,23 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REFRESH_SECONDS = 60.0
 
 
+# Where deploy/ runs the controller and grants it Leases: the default when not running in a cluster.
+DEFAULT_LEASE_NAMESPACE = "edgeagent-system"
+
+
+def own_namespace(sa_dir: Path = SERVICE_ACCOUNT_DIR, default: str = DEFAULT_LEASE_NAMESPACE) -> str:
+    """The namespace this pod runs in (its service account's), else `default`.
+
+    The controller's Role grants Leases only in its own namespace; a fixed `kube-system` default meant a
+    controller installed from deploy/ never became leader.
+    """
+    try:
+        value = (sa_dir / "namespace").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return default
+    return value or default
+
+
 class NeedsFallback(Exception):
     """The kubeconfig is valid but uses an auth mechanism only kubernetes_asyncio implements."""
 
@@ -266,8 +283,54 @@ def load_incluster(environ: Mapping[str, str] | None = None, sa_dir: Path = SERV
     )
 
 
+FileSignature = tuple[int, int, int, int] | None
+
+
+def file_signature(path: str) -> FileSignature:
+    """What changes when a credential file is rotated: the kubelet swaps a symlink (`os.stat` follows it to a
+    new inode), a projected volume swaps a directory, `cp` rewrites in place (mtime and size move)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class FileWatch:
+    """Tells whether any of some files changed since the last look, looking at most every `interval` seconds.
+
+    A `stat` per API call would be cheap, but the controller makes thousands of calls a second at scale; a
+    rotation noticed within a second is plenty (the old credential stays valid for a while after rotation).
+    """
+
+    def __init__(self, paths: list[str], *, interval: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._paths = paths
+        self._interval = interval
+        self._clock = clock
+        self._checked_at = clock()
+        self._seen = self._signatures()
+
+    def _signatures(self) -> list[FileSignature]:
+        return [file_signature(p) for p in self._paths]
+
+    def changed(self, *, force: bool = False) -> bool:
+        if not self._paths:
+            return False
+        now = self._clock()
+        if not force and now - self._checked_at < self._interval:
+            return False
+        self._checked_at = now
+        current = self._signatures()
+        if current == self._seen:
+            return False
+        self._seen = current
+        return True
+
+
 class TokenSource:
-    """The bearer token to send, re-reading `token_file` every `refresh` seconds since bound tokens rotate.
+    """The bearer token to send, re-read from `token_file` when the file changes (and at least every `refresh`
+    seconds), since bound service-account tokens rotate hourly and are replaced by an atomic swap.
 
     A failed re-read keeps the last good token (the kubelet replaces the file atomically, but a transient error
     must not take the link down); the first read must succeed.
@@ -279,6 +342,7 @@ class TokenSource:
         *,
         refresh: float = TOKEN_REFRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        check_interval: float = 1.0,
     ) -> None:
         self._file = access.token_file
         self._static = access.token
@@ -287,6 +351,7 @@ class TokenSource:
         self._clock = clock
         self._value: str | None = None
         self._read_at = 0.0
+        self._watch = FileWatch([self._file] if self._file else [], interval=check_interval, clock=clock)
         if self._file is not None:
             self._value = self._read(first=True)
             self._read_at = clock()
@@ -305,8 +370,18 @@ class TokenSource:
             return self._value
         return value
 
+    def reload(self) -> bool:
+        """Re-read the file now (the server rejected the token); True when the token changed."""
+        if self._file is None:
+            return False
+        before = self._value
+        self._value = self._read(first=False)
+        self._read_at = self._clock()
+        self._watch.changed(force=True)
+        return self._value != before
+
     def get(self) -> str | None:
-        if self._file is not None and self._clock() - self._read_at >= self._refresh:
+        if self._file is not None and (self._watch.changed() or self._clock() - self._read_at >= self._refresh):
             self._value = self._read(first=False)
             self._read_at = self._clock()
         # A kubeconfig's tokenFile, once read, wins over its static token (client-go's AuthInfo doc).
@@ -314,6 +389,11 @@ class TokenSource:
 
     def __repr__(self) -> str:
         return f"TokenSource(file={self._file!r})"
+
+
+def certificate_files(access: ClusterAccess) -> list[str]:
+    """The client certificate and key files to watch for rotation (inline `*-data` never changes)."""
+    return [p for p in (access.client_cert_file, access.client_key_file) if p is not None]
 
 
 def _load_client_cert(ctx: ssl.SSLContext, access: ClusterAccess) -> None:

@@ -22,6 +22,7 @@ from edgeagent.aio import cancel_and_wait
 from edgeagent.config import SimConfig
 from edgeagent.kube.objects import is_dns1123_subdomain
 from edgeagent.sim import errors
+from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.daemonsets import DaemonSetController
 from edgeagent.sim.kubelet import NodeLifecycleController, NodeSimulator
 from edgeagent.sim.links import CUT_MODES, Link
@@ -74,6 +75,7 @@ class SimCluster:
         self.config = config
         self.node_names: list[str] = names
         self.store = Store(history=config.history)
+        self.audit = AuditLog()
         self.url = ""
         self.dir = Path(config.dir) if config.dir is not None else Path()
         self.links: dict[str, Link] = {}
@@ -109,7 +111,7 @@ class SimCluster:
         else:
             self.dir.mkdir(parents=True, exist_ok=True)
         settings = ServerSettings(bookmark_interval=self.config.bookmark_interval)
-        app = create_app(self.store, extra_routes=self._add_routes, settings=settings)
+        app = create_app(self.store, extra_routes=self._add_routes, settings=settings, audit=self.audit)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.bind, self.config.port)
@@ -209,6 +211,7 @@ class SimCluster:
         app.router.add_post("/sim/v1/nodes/{node}/disconnect", self._h_disconnect)
         app.router.add_post("/sim/v1/nodes/{node}/connect", self._h_connect)
         app.router.add_get("/sim/v1/deletes", self._h_deletes)
+        app.router.add_get("/sim/v1/audit", self._h_audit)
 
     def _node_link(self, request: web.Request) -> tuple[str, Link]:
         node = request.match_info["node"]
@@ -244,3 +247,6 @@ class SimCluster:
 
     async def _h_deletes(self, request: web.Request) -> web.Response:
         return _json_response({"items": list(self.store.deletes)})
+
+    async def _h_audit(self, request: web.Request) -> web.Response:
+        return _json_response({"items": list(self.audit.entries)})

@@ -18,9 +18,11 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
 from edgeagent.sim import discovery, errors
+from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.resources import Resource, resource_for
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
@@ -63,9 +65,13 @@ def create_app(
     *,
     extra_routes: Callable[[web.Application], None] | None = None,
     settings: ServerSettings | None = None,
+    audit: AuditLog | None = None,
 ) -> web.Application:
     """The full REST surface; `extra_routes` may add more (e.g. `/sim/v1/...`) before the 404 fallback."""
-    app = web.Application(middlewares=[_errors_middleware], client_max_size=64 * 1024 * 1024)
+    middlewares: list[Middleware] = [_errors_middleware]
+    if audit is not None:
+        middlewares.insert(0, audit.middleware())
+    app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     app[STATE] = _ServerState(store, settings or ServerSettings())
     for path in ("/healthz", "/livez", "/readyz"):
         app.router.add_get(path, _ok)

@@ -310,8 +310,9 @@ def test_token_file_is_reread_after_refresh_interval(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("one")
     now = [100.0]
+    # Change detection off (a file system whose stat does not show the change): the periodic re-read remains.
     source = TokenSource(ClusterAccess(server="https://x", source="test", token_file=str(token)),
-                         refresh=60.0, clock=lambda: now[0])
+                         refresh=60.0, clock=lambda: now[0], check_interval=3600.0)
     assert source.get() == "one"
     token.write_text("two")
     now[0] += 59.0
@@ -427,3 +428,28 @@ def test_unreadable_client_key_names_field(tmp_path: Path) -> None:
     ))
     with pytest.raises(ValueError, match="cannot load 'client-certificate' / 'client-key'"):
         ssl_context(access)
+
+
+def test_token_file_is_reread_when_it_changes_not_only_every_refresh(tmp_path: Path) -> None:
+    """Issue 14.1: a swapped token file is used from the next check on, not after the 60 s refresh."""
+    token = tmp_path / "token"
+    token.write_text("old")
+    now = [100.0]
+    source = TokenSource(ClusterAccess(server="https://x", source="t", token_file=str(token)),
+                         refresh=3600.0, clock=lambda: now[0], check_interval=1.0)
+    assert source.get() == "old"
+    fresh = tmp_path / "token.new"
+    fresh.write_text("new")
+    fresh.replace(token)
+    assert source.get() == "old"  # within the check interval: no stat at all
+    now[0] += 1.0
+    assert source.get() == "new"
+
+
+def test_own_namespace_is_the_service_accounts_else_edgeagent_system(tmp_path: Path) -> None:
+    """Issue 14.5: the controller's default Lease namespace is where it runs, where deploy/ grants Leases."""
+    from edgeagent.kube.kubeconfig import own_namespace
+
+    assert own_namespace(tmp_path) == "edgeagent-system"
+    (tmp_path / "namespace").write_text("ops\n")
+    assert own_namespace(tmp_path) == "ops"

@@ -107,8 +107,9 @@ async def start_agent(sim: SimCluster, tmp_path: Path) -> AsyncIterator[AgentFac
     running: list[RunningAgent] = []
 
     async def start(*, state_dir: Path | None = None, notifier: SdNotifier | None = None,
-                    node_name: str = NODE, **fields: Any) -> RunningAgent:
-        cfg = AgentConfig(node_name=node_name, kubeconfig=sim.node_kubeconfig(node_name), bind="127.0.0.1",
+                    node_name: str = NODE, kubeconfig: Path | None = None, **fields: Any) -> RunningAgent:
+        cfg = AgentConfig(node_name=node_name, kubeconfig=kubeconfig or sim.node_kubeconfig(node_name),
+                          bind="127.0.0.1",
                           port=0, state_dir=state_dir or tmp_path / "state", **{**FAST_AGENT, **fields})
         agent = Agent(cfg, notifier=notifier or SdNotifier({}))
         ready, stop = asyncio.Event(), asyncio.Event()

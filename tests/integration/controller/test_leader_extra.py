@@ -26,3 +26,16 @@ async def test_lease_lives_in_the_configured_namespace(
         assert exc.code == 404
     else:
         raise AssertionError("a Lease was also written to kube-system")
+
+
+async def test_default_lease_namespace_is_the_one_deploy_grants(
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
+) -> None:
+    """Issue 14.5: without `--lease-namespace` (and outside a cluster) the Lease goes to edgeagent-system, where
+    deploy/controller-rbac.yaml grants Leases; the old kube-system default never became leader there."""
+    await admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": "edgeagent-system"}})
+    app = await controllers.start(sim, leader_elect=True)
+    await eventually(lambda: app.is_leader, what="leader")
+    lease = await admin.get(LEASES.format(ns="edgeagent-system"))
+    assert lease["spec"]["holderIdentity"] == app.identity

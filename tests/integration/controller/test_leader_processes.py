@@ -24,7 +24,7 @@ from tests.integration.controller.conftest import (
 )
 from tests.waiting import eventually
 
-LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/edgeagent-controller"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/edgeagent-system/leases/edgeagent-controller"
 LEASE_SECONDS = 2
 
 
@@ -58,6 +58,9 @@ async def reporters(kube: KubeClient, name: str) -> set[str]:
 @pytest.mark.slow
 async def test_killed_leader_is_replaced_by_the_standby(sim: SimCluster, admin: KubeClient, tmp_path: Path) -> None:
     annotations = {"apps.openyurt.io/max-unavailable": "100%"}
+    # The controllers run without --lease-namespace: the default is deploy/'s namespace (issue 14.5).
+    await admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": "edgeagent-system"}})
     await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=annotations))
     await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     async with (
