@@ -815,9 +815,11 @@ def _exposed_metric_names() -> set[str]:
 
     from edgeagent.agent.metrics import AgentMetrics
     from edgeagent.controller.metrics import ControllerMetrics
+    from edgeagent.kube.client import CredentialHealth
 
     agent = AgentMetrics()
     agent.track_informer(SimpleNamespace(watch_restarts=0, relists=0, healthy=True))  # type: ignore[arg-type]
+    agent.track_credentials(CredentialHealth())
     names: set[str] = set()
     for body, _ in (agent.render(), ControllerMetrics().render()):
         for line in body.decode().splitlines():
