@@ -312,6 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
          "its pods' statuses (the node's Lease and Ready go first)", default=5.0, type=_non_negative_float)
     _add(sim, "--bookmark-interval", help="seconds between watch bookmarks (the real server: about 60)",
          default=60.0, type=_positive_float)
+    _add(sim, "--image-pull-seconds", help="seconds a node takes to pull an image it does not have",
+         default=0.5, type=_non_negative_float)
     _logging_flags(sim)
 
     _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
@@ -378,6 +380,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = SimConfig(nodes=args.nodes, bind=args.bind, port=args.port, dir=args.dir,
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
+                        image_pull_seconds=args.image_pull_seconds,
                         log=_log(args))
         return _call("edgeagent.sim.app", cfg)
     if command == "demo":

@@ -77,6 +77,10 @@ class SimConfig:
     # Watch bookmarks for clients that ask for them: the real server sends about one a minute (plus one
     # shortly before timeoutSeconds); tests and benches may shorten it.
     bookmark_interval: float = 60.0
+    # How long pulling an image takes (per image and node; POST /sim/v1/images overrides per image).
+    image_pull_seconds: float = 0.5
+    # The kubelet's initial back-off for failed image pulls and crashing containers (doubles, capped at 300 s).
+    kubelet_backoff: float = 10.0
     history: int = 10000
     log: LogConfig = field(default_factory=LogConfig)
 

@@ -24,6 +24,7 @@ from edgeagent.kube.objects import is_dns1123_subdomain
 from edgeagent.sim import errors
 from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.daemonsets import DaemonSetController
+from edgeagent.sim.images import ImageCatalog, ImageSpec
 from edgeagent.sim.kubelet import NodeLifecycleController, NodeSimulator
 from edgeagent.sim.links import CUT_MODES, Link
 from edgeagent.sim.server import ServerSettings, create_app
@@ -212,6 +213,8 @@ class SimCluster:
         app.router.add_post("/sim/v1/nodes/{node}/connect", self._h_connect)
         app.router.add_get("/sim/v1/deletes", self._h_deletes)
         app.router.add_get("/sim/v1/audit", self._h_audit)
+        app.router.add_get("/sim/v1/images", self._h_images)
+        app.router.add_post("/sim/v1/images", self._h_set_image)
 
     def _node_link(self, request: web.Request) -> tuple[str, Link]:
         node = request.match_info["node"]
@@ -250,3 +253,33 @@ class SimCluster:
 
     async def _h_audit(self, request: web.Request) -> web.Response:
         return _json_response({"items": list(self.audit.entries)})
+
+    # Images -------------------------------------------------------------------------------------------
+
+    @property
+    def images(self) -> ImageCatalog:
+        return self.nodes.catalog
+
+    def set_image(self, image: str, *, pull_seconds: float | None = None, missing: bool = False,
+                  crash: bool = False) -> None:
+        """What the registry does with `image` from now on (pods in back-off retry at once)."""
+        self.images.set(ImageSpec(image, pull_seconds, missing, crash))
+
+    async def _h_images(self, request: web.Request) -> web.Response:
+        return _json_response({"defaultPullSeconds": self.images.default_pull_seconds,
+                               "items": self.images.items()})
+
+    async def _h_set_image(self, request: web.Request) -> web.Response:
+        try:
+            try:
+                body = await request.json()
+            except ValueError as exc:
+                raise errors.bad_request(f"body is not JSON: {exc}") from exc
+            try:
+                spec = ImageCatalog.parse(body)
+            except ValueError as exc:
+                raise errors.bad_request(str(exc)) from exc
+        except errors.ApiError as exc:
+            return _error_response(exc)
+        self.images.set(spec)
+        return _json_response(spec.as_json(self.images.default_pull_seconds))

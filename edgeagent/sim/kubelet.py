@@ -19,7 +19,9 @@ from typing import Any
 from edgeagent import log
 from edgeagent.config import SimConfig
 from edgeagent.kube.objects import get_condition, is_terminating, meta, name_of, namespace_of, node_name_of, uid_of
+from edgeagent.sim.containers import PodLauncher
 from edgeagent.sim.errors import ApiError
+from edgeagent.sim.images import ImageCatalog, NodeImages
 from edgeagent.sim.resources import LEASES, NODES, PODS
 from edgeagent.sim.store import Store, WatchEvent
 
@@ -177,7 +179,7 @@ class Kubelet:
     """One node: heartbeats (Lease + node status) and the lifecycle of the pods bound to it."""
 
     def __init__(self, store: Store, config: SimConfig, name: str, index: int,
-                 reachable: Callable[[], bool]) -> None:
+                 reachable: Callable[[], bool], catalog: ImageCatalog | None = None) -> None:
         self.store = store
         self.config = config
         self.name = name
@@ -189,9 +191,14 @@ class Kubelet:
         self._was_reachable = False
         self._registered = False
         self._resync_timer: asyncio.TimerHandle | None = None
-        self._timers: dict[str, asyncio.TimerHandle] = {}  # pod uid -> pending start or finish
+        # pod uid -> pending start (a task: image pulls, then the containers) or finish (a timer)
+        self._timers: dict[str, asyncio.TimerHandle | asyncio.Task[None]] = {}
         self._terminating: set[str] = set()
         self._next_ip = 2
+        self.images = NodeImages(catalog or ImageCatalog(config.image_pull_seconds), self.images_pulled)
+        self._launcher = PodLauncher(store, self.images, node=name, host_ip=self.host_ip,
+                                     startup=config.pod_startup, backoff=config.kubelet_backoff,
+                                     reachable=reachable, start_running=self._start)
 
     @property
     def reachable(self) -> bool:
@@ -246,6 +253,7 @@ class Kubelet:
         try:
             self._renew_lease()
             self._post_status_if_changed()
+            self._post_images_if_changed()
         except ApiError as exc:  # a conflict with another writer: try again next beat
             _log.debug("heartbeat failed", node=self.name, error=str(exc))
             return
@@ -313,6 +321,21 @@ class Kubelet:
         self.store.patch(NODES, None, self.name, {"status": status}, STRATEGIC, subresource="status")
         _log.info("node status posted", node=self.name, ready=want)
 
+    def _post_images_if_changed(self) -> None:
+        if not self.images.dirty:
+            return
+        self.store.patch(NODES, None, self.name, {"status": {"images": self.images.status_images()}}, MERGE,
+                         subresource="status")
+        self.images.dirty = False
+
+    def images_pulled(self) -> None:
+        """Publish status.images now (a kubelet posts node status soon after a pull, not only on heartbeat)."""
+        if self.reachable:
+            try:
+                self._post_images_if_changed()
+            except ApiError as exc:
+                _log.debug("image status skipped", node=self.name, error=str(exc))
+
     # Pods ---------------------------------------------------------------------------------------------
 
     def resync(self) -> None:
@@ -351,12 +374,20 @@ class Kubelet:
                 delay, self._finish, namespace_of(pod), name_of(pod), uid)
         elif phase in (None, "", "Pending"):
             if uid not in self._timers:
-                self._timers[uid] = asyncio.get_running_loop().call_later(
-                    self.config.pod_startup, self._start, namespace_of(pod), name_of(pod), uid)
+                self._timers[uid] = asyncio.create_task(self._launch(namespace_of(pod), name_of(pod), uid),
+                                                        name=f"start {namespace_of(pod)}/{name_of(pod)}")
         elif restore_ready and phase == "Running":
             ready = get_condition(pod, "Ready")
             if ready is not None and ready.get("status") != "True":
                 self._restore_ready(pod)
+
+    async def _launch(self, namespace: str, name: str, uid: str) -> None:
+        """Pull the images (sim/containers.py), then start; the entry goes when done, so a resync retries."""
+        try:
+            await self._launcher.launch(namespace, name, uid)
+        finally:
+            if self._timers.get(uid) is asyncio.current_task():
+                self._timers.pop(uid, None)
 
     def _start(self, namespace: str, name: str, uid: str) -> None:
         self._timers.pop(uid, None)
@@ -412,8 +443,10 @@ class NodeSimulator:
         def probe(node: str) -> Callable[[], bool]:
             return lambda: reachable(node)
 
+        self.catalog = ImageCatalog(config.image_pull_seconds)
         self.kubelets: dict[str, Kubelet] = {
-            name: Kubelet(store, config, name, index, probe(name)) for index, name in enumerate(node_names, start=1)
+            name: Kubelet(store, config, name, index, probe(name), self.catalog)
+            for index, name in enumerate(node_names, start=1)
         }
 
     def register(self) -> None:

@@ -1,0 +1,219 @@
+"""Starting a pod's containers on a simulated node: pull their images, then run, crash-loop or run to completion.
+
+Split from kubelet.py so the kubelet keeps only node lifecycle. The statuses written here are the ones a real
+kubelet writes for each case, so the agent's verifier and the controller's pre-pull see what they would see
+on a real node: `ErrImagePull` then `ImagePullBackOff` (pod Pending, not Ready) for an image the registry lacks,
+`CrashLoopBackOff` with a growing `restartCount` for a container that exits, and `Succeeded`/`Failed` for pods
+whose `restartPolicy` is not `Always` (a Job's pods), whose simulated command finishes as soon as it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from edgeagent import log
+from edgeagent.kube.objects import is_terminating, node_name_of, uid_of
+from edgeagent.sim.errors import ApiError
+from edgeagent.sim.images import NodeImages, PullError, backoff_delay, image_digest
+from edgeagent.sim.resources import PODS
+from edgeagent.sim.store import Store
+
+JSON = dict[str, Any]
+STRATEGIC = "application/strategic-merge-patch+json"
+
+_log = log.get("edgeagent.sim.containers")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cid(uid: str, name: str, restarts: int = 0) -> str:
+    return "containerd://" + hashlib.sha256(f"{uid}/{name}/{restarts}".encode()).hexdigest()
+
+
+def containers_of(pod: JSON) -> list[JSON]:
+    spec = pod.get("spec") or {}
+    return [c for c in (spec.get("initContainers") or []) + (spec.get("containers") or []) if isinstance(c, dict)]
+
+
+def _base(container: JSON, *, ready: bool = False, restarts: int = 0) -> JSON:
+    image = str(container.get("image", ""))
+    return {"name": container.get("name", ""), "ready": ready, "restartCount": restarts, "image": image,
+            "imageID": "", "started": False, "lastState": {}}
+
+
+def _with_image(status: JSON, uid: str, restarts: int = 0) -> JSON:
+    image = str(status["image"])
+    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    status["imageID"] = f"{repo}@{image_digest(image)}"
+    status["containerID"] = _cid(uid, str(status["name"]), restarts)
+    return status
+
+
+def _conditions(*, ready: bool, not_ready: list[str], completed: bool = False) -> list[JSON]:
+    now = _now()
+    out: list[JSON] = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+                       for t in ("PodReadyToStartContainers", "Initialized", "PodScheduled")]
+    for cond_type in ("Ready", "ContainersReady"):
+        cond: JSON = {"type": cond_type, "status": "True" if ready else "False", "lastProbeTime": None,
+                      "lastTransitionTime": now}
+        if not ready:
+            cond["reason"] = "PodCompleted" if completed else "ContainersNotReady"
+            if not completed:
+                cond["message"] = f"containers with unready status: [{' '.join(not_ready)}]"
+        out.append(cond)
+    return out
+
+
+class PodLauncher:
+    """Runs one node's pod start-ups; `launch` is the task the kubelet keeps per pod (cancelled on delete)."""
+
+    def __init__(self, store: Store, images: NodeImages, *, node: str, host_ip: str, startup: float,
+                 backoff: float, reachable: Callable[[], bool],
+                 start_running: Callable[[str, str, str], None]) -> None:
+        self.store = store
+        self.images = images
+        self.node = node
+        self.host_ip = host_ip
+        self.startup = startup
+        self.backoff = backoff
+        self._reachable = reachable
+        self._start_running = start_running
+        self._wake = asyncio.Event()  # the registry changed: pods in back-off retry now
+        images.catalog.on_change(self._wake.set)
+
+    async def launch(self, namespace: str, name: str, uid: str) -> None:
+        pod = self._current(namespace, name, uid)
+        if pod is None:
+            return
+        failures = 0
+        while True:
+            pod = self._current(namespace, name, uid)
+            if pod is None:
+                return
+            try:
+                for container in containers_of(pod):
+                    await self.images.ensure(str(container.get("image", "")),
+                                             str(container.get("imagePullPolicy") or "IfNotPresent"))
+                break
+            except PullError as exc:
+                failures += 1
+                self._waiting(namespace, name, uid, pod, exc.image, exc.reason, exc.message)
+                await self._sleep(min(self.startup, 1.0) or 0.01)
+                pod = self._current(namespace, name, uid)
+                if pod is None:
+                    return
+                self._waiting(namespace, name, uid, pod, exc.image, "ImagePullBackOff",
+                              f'Back-off pulling image "{exc.image}"')
+                await self._sleep(backoff_delay(failures, self.backoff))
+        await asyncio.sleep(self.startup)
+        pod = self._current(namespace, name, uid)
+        if pod is None:
+            return
+        crashing = [c for c in containers_of(pod) if self.images.catalog.spec(str(c.get("image", ""))).crash]
+        if (pod.get("spec") or {}).get("restartPolicy", "Always") != "Always":
+            self._run_to_completion(namespace, name, uid, pod, failed=bool(crashing))
+        elif crashing:
+            await self._crash_loop(namespace, name, uid, [str(c.get("name")) for c in crashing])
+        else:
+            self._start_running(namespace, name, uid)
+
+    async def _sleep(self, seconds: float) -> None:
+        """A back-off wait that a registry change (POST /sim/v1/images) cuts short."""
+        self._wake.clear()
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    def _current(self, namespace: str, name: str, uid: str) -> JSON | None:
+        try:
+            pod = self.store.entry(PODS, namespace, name).obj
+        except ApiError:
+            return None
+        if uid_of(pod) != uid or is_terminating(pod) or node_name_of(pod) != self.node:
+            return None
+        return pod
+
+    def _patch(self, namespace: str, name: str, uid: str, status: JSON) -> None:
+        if not self._reachable():
+            return  # a partitioned kubelet cannot report; it re-syncs when the link returns
+        try:
+            self.store.patch(PODS, namespace, name, {"metadata": {"uid": uid}, "status": status}, STRATEGIC,
+                             subresource="status")
+        except ApiError as exc:
+            _log.debug("pod status skipped", node=self.node, pod=f"{namespace}/{name}", error=str(exc))
+
+    def _common(self, pod: JSON) -> JSON:
+        status = pod.get("status") or {}
+        return {"hostIP": self.host_ip, "hostIPs": [{"ip": self.host_ip}],
+                "startTime": status.get("startTime") or _now(), "qosClass": "BestEffort"}
+
+    def _waiting(self, namespace: str, name: str, uid: str, pod: JSON, image: str, reason: str,
+                 message: str) -> None:
+        statuses = []
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            entry = _base(container)
+            failed = str(container.get("image", "")) == image
+            entry["state"] = {"waiting": {"reason": reason, "message": message} if failed
+                              else {"reason": "ContainerCreating"}}
+            statuses.append(entry)
+        names = [str(s["name"]) for s in statuses]
+        self._patch(namespace, name, uid, {"phase": "Pending", **self._common(pod),
+                                           "conditions": _conditions(ready=False, not_ready=names),
+                                           "containerStatuses": statuses})
+
+    def _run_to_completion(self, namespace: str, name: str, uid: str, pod: JSON, *, failed: bool) -> None:
+        now = _now()
+        statuses = []
+        crash = self.images.catalog
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            entry = _with_image(_base(container), uid)
+            code = 1 if crash.spec(str(container.get("image", ""))).crash else 0
+            entry["state"] = {"terminated": {"exitCode": code, "reason": "Error" if code else "Completed",
+                                             "startedAt": now, "finishedAt": now,
+                                             "containerID": entry["containerID"]}}
+            statuses.append(entry)
+        self._patch(namespace, name, uid, {
+            "phase": "Failed" if failed else "Succeeded", **self._common(pod),
+            "conditions": _conditions(ready=False, not_ready=[], completed=True),
+            "containerStatuses": statuses})
+
+    async def _crash_loop(self, namespace: str, name: str, uid: str, crashing: list[str]) -> None:
+        """Start, exit 1, back off, restart — forever, as the kubelet does with restartPolicy Always."""
+        restarts = 0
+        while True:
+            pod = self._current(namespace, name, uid)
+            if pod is None:
+                return
+            now = _now()
+            statuses = []
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                cname = str(container.get("name"))
+                if cname not in crashing:
+                    entry = _with_image(_base(container, ready=True), uid)
+                    entry.update(state={"running": {"startedAt": now}}, started=True)
+                    statuses.append(entry)
+                    continue
+                entry = _with_image(_base(container, restarts=restarts), uid, restarts)
+                delay = backoff_delay(restarts + 1, self.backoff)
+                entry["state"] = {"waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {delay:g}s restarting failed container={cname} pod={name}_{namespace}"
+                               f"({uid})"}}
+                entry["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now,
+                                                     "finishedAt": now, "containerID": entry["containerID"]}}
+                statuses.append(entry)
+            self._patch(namespace, name, uid, {
+                "phase": "Running", **self._common(pod),
+                "podIP": f"10.244.0.{2 + hash(uid) % 250}",
+                "conditions": _conditions(ready=False, not_ready=crashing),
+                "containerStatuses": statuses})
+            await asyncio.sleep(backoff_delay(restarts + 1, self.backoff))
+            restarts += 1
