@@ -49,8 +49,12 @@ WORKDIR /var/lib/edgeagent
 VOLUME ["/var/lib/edgeagent"]
 EXPOSE 10267
 
-# Standard library only: the image carries no curl. Assumes the agent listens on loopback or a wildcard address.
+# `edgeagent healthcheck` reads the running process's own flags and EDGEAGENT_* variables, so it probes the
+# port and address really in use: `docker run IMAGE --port 13267` is probed on 13267, and the controller run
+# from this image (`--entrypoint edgeagent … controller`) on its --metrics-port. The image carries no curl.
+# Docker keeps HEALTHCHECK; podman and buildah drop it unless the image is built with `--format docker`
+# (the OCI image format has no healthcheck field).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('EDGEAGENT_PORT', '10267') + '/v1/healthz', timeout=4)"]
+    CMD ["edgeagent", "healthcheck"]
 
 ENTRYPOINT ["edgeagent", "run"]

@@ -9,7 +9,7 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,10 +60,10 @@ class _EnvFlag:
     convert: Callable[[str], Any] | None  # None: a true/false switch
     default: Any
 
-    def resolve(self) -> Any:
-        raw, source = os.environ.get(self.var), self.var
+    def resolve(self, environ: Mapping[str, str]) -> Any:
+        raw, source = environ.get(self.var), self.var
         if raw is None and self.fallback_env:
-            raw, source = os.environ.get(self.fallback_env), self.fallback_env
+            raw, source = environ.get(self.fallback_env), self.fallback_env
         if raw is None:
             return False if self.convert is None else self.default
         if self.convert is None:
@@ -114,10 +114,10 @@ def _switch(parser: argparse.ArgumentParser, flag: str, *, help: str) -> None:
     _remember(parser, _EnvFlag(action.dest, flag, var, None, None, False))
 
 
-def _apply_environment(args: argparse.Namespace) -> None:
+def _apply_environment(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
     for spec in getattr(args, "_env_flags", None) or []:
         if getattr(args, spec.dest) is _FROM_ENV:
-            setattr(args, spec.dest, spec.resolve())
+            setattr(args, spec.dest, spec.resolve(environ))
 
 
 def _named(name: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
@@ -318,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
              "Exits 0 only if every narrated step really happened.")
+    _command(sub, "healthcheck", "probe the edgeagent process in this container (the image's HEALTHCHECK)",
+             "Finds the running `edgeagent run` or `controller` process, reads its flags and EDGEAGENT_* "
+             "variables as it did, and probes the health endpoint on the address and port it really uses. "
+             "Exit 0 healthy, 1 unhealthy.")
 
     pods = _command(sub, "pods", "list the pods the local agent knows",
                     "Asks the agent's GET /pods (its cache: also while the cloud is unreachable).")
@@ -383,6 +387,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                         image_pull_seconds=args.image_pull_seconds,
                         log=_log(args))
         return _call("edgeagent.sim.app", cfg)
+    if command == "healthcheck":
+        return _call("edgeagent.healthcheck", None)
     if command == "demo":
         return _call("edgeagent.demo", None)
     if command in ("pods", "upgrade", "upgrades"):
@@ -410,10 +416,14 @@ def _call(module_name: str, cfg: Any) -> int:
     return int(result or 0)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Flags, then the environment variables of the chosen subcommand's own flags, then defaults."""
+def parse_args(argv: Sequence[str] | None = None, *,
+               environ: Mapping[str, str] | None = None) -> argparse.Namespace:
+    """Flags, then the environment variables of the chosen subcommand's own flags, then defaults.
+
+    `environ`: another process's environment (the image's healthcheck reads the agent's).
+    """
     args = build_parser().parse_args(argv)
-    _apply_environment(args)
+    _apply_environment(args, os.environ if environ is None else environ)
     return args
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import sys
 from datetime import tzinfo
 from pathlib import Path
@@ -267,6 +268,9 @@ async def run_agent(cfg: AgentConfig, *, ready: asyncio.Event | None = None,
 
 
 def main(cfg: AgentConfig) -> int:
+    # The queue and the pod snapshot are this node's business only: 0600 files, as under systemd's
+    # UMask=0077, also in a container or a shell whose umask is 022.
+    os.umask(0o077)
     log.configure(cfg.log)
     try:
         asyncio.run(run_until_signalled(lambda stop: Agent(cfg).run(stop=stop), _log))

@@ -1,0 +1,126 @@
+"""`edgeagent healthcheck`: the container image's HEALTHCHECK, probing what the running process really uses.
+
+A HEALTHCHECK command cannot see the arguments given to `docker run IMAGE --port 13267`, nor tell the agent
+from the controller run from the same image. So it finds the edgeagent process in the container (the
+lowest pid running an edgeagent command: PID 1 unless an init wraps it), parses that process's command
+line and environment with the same parser the process used, and probes the address that yields:
+`/v1/healthz` on the agent's `--bind`/`--port`, `/healthz` on the controller's `--metrics-bind`/
+`--metrics-port`. Standard library only: it runs every 30 s and must stay cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+EXIT_HEALTHY = 0
+EXIT_UNHEALTHY = 1  # the only failure code Docker's HEALTHCHECK defines
+
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+_SERVING = ("run", "controller")
+
+
+@dataclass(frozen=True)
+class Target:
+    command: str
+    url: str | None  # None: the process serves no HTTP endpoint (controller with --metrics-port 0)
+
+
+def edgeagent_argv(cmdline: list[str]) -> list[str] | None:
+    """The arguments after `edgeagent` in a process's argv, or None if it is not an edgeagent command.
+
+    Console script: [python, /…/bin/edgeagent, run, …]; module: [python, -m, edgeagent.cli, run, …].
+    """
+    for i, part in enumerate(cmdline):
+        if Path(part).name == "edgeagent":
+            return cmdline[i + 1:]
+        if part == "-m" and i + 1 < len(cmdline) and cmdline[i + 1] in ("edgeagent", "edgeagent.cli"):
+            return cmdline[i + 2:]
+    return None
+
+
+def _host(address: str) -> str:
+    host = _WILDCARDS.get(address, address)
+    return f"[{host}]" if ":" in host else host
+
+
+def target_of(argv: list[str], environ: dict[str, str]) -> Target | None:
+    """What to probe for a process started as `edgeagent ARGV` with `environ`; None if it serves nothing."""
+    from edgeagent import cli
+
+    if not argv or argv[0] not in _SERVING:
+        return None
+    try:
+        args = cli.parse_args(argv, environ=environ)
+    except (cli.UsageError, SystemExit):
+        return None
+    if args.command == "run":
+        return Target("run", f"http://{_host(args.bind)}:{args.port}/v1/healthz")
+    if args.metrics_port == 0:
+        return Target("controller", None)
+    return Target("controller", f"http://{_host(args.metrics_bind)}:{args.metrics_port}/healthz")
+
+
+def _read_nul_separated(path: Path) -> list[str]:
+    return [part.decode(errors="replace") for part in path.read_bytes().split(b"\0") if part]
+
+
+def find_process(proc: Path = Path("/proc"), *, exclude: Iterable[int] = ()) -> tuple[list[str],
+                                                                                    dict[str, str]] | None:
+    """The lowest-pid edgeagent `run`/`controller` process: its edgeagent arguments and its environment."""
+    skip = set(exclude)
+    pids = sorted(int(entry.name) for entry in proc.iterdir() if entry.name.isdigit())
+    for pid in pids:
+        if pid in skip:
+            continue
+        try:
+            argv = edgeagent_argv(_read_nul_separated(proc / str(pid) / "cmdline"))
+            if argv is None or not argv or argv[0] not in _SERVING:
+                continue
+            environ = dict(item.partition("=")[::2] for item in _read_nul_separated(proc / str(pid) / "environ"))
+        except OSError:
+            continue
+        return argv, environ
+    return None
+
+
+def probe(url: str, timeout: float) -> str | None:
+    """None when healthy, else why not."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            if resp.status == 200:
+                return None
+            return f"{url}: HTTP {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return f"{url}: HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"{url}: {reason}"
+
+
+def health_of(argv: list[str], environ: dict[str, str], timeout: float = 4.0) -> tuple[int, str]:
+    """Exit code and one line for a process started as `edgeagent ARGV` with `environ`."""
+    target = target_of(argv, environ)
+    if target is None:
+        return EXIT_UNHEALTHY, f"unhealthy: cannot tell what `edgeagent {' '.join(argv)}` serves"
+    if target.url is None:
+        return EXIT_HEALTHY, f"healthy: {target.command} is running (it serves no health endpoint)"
+    problem = probe(target.url, timeout)
+    if problem is not None:
+        return EXIT_UNHEALTHY, f"unhealthy: {problem}"
+    return EXIT_HEALTHY, f"healthy: {target.url}"
+
+
+def main() -> int:
+    found = find_process(exclude={os.getpid(), os.getppid()})
+    if found is None:
+        code, line = EXIT_UNHEALTHY, "unhealthy: no edgeagent run/controller process found"
+    else:
+        code, line = health_of(*found)
+    print(f"edgeagent healthcheck: {line}", file=sys.stdout if code == EXIT_HEALTHY else sys.stderr)
+    return code
