@@ -30,10 +30,23 @@ MODIFIED = "MODIFIED"
 DELETED = "DELETED"
 
 _LIST_PAGE_SIZE = 500
+# Consecutive watches the server answered with an error before a relist from scratch. Resuming is far cheaper
+# on an edge link, but a resourceVersion that never works again (a store restored from backup, a server that
+# lost its history) must not keep the cache frozen: client-go's reflector relists too. An unreachable server
+# says nothing about our resourceVersion, so a partition does not count: after it the watch resumes.
+WATCH_FAILURES_BEFORE_RELIST = 3
 
 
 class _Expired(Exception):
     """The resourceVersion we hold is older than the server's history: only a relist helps."""
+
+
+def is_too_large_resource_version(exc: KubeError) -> bool:
+    """The server has not reached our resourceVersion, and may never (its store was reset or restored).
+
+    kube-apiserver answers `504 Timeout` with `Too large resource version: N, current: M` (as a cause).
+    """
+    return exc.code == 504 and "too large resource version" in str(exc.status).lower() + exc.message.lower()
 
 
 def _rv_of(obj: JSON) -> str:
@@ -124,15 +137,16 @@ class Informer:
     async def run(self) -> None:
         """List, then watch from the list's resourceVersion forever; cancel to stop."""
         failures = 0
+        answered = 0  # consecutive failures the server answered (an error status, not a dead link)
         need_list = True
         while True:
             try:
                 if need_list:
                     await self._relist()
                     need_list = False
-                    failures = 0
+                    failures = answered = 0
                 await self._watch_once()
-                failures = 0
+                failures = answered = 0
             except _Expired as exc:
                 self._log.info("resource version expired, relisting", resource_version=self.resource_version,
                                error=str(exc))
@@ -141,6 +155,15 @@ class Informer:
             except (KubeError, KubeUnreachable) as exc:
                 self._mark_unhealthy(exc)
                 failures += 1
+                answered = answered + 1 if isinstance(exc, KubeError) else 0
+                if not need_list and (
+                    (isinstance(exc, KubeError) and is_too_large_resource_version(exc))
+                    or answered >= WATCH_FAILURES_BEFORE_RELIST
+                ):
+                    # Our resourceVersion may be one the server will never serve: start over from a fresh list.
+                    self._log.warning("watch keeps failing from this resource version, relisting from scratch",
+                                      resource_version=self.resource_version, error=str(exc), attempt=failures)
+                    need_list = True
                 delay = self._backoff(failures)
                 self._log.warning("list/watch failed, backing off", error=str(exc), attempt=failures,
                                   delay=round(delay, 3), listed=not need_list)
