@@ -114,10 +114,10 @@ def bench_pod(name: str, node: str, *, owner: str | None = None) -> JSON:
 class Sim:
     """`edgeagent sim` as a child process, driven over HTTP (admin API and its /sim/v1 routes)."""
 
-    def __init__(self, workdir: Path, nodes: int = 1) -> None:
+    def __init__(self, workdir: Path, nodes: int = 1, extra: Sequence[str] = ()) -> None:
         self.dir = workdir / "sim"
         self.proc = Proc("sim", ["sim", "--nodes", str(nodes), "--dir", str(self.dir), "--log-format", "json",
-                                 "--log-level", "warning"], workdir / "sim.log")
+                                 "--log-level", "warning", *extra], workdir / "sim.log")
         self.url = ""
         self.http: aiohttp.ClientSession | None = None
 
@@ -202,12 +202,13 @@ class Agent:
     """`edgeagent run` as a child process on a port chosen up front (so its start can be timed from outside)."""
 
     def __init__(self, workdir: Path, sim: Sim, node: str, *, state_dir: Path | None = None,
-                 flags: Sequence[str] = (), label: str = "agent") -> None:
+                 flags: Sequence[str] = (), label: str = "agent", kubeconfig: Path | None = None) -> None:
         self.port = free_port()
         self.node = node
         self.state_dir = state_dir or workdir / f"state-{node}"
         self.url = f"http://127.0.0.1:{self.port}"
-        args = ["run", "--node-name", node, "--kubeconfig", str(sim.kubeconfig(node)), "--port", str(self.port),
+        args = ["run", "--node-name", node, "--kubeconfig", str(kubeconfig or sim.kubeconfig(node)),
+                "--port", str(self.port),
                 "--state-dir", str(self.state_dir), "--log-format", "json", *flags]
         self.proc = Proc(label, args, workdir / f"{label}-{node}.log")
         self.http: aiohttp.ClientSession | None = None
@@ -314,3 +315,37 @@ async def post_upgrades(agent: Agent, names: list[str], concurrency: int = 8) ->
             return await agent.upgrade(name)
 
     return list(await asyncio.gather(*(one(n) for n in names)))
+
+
+# The real API server sends a watch bookmark about once a minute; the sim's default is faster (tests).
+REALISTIC_BOOKMARK_SECONDS = 60
+
+
+def realistic_bookmark_args() -> list[str]:
+    """`edgeagent sim` flags for the real server's bookmark cadence, or [] (with a note) on a sim without them."""
+    import subprocess
+    import sys
+
+    helped = subprocess.run([sys.executable, "-m", "edgeagent.cli", "sim", "--help"], capture_output=True, text=True,
+                            check=False).stdout
+    if "--bookmark-interval" in helped:
+        return ["--bookmark-interval", str(REALISTIC_BOOKMARK_SECONDS)]
+    note("this sim has no --bookmark-interval: watch bookmarks come at its default cadence, not once a minute")
+    return []
+
+
+def proxied_kubeconfig(source: Path, target: Path, server: str) -> Path:
+    """A copy of `source` whose cluster points at `server` (a counting proxy in front of the same link)."""
+    config = yaml.safe_load(source.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = server
+    target.write_text(yaml.safe_dump(config))
+    return target
+
+
+def server_of(kubeconfig: Path) -> tuple[str, int]:
+    """Host and port of the first cluster's server URL."""
+    from urllib.parse import urlsplit
+
+    url = urlsplit(str(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]))
+    return url.hostname or "127.0.0.1", int(url.port or 80)

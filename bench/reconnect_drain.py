@@ -1,8 +1,9 @@
 """Reconnect drain: 100 queued upgrades, link restored → the last DELETE observed by the sim.
 
 The node holds 100 upgradeable DaemonSet pods (PodNeedUpgrade True; their DaemonSet does not exist,
-so nobody recreates them and the sim stays quiet). The link is blackholed, the agent notices, and 100
-upgrade requests are queued (each answered 202). The clock starts just before the link is restored
+so nobody recreates them and the sim stays quiet). The link is blackholed and 100 upgrade requests are
+queued (each answered 202; the first ones time out against the cut link, which tells the agent), and
+the agent counts the link down. The clock starts just before the link is restored
 (`POST /sim/v1/nodes/edge-1/connect`) and stops at the wall-clock time the sim recorded for the last of
 the agent's 100 DELETEs; the restore comes at a random (seeded) phase of the agent's probe cycle. That
 includes the agent noticing the link is back (while the link is down it probes every 0.5 s at most,
@@ -40,11 +41,13 @@ async def trial(sim: Sim, work: Path, index: int, entries: int, rng: random.Rand
         await agent.wait_link(True)
         await agent.wait_pods(entries)
         await sim.disconnect(NODE, "blackhole")
-        await agent.wait_link(False)
+        # Nothing is queued, so nothing probes the idle link: the first upgrades time out against the cut
+        # link (--upgrade-timeout), which reports it; the rest are queued from the cache at once.
         answers = await post_upgrades(agent, names)
         bad = [(status, body) for status, body in answers if status != 202]
         if bad:
             raise RuntimeError(f"{len(bad)} upgrades not queued, e.g. {bad[0]}")
+        await agent.wait_link(False)
         wanted = set(names)
         # Restore at a random phase of the agent's probe cycle: right after queueing, the agent has just
         # started waiting out a probe interval, which would make every trial wait almost all of it.

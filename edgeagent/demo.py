@@ -398,12 +398,11 @@ class Demo:
         pod = before[node]
         self.n.step(f"On {node}: cut the link, upgrade anyway -> 202 queued",
                     "In OpenYurt this request fails (YurtHub's DELETE cannot reach the cloud; retry later). Our "
-                    "agent notices the link is down (probes with hysteresis), checks the request against its "
-                    "cached copy of the "
-                    "pod, stores it durably (SQLite, fsync) and only then answers 202 with the request's id.")
+                    "agent's call to the cloud times out (--upgrade-timeout), so it checks the request against "
+                    "its cached copy of the pod, stores it durably (SQLite, fsync) and only then answers 202 "
+                    "with the request's id. An idle agent does not probe the link (the watch is its liveness "
+                    "signal); with a request queued it probes again and reports the link down.")
         await self.link(node, cut=True)
-        await self.wait_agent(node, connected=False)
-        self.n.ok(f"the agent on {node} reports its cloud link disconnected (/v1/readyz)")
         path = AgentHttp.upgrade_path("default", pod.name)
         self.n.command(f"curl -X POST -H 'Accept: application/json' 127.0.0.1:{self.agent_ports[node]}{path}")
         status, text = await self.agent(node).call("POST", path, accept_json=True)
@@ -418,6 +417,17 @@ class Demo:
         cloud = by_node(await self.cluster.pods(OTA_DS)).get(node, [])
         self.n.check(len(cloud) == 1 and cloud[0].uid == pod.uid and cloud[0].live,
                      f"{pod.name} is untouched in the cloud for now", f"saw: {summary(cloud)}")
+        await self.wait_agent(node, connected=False)
+        self.n.ok(f"the agent on {node} reports its cloud link disconnected (/v1/readyz)")
+        agent = self.agent(node)
+
+        async def waiting() -> tuple[bool | None, str]:
+            # The drainer may have tried it once before the link was counted down: wait until it is back in
+            # the queue, so the crash below does not interrupt an attempt in flight.
+            states = {str(r.get("id")): str(r.get("state")) for r in await agent.upgrades()}
+            return (True if states.get(request_id) == "queued" else None), f"requests: {states}"
+
+        await self.n.wait_for(waiting, timeout=WAIT, what=f"request {request_id} waiting in the queue")
         return request_id
 
     async def ota_crash_restart(self, before: dict[str, PodView], request_id: str) -> None:

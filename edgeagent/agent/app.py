@@ -26,8 +26,9 @@ from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.policy import Clock, SitePolicy
 from edgeagent.agent.sdnotify import SdNotifier
-from edgeagent.agent.state import StateStore, StateUnavailable
 from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
+
+from edgeagent.agent.state import ACTIVE_STATES, StateStore, StateUnavailable
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
@@ -180,7 +181,7 @@ class Agent:
         link = LinkMonitor(
             client, cfg.node_name, interval=cfg.probe_interval, timeout=cfg.probe_timeout,
             failures_to_disconnect=cfg.failures_to_disconnect, successes_to_connect=cfg.successes_to_connect,
-            informer=informer, metrics=metrics,
+            informer=informer, metrics=metrics, queued=lambda: _waiting(state),
         )
         link.add_listener(self._on_link)
         self.informer, self.cache, self.link = informer, cache, link
@@ -191,6 +192,7 @@ class Agent:
         drainer = Drainer(client=client, link=link, state=state, node_name=cfg.node_name,
                           request_timeout=cfg.request_timeout, metrics=metrics)
         upgrades.on_queued.append(drainer.notify)
+        upgrades.on_queued.append(link.notify)
         link.add_listener(drainer.on_link)
         app = create_app(cache=cache, upgrades=upgrades, state=state, link=link, metrics=metrics, token=token,
                          max_body_bytes=cfg.max_body_bytes, policy=policy)
@@ -259,6 +261,12 @@ def site_windows(cfg: AgentConfig) -> tuple[tuple[Window, ...], tzinfo]:
     except WindowSpecError as exc:
         raise AgentError(str(exc), EXIT_USAGE) from exc
     return windows, tz
+
+
+async def _waiting(state: StateStore) -> int:
+    """Requests that wait for the cloud (queued, or running when a crash interrupted them)."""
+    counts = await state.counts()
+    return sum(counts.get(name, 0) for name in ACTIVE_STATES)
 
 
 async def run_agent(cfg: AgentConfig, *, ready: asyncio.Event | None = None,

@@ -9,13 +9,20 @@ its watch triggers an immediate probe instead of waiting for the next tick.
 
 The probe reads this node's Lease: it needs only the permissions a node already has, and any answer
 below 500 (even 403/404) proves the API server is reachable and serving.
+
+Probes cost link bytes (a Lease read every 2 s is ~1.8 MB an hour on a metered edge link), and they only
+matter when something waits for the cloud. So when the monitor has an informer and a queue to ask, it
+probes only while the link counts as down, the watch is failing, a failure was reported, or the queue
+holds entries; otherwise the healthy watch stream is the liveness signal and the monitor sleeps until
+one of those changes. A cut that happens while nothing waits is therefore noticed by the watch (its idle
+deadline) or by the first request that times out, not by a probe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +57,7 @@ class LinkMonitor:
         successes_to_connect: int,
         informer: Informer | None = None,
         metrics: AgentMetrics | None = None,
+        queued: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         if failures_to_disconnect < 1 or successes_to_connect < 1:
             raise ValueError("failures_to_disconnect and successes_to_connect must be >= 1")
@@ -61,6 +69,10 @@ class LinkMonitor:
         self._successes_needed = successes_to_connect
         self._informer = informer
         self._metrics = metrics
+        # How many requests wait for the link. With an informer too, an idle link is not probed at all.
+        self._queued = queued
+        self.probes = 0
+        self.probing = True
         self._probe_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{node_name}"
         # Start disconnected: until a probe proves otherwise, an upgrade is queued rather than left hanging.
         self.connected: bool = False
@@ -105,12 +117,18 @@ class LinkMonitor:
             found.append(f"credentials rejected by the API server ({creds.last_error})")
         return found
 
+    def notify(self) -> None:
+        """Something now waits for the link (an entry was queued): decide at once whether to probe."""
+        self._wake.set()
+
     def details(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "connected": self.connected,
             "since": _iso(self._since),
             "probe": {
                 "path": self._probe_path,
+                "active": self.probing,
+                "count": self.probes,
                 "interval_seconds": self._interval,
                 "timeout_seconds": self._timeout,
                 "last_at": _iso(self._last_probe_at),
@@ -142,9 +160,18 @@ class LinkMonitor:
         return out
 
     async def run(self) -> None:
-        """Probe every `interval` (at once when woken by a failure; faster while down) until cancelled."""
+        """Probe every `interval` while probing is needed (at once when woken; faster while down)."""
         while True:
             self._wake.clear()
+            if not await self._needs_probe():
+                if self.probing:
+                    _log.info("link probes paused: the watch is healthy and nothing is queued", node=self._node)
+                self.probing = False
+                await self._wake.wait()
+                continue
+            if not self.probing:
+                _log.info("link probes resumed", node=self._node, watch_healthy=self._watch_healthy())
+            self.probing = True
             ok, error = await self._probe()
             self._record(ok, error)
             pause = self._interval if self.connected else min(self._interval, self.RECONNECT_PROBE_INTERVAL)
@@ -152,12 +179,24 @@ class LinkMonitor:
 
     # ----------------------------------------------------------------- internals
 
+    def _watch_healthy(self) -> bool:
+        return self._informer is not None and self._informer.healthy
+
+    async def _needs_probe(self) -> bool:
+        """Whether anything but a probe can vouch for the link right now (see the module docstring)."""
+        if self._informer is None or self._queued is None:
+            return True  # no other liveness signal, or no way to know whether something waits
+        if not self.connected or self.consecutive_failures > 0 or not self._informer.healthy:
+            return True
+        return await self._queued() > 0
+
     def _on_informer_health(self, healthy: bool) -> None:
-        if not healthy:
-            self._wake.set()
+        # Unhealthy: probe at once. Healthy: a sleeping monitor re-decides (and may stop probing).
+        self._wake.set()
 
     async def _probe(self) -> tuple[bool, str]:
         started = time.monotonic()
+        self.probes += 1
         try:
             await self._client.get(self._probe_path, timeout=self._timeout)
             ok, error = True, ""
