@@ -26,9 +26,8 @@ from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.policy import Clock, SitePolicy
 from edgeagent.agent.sdnotify import SdNotifier
-from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
-
 from edgeagent.agent.state import ACTIVE_STATES, StateStore, StateUnavailable
+from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent
 from edgeagent.kube.informer import Informer

@@ -447,12 +447,15 @@ class KubeClient:
         *,
         query: Mapping[str, str | int | bool] | None = None,
         idle_timeout: float = 90.0,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[JSON]:
         """Yield watch events (`{"type", "object"}`) until the server ends the stream.
 
         `idle_timeout` bounds the silence between two lines, so that a partitioned link is noticed;
         ask for bookmarks and a `timeoutSeconds` below it. An HTTP error on connect raises KubeError;
         an in-stream ERROR event is yielded as is, for the caller to decide (410 means relist).
+        `on_open` is called once the server accepted the watch: with bookmarks a minute apart, that is
+        the first sign that a resumed stream works.
         """
         params: dict[str, str | int | bool] = dict(query or {})
         params["watch"] = "true"
@@ -472,6 +475,8 @@ class KubeClient:
                 self.credentials.observe("GET", path, response.status, error.message)
                 raise error
             self.credentials.observe("GET", path, response.status, "")
+            if on_open is not None:
+                on_open()
             # Chunks split on b"\n" by hand: aiohttp's readline() raises LineTooLong past its buffer limit, and a
             # large object must not break the stream.
             buffer = bytearray()

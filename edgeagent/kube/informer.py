@@ -267,7 +267,8 @@ class Informer:
         query["allowWatchBookmarks"] = True
         query["timeoutSeconds"] = self.watch_timeout()
         try:
-            async for event in self._client.watch(self._path, query=query, idle_timeout=self._idle_timeout):
+            async for event in self._client.watch(self._path, query=query, idle_timeout=self._idle_timeout,
+                                                  on_open=self._mark_healthy):
                 self._handle_event(event)
                 self._mark_healthy()
         except KubeError as exc:
