@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
-from edgeagent.sim import discovery, errors
+from edgeagent.sim import discovery, errors, printers
 from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.resources import Resource, resource_for
@@ -126,6 +126,43 @@ async def _errors_middleware(request: web.Request, handler: Handler) -> web.Stre
         return _json_response(err.status, err.code)
 
 
+@dataclass
+class _TableRequest:
+    """A GET that asked for server-side printing (kubectl get): answer a Table instead of the objects."""
+
+    version: str  # of meta.k8s.io: v1 or v1beta1
+    include: str  # includeObject: None | Metadata | Object
+    columns_sent: bool = False  # a watch sends the column definitions with its first event only
+
+    def render(self, res: Resource, objects: list[JSON], list_meta: JSON) -> JSON:
+        return printers.table(res.kind, objects, version=self.version, include=self.include, list_meta=list_meta)
+
+    def watch_line(self, res: Resource, line: bytes) -> bytes:
+        """One watch event with its object as a one-row Table; ERROR and BOOKMARK events pass unchanged."""
+        event = json.loads(line)
+        if event.get("type") in ("ERROR", "BOOKMARK"):
+            return line
+        obj = event["object"]
+        meta = {"resourceVersion": str((obj.get("metadata") or {}).get("resourceVersion", ""))}
+        event["object"] = printers.table(
+            res.kind, [obj], version=self.version, include=self.include, list_meta=meta, columns=not self.columns_sent
+        )
+        self.columns_sent = True
+        return dumps(event) + b"\n"
+
+
+def _table_request(request: web.Request) -> _TableRequest | None:
+    version = printers.table_version(request.headers.get("Accept"))
+    if version is None:
+        return None
+    include = request.query.get("includeObject") or "Metadata"
+    if include not in printers.INCLUDE_OBJECT:
+        raise errors.bad_request(
+            f'includeObject: Unsupported value: "{include}": supported values: "None", "Metadata", "Object"'
+        )
+    return _TableRequest(version, include)
+
+
 async def _ok(request: web.Request) -> web.Response:
     return web.Response(text="ok", content_type="text/plain")
 
@@ -227,7 +264,7 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
         if method == "GET":
             if target.watch_path or query.get("watch", "") in _TRUE:
                 return await _watch(request, state, target)
-            return await _list(state, target, query)
+            return await _list(state, target, query, _table_request(request))
         if method == "POST":
             return await _create(request, state, target)
         if method == "DELETE":
@@ -239,7 +276,12 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
     res = target.res
     dry_run = "All" in query.getall("dryRun", [])
     if method == "GET":
-        return _json_response(store.entry(res, target.namespace, target.name).json())
+        entry = store.entry(res, target.namespace, target.name)
+        table = _table_request(request)
+        if table is not None:
+            rv = str((entry.obj.get("metadata") or {}).get("resourceVersion", ""))
+            return _json_response(table.render(res, [entry.obj], {"resourceVersion": rv}))
+        return _json_response(entry.json())
     if method == "PUT":
         obj = await _read_object(request)
         meta = obj.setdefault("metadata", {})
@@ -337,7 +379,7 @@ def _list_options_invalid(field_path: str, detail: str) -> ApiError:
 # ---------------------------------------------------------------------------------------------- verbs
 
 
-async def _list(state: _ServerState, target: _Target, query: Any) -> web.Response:
+async def _list(state: _ServerState, target: _Target, query: Any, table: _TableRequest | None = None) -> web.Response:
     store, res = state.store, target.res
     labels, fields = store.parse_selectors(res, query.get("labelSelector"), query.get("fieldSelector"))
     rv_text = query.get("resourceVersion")
@@ -370,17 +412,27 @@ async def _list(state: _ServerState, target: _Target, query: Any) -> web.Respons
         limit=limit if limit and limit > 0 else None,
         continue_token=continue_token,
     )
+    if table is not None:
+        return _json_response(
+            table.render(res, [item.obj for item in page.items],
+                         _list_meta(page.resource_version, page.continue_token, page.remaining))
+        )
     return _json_response(_list_body(res, page.items, page.resource_version, page.continue_token, page.remaining))
 
 
-def _list_body(
-    res: Resource, items: list[StoredObject], rv: int, continue_token: str | None, remaining: int | None
-) -> bytes:
+def _list_meta(rv: int, continue_token: str | None, remaining: int | None) -> JSON:
     meta: JSON = {"resourceVersion": str(rv)}
     if continue_token:
         meta["continue"] = continue_token
     if remaining is not None:
         meta["remainingItemCount"] = remaining
+    return meta
+
+
+def _list_body(
+    res: Resource, items: list[StoredObject], rv: int, continue_token: str | None, remaining: int | None
+) -> bytes:
+    meta = _list_meta(rv, continue_token, remaining)
     head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
         res.list_kind.encode(),
         res.api_version.encode(),
@@ -539,6 +591,7 @@ async def _watch(request: web.Request, state: _ServerState, target: _Target) -> 
         field_text = ",".join(t for t in (field_text, f"metadata.name={target.name}") if t)
     labels, fields = store.parse_selectors(res, query.get("labelSelector"), field_text)
     flt = _WatchFilter(target.namespace, labels, fields)
+    table = _table_request(request)
     bookmarks = query.get("allowWatchBookmarks", "") in _TRUE
     send_initial_text = query.get("sendInitialEvents")
     rv_match = query.get("resourceVersionMatch") or None
@@ -593,9 +646,11 @@ async def _watch(request: web.Request, state: _ServerState, target: _Target) -> 
     try:
         await response.prepare(request)
         if initial:
+            if table is not None:
+                initial = [table.watch_line(res, line) for line in initial]
             await response.write(b"".join(initial))
         start_rv = since if since is not None and not send_initial else snapshot_rv
-        await _pump(request, response, state, sub, res, flt, deadline, bookmarks, start_rv)
+        await _pump(request, response, state, sub, res, flt, deadline, bookmarks, start_rv, table)
     except (ConnectionResetError, ConnectionError):
         pass  # the client went away; nothing to tell it
     finally:
@@ -614,6 +669,7 @@ async def _pump(
     deadline: float,
     bookmarks: bool,
     start_rv: int,
+    table: _TableRequest | None = None,
 ) -> None:
     """Forward events until the deadline, the client leaving, or the server stopping.
 
@@ -646,6 +702,8 @@ async def _pump(
                 # Everything up to the store's RV has been forwarded above, so the bookmark is truthful.
                 lines.append(_bookmark_line(res, rv))
         if lines:
+            if table is not None:
+                lines = [table.watch_line(res, line) for line in lines]
             await response.write(b"".join(lines))
         if sub.closed:
             return  # dropped as too slow, or the server is shutting down
