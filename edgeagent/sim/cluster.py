@@ -24,7 +24,9 @@ from edgeagent.kube.objects import is_dns1123_subdomain
 from edgeagent.sim import errors
 from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.daemonsets import DaemonSetController
+from edgeagent.sim.gc import OwnerGarbageCollector
 from edgeagent.sim.images import ImageCatalog, ImageSpec
+from edgeagent.sim.jobs import JobController
 from edgeagent.sim.kubelet import NodeLifecycleController, NodeSimulator
 from edgeagent.sim.links import CUT_MODES, Link
 from edgeagent.sim.server import ServerSettings, create_app
@@ -83,6 +85,8 @@ class SimCluster:
         self.nodes = NodeSimulator(self.store, config, names, self._reachable)
         self.node_lifecycle = NodeLifecycleController(self.store, config)
         self.daemonsets = DaemonSetController(self.store)
+        self.jobs = JobController(self.store, pod_backoff=config.kubelet_backoff)
+        self.gc = OwnerGarbageCollector(self.store)
         self._own_dir = False
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task[None] | None = None
@@ -133,6 +137,8 @@ class SimCluster:
             tg.create_task(self.nodes.run(), name="sim-kubelets")
             tg.create_task(self.node_lifecycle.run(), name="sim-node-lifecycle")
             tg.create_task(self.daemonsets.run(), name="sim-daemonsets")
+            tg.create_task(self.jobs.run(), name="sim-jobs")
+            tg.create_task(self.gc.run(), name="sim-gc")
 
     async def stop(self) -> None:
         """Idempotent; re-raises a controller crash after cleaning up, so a test cannot miss it."""

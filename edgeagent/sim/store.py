@@ -36,6 +36,7 @@ from edgeagent.kube.selectors import (
     parse_label_selector,
 )
 from edgeagent.sim import errors
+from edgeagent.sim.job_defaults import default_job
 from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
 from edgeagent.sim.resources import DAEMONSETS, JOBS, NAMESPACES, PODS, RESOURCES, Resource
 
@@ -953,6 +954,11 @@ def _default(res: Resource, obj: JSON) -> None:
     spec = obj.get("spec")
     if res is PODS and isinstance(spec, dict):
         _default_pod_spec(spec)
+    elif res is JOBS and isinstance(spec, dict):
+        default_job(obj)
+        template_spec = (spec.get("template") or {}).get("spec")
+        if isinstance(template_spec, dict):
+            _default_pod_spec(template_spec)
     elif res is DAEMONSETS and isinstance(spec, dict):
         strategy = spec.setdefault("updateStrategy", {})
         if isinstance(strategy, dict):
@@ -974,6 +980,11 @@ def _validate(res: Resource, obj: JSON) -> None:
         containers = (obj.get("spec") or {}).get("containers")
         if not containers:
             raise errors.invalid(res.kind, name, [errors.field_required("spec.containers")])
+    elif res is JOBS:
+        policy = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("restartPolicy")
+        if policy not in ("OnFailure", "Never"):
+            cause = errors.field_not_supported("spec.template.spec.restartPolicy", policy, ["OnFailure", "Never"])
+            raise errors.invalid(res.kind, name, [cause], res.group)
     elif res is DAEMONSETS:
         spec = obj.get("spec") or {}
         selector = spec.get("selector")
