@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from edgeagent.sim.persist import StateFile
 from edgeagent.sim.resources import PODS
 from edgeagent.sim.server import create_app
 from edgeagent.sim.store import Store
@@ -130,6 +132,26 @@ async def bench_fanout(store: Store, url: str, watchers: int, events: int) -> No
     report(f"sim_watch_fanout_{watchers}_watchers_per_watcher", events / elapsed, "events/s")
 
 
+def bench_persisted_writes(events: int) -> None:
+    """The same patches with the store written through to its state file, as `edgeagent sim --dir` runs it."""
+    with tempfile.TemporaryDirectory(prefix="sim-bench-") as tmp:
+        store = Store()
+        state = StateFile(Path(tmp))
+        try:
+            state.save_all(store)
+            store.persist = state.record
+            for i in range(110):
+                store.create(PODS, _pod(i))
+            names = [f"agent-{i:03d}" for i in range(110)]
+            started = time.monotonic()
+            for n in range(events):
+                store.patch(PODS, "default", names[n % 110], {"metadata": {"labels": {"seq": str(n)}}}, MERGE)
+            elapsed = time.monotonic() - started
+        finally:
+            state.close()
+    report("sim_store_patch_persisted", events / elapsed, "writes/s")
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=5.0, help="seconds of list load")
@@ -150,6 +172,7 @@ async def main() -> int:
     try:
         await bench_list(url, args.duration, args.concurrency)
         await bench_fanout(store, url, args.watchers, args.events)
+        bench_persisted_writes(args.events)
     finally:
         await runner.cleanup()
     return 0

@@ -10,6 +10,7 @@ from typing import TextIO
 from edgeagent import log
 from edgeagent.config import SimConfig
 from edgeagent.sim.cluster import SimCluster
+from edgeagent.sim.persist import StateError
 
 
 def describe(sim: SimCluster) -> str:
@@ -52,6 +53,6 @@ def main(config: SimConfig) -> int:
     log.configure(config.log)
     try:
         return asyncio.run(serve(config))
-    except OSError as exc:  # e.g. the port is taken
+    except (OSError, StateError) as exc:  # e.g. the port is taken, or the state in --dir is unreadable
         print(f"edgeagent sim: error: {exc}", file=sys.stderr)
         return 1

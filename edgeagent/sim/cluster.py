@@ -29,6 +29,7 @@ from edgeagent.sim.images import ImageCatalog, ImageSpec
 from edgeagent.sim.jobs import JobController
 from edgeagent.sim.kubelet import NodeLifecycleController, NodeSimulator
 from edgeagent.sim.links import CUT_MODES, Link
+from edgeagent.sim.persist import Snapshot, StateFile
 from edgeagent.sim.server import ServerSettings, create_app
 from edgeagent.sim.store import Store
 
@@ -88,6 +89,8 @@ class SimCluster:
         self.jobs = JobController(self.store, pod_backoff=config.kubelet_backoff)
         self.gc = OwnerGarbageCollector(self.store)
         self._own_dir = False
+        self._state: StateFile | None = None
+        self.resumed = False  # True when the store was loaded from an earlier run's state in `dir`
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -113,24 +116,55 @@ class SimCluster:
         if self.config.dir is None:
             self.dir = Path(tempfile.mkdtemp(prefix="edgeagent-sim-"))
             self._own_dir = True
+            snapshot = None
         else:
             self.dir.mkdir(parents=True, exist_ok=True)
+            snapshot = self._open_state()
         settings = ServerSettings(bookmark_interval=self.config.bookmark_interval)
         app = create_app(self.store, extra_routes=self._add_routes, settings=settings, audit=self.audit)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.bind, self.config.port)
-        await site.start()
+        # A restarted sim keeps its ports, so the kubeconfigs running clients loaded stay valid.
+        kept_port = snapshot.api_port if snapshot is not None and not self.config.port else None
+        site = web.TCPSite(self._runner, self.config.bind, kept_port or self.config.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            if kept_port is None:
+                raise
+            raise OSError(exc.errno, f"cannot keep the API server port {kept_port} of the earlier run: "
+                                     f"{exc.strerror}") from exc
         port = self._runner.addresses[0][1]
         self.url = f"http://{self.config.bind}:{port}"
         for name in self.node_names:
             link = Link(name, self.config.bind, int(port), bind=self.config.bind)
             self.links[name] = link
-            await link.start()
+            link_port = snapshot.link_ports.get(name, 0) if snapshot is not None else 0
+            try:
+                await link.start(link_port)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot keep node {name}'s link port {link_port} of the earlier run: "
+                                         f"{exc.strerror}") from exc
+        if self._state is not None:
+            self._state.save_ports(int(port), {name: link.port for name, link in self.links.items()})
         self._write_kubeconfigs()
         self.nodes.register()
         self._task = asyncio.create_task(self._run(), name="sim-controllers")
         _log.info("simulated cluster started", url=self.url, dir=str(self.dir), nodes=len(self.node_names))
+
+    def _open_state(self) -> Snapshot | None:
+        """Resume the store from `dir` (or save the new one there); from now on every commit is written through."""
+        self._state = StateFile(self.dir)
+        snapshot = self._state.load()
+        if snapshot is not None:
+            self.store.restore(snapshot.resource_version, snapshot.objects)
+            self.resumed = True
+            _log.info("resumed simulated cluster state", dir=str(self.dir),
+                      resource_version=snapshot.resource_version)
+        else:
+            self._state.save_all(self.store)
+        self.store.persist = self._state.record
+        return snapshot
 
     async def _run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -153,6 +187,10 @@ class SimCluster:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        state, self._state = self._state, None
+        if state is not None:
+            self.store.persist = None
+            state.close()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
             self._own_dir = False

@@ -112,8 +112,9 @@ class Link:
         sock.setblocking(False)
         return sock
 
-    async def start(self) -> None:
-        self._reservation = self._socket(0)
+    async def start(self, port: int = 0) -> None:
+        """Listen on `port` (0: any free one; a restarted sim passes the port its node kubeconfig names)."""
+        self._reservation = self._socket(port)
         self._port = int(self._reservation.getsockname()[1])
         await self._listen()
 

@@ -22,7 +22,7 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,15 +205,22 @@ class Subscription:
             self._wakeup.set()
 
 
+# Where a new store's resourceVersion starts. A real cluster's history never begins at 1 from a client's view
+# (etcd has long been written to and compacted), so `resourceVersion=1` is answered 410 Expired, as there.
+FIRST_RESOURCE_VERSION = 1000
+
+
 class Store:
     def __init__(self, history: int = 10000) -> None:
-        self._rv = 0
+        self._rv = FIRST_RESOURCE_VERSION
         self._objects: dict[str, dict[tuple[str, str], StoredObject]] = {plural: {} for plural in RESOURCES}
         self._sorted_keys: dict[str, list[tuple[str, str]]] = {}
         self._history: deque[WatchEvent] = deque()
         self._history_limit = max(0, history)
         # Every event with rv > _compacted_rv is still in _history.
-        self._compacted_rv = 0
+        self._compacted_rv = self._rv
+        # Called with each commit before it becomes visible (durable state); raising aborts the write.
+        self.persist: Callable[[WatchEvent], None] | None = None
         self._subscribers: dict[str, set[Subscription]] = {plural: set() for plural in RESOURCES}
         self._subscribers_all: set[Subscription] = set()
         self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -436,21 +443,39 @@ class Store:
 
     # ------------------------------------------------------------------------------------------ writes
 
+    def restore(self, resource_version: int, objects: dict[str, _Objects]) -> None:
+        """Replace everything with saved state (a restarted sim): no history before it, so older RVs are 410."""
+        if self._subscribers_all or any(self._subscribers.values()):
+            raise RuntimeError("restore() must run before anyone watches the store")
+        self._objects = {plural: {} for plural in RESOURCES}
+        for plural, items in objects.items():
+            res = RESOURCES[plural]
+            for obj in items:
+                self._objects[plural][self._key_of(res, obj)] = StoredObject(obj)
+        self._sorted_keys.clear()
+        self._history.clear()
+        self._rv = resource_version
+        self._compacted_rv = resource_version
+
     def _commit(self, res: Resource, type_: str, obj: JSON, old: JSON | None) -> WatchEvent:
-        self._rv += 1
-        rv = self._rv
+        rv = self._rv + 1
+        if type_ == "DELETED":
+            obj = {**obj, "metadata": {**_meta(obj), "resourceVersion": str(rv)}}
+        else:
+            obj["metadata"]["resourceVersion"] = str(rv)
+        event = WatchEvent(type_, res, obj, old, rv)
+        if self.persist is not None:
+            self.persist(event)  # first: a write that cannot be made durable is not made at all
+        self._rv = rv
         table = self._objects[res.plural]
         key = self._key_of(res, obj)
         if type_ == "DELETED":
-            obj = {**obj, "metadata": {**_meta(obj), "resourceVersion": str(rv)}}
             table.pop(key, None)
             self._sorted_keys.pop(res.plural, None)
         else:
-            obj["metadata"]["resourceVersion"] = str(rv)
             if key not in table:
                 self._sorted_keys.pop(res.plural, None)
             table[key] = StoredObject(obj)
-        event = WatchEvent(type_, res, obj, old, rv)
         if self._history_limit:
             self._history.append(event)
             while len(self._history) > self._history_limit:
