@@ -41,6 +41,9 @@ class Expectations:
         self._ttl = ttl
         self._clock = clock
         self._by_key: dict[str, dict[str, _Deletion]] = {}
+        # Pods of the new version seen available within their progress deadline, per DaemonSet: max-failed
+        # counts the version's failures, and such a pod has not failed whatever its node does later.
+        self._proven: dict[str, set[str]] = {}
 
     def expect_deletions(self, key: str, deletions: Iterable[tuple[str, str]]) -> None:
         """(uid, node) pairs, recorded before deleting so that no concurrent plan can miss them."""
@@ -103,11 +106,24 @@ class Expectations:
     def pending(self, key: str) -> int:
         return len(self._by_key.get(key, {}))
 
+    def proven(self, key: str) -> set[str]:
+        return self._proven.get(key, set())
+
+    def remember_proven(self, key: str, uids: Iterable[str], live_uids: Container[str]) -> None:
+        """Add `uids`; forget pods no longer live, so the memory stays as small as the DaemonSet."""
+        kept = {uid for uid in self._proven.get(key, set()) if uid in live_uids} | set(uids)
+        if kept:
+            self._proven[key] = kept
+        else:
+            self._proven.pop(key, None)
+
     def forget(self, key: str) -> None:
         self._by_key.pop(key, None)
+        self._proven.pop(key, None)
 
     def clear(self) -> None:
         self._by_key.clear()
+        self._proven.clear()
 
 
 class UnobservedWrites:

@@ -146,6 +146,22 @@ def _counts_unavailable(view: NodeView, settings: RollSettings, now: float) -> b
     return _went_down_after(view, view.new)
 
 
+def progress_deadline_of(view: NodeView, pod: JSON, progress_deadline: float) -> float:
+    """When a new-version pod that is not available counts as failed.
+
+    From its creation; but a Ready node whose Ready changed after the pod was created went away and came back,
+    and a returning kubelet re-reports its pods' readiness seconds after the node's own Ready (the node
+    lifecycle controller had marked them unready): the pod gets a fresh deadline from the node's return. Its
+    unavailability until then is the node's, not the version's.
+    """
+    deadline = created_at(pod) + progress_deadline
+    if view.ready and view.node is not None:
+        returned = node_ready_changed_at(view.node)
+        if returned is not None and returned > created_at(pod):
+            deadline = max(deadline, returned + progress_deadline)
+    return deadline
+
+
 def _status_predates_node_ready(view: NodeView, pod: JSON) -> bool:
     """The pod's readiness last changed no later than its node last turned Ready.
 
@@ -175,6 +191,8 @@ class Plan:
     not_selected: int = 0
     not_ready: int = 0
     failed: list[str] = field(default_factory=list)
+    # UIDs of new-version pods available now that became available within their progress deadline.
+    proven: set[str] = field(default_factory=set)
     # Nodes of `in_flight` that have an available pod again (or no longer exist): replacement done.
     settled: set[str] = field(default_factory=set)
     max_failed: int | None = None
@@ -200,9 +218,12 @@ def plan_rolling_update(
     now: float,
     in_flight: Collection[str] = frozenset(),
     burst: int = BURST,
+    proven: Collection[str] = frozenset(),
 ) -> Plan:
     """`in_flight`: nodes where this controller deleted a pod and has not yet seen an available pod
-    again (see expectations.py); they count as unavailable whatever the cache shows."""
+    again (see expectations.py); they count as unavailable whatever the cache shows. `proven`: UIDs of
+    new-version pods seen available within their progress deadline (a pod that did has not failed, whatever
+    its node does later)."""
     views = node_views(ds, pods, nodes, current_hash)
     plan = Plan(total=len(views), paused=settings.paused)
     min_ready = settings.min_ready_seconds
@@ -248,8 +269,13 @@ def plan_rolling_update(
                     wake = _soonest(wake, at - now)
 
         if settings.max_failed is not None and view.new is not None and not view.excess:
-            deadline = created_at(view.new) + settings.progress_deadline
-            if view.ready:
+            deadline = progress_deadline_of(view, view.new, settings.progress_deadline)
+            became = available_at(view.new, min_ready)
+            if view.ready and is_available(view.new, min_ready, now) and became is not None and became <= deadline:
+                plan.proven.add(uid_of(view.new))
+            if uid_of(view.new) in proven or uid_of(view.new) in plan.proven:
+                failing = False
+            elif view.ready:
                 failing = not is_available(view.new, min_ready, now)
             else:
                 changed = node_ready_changed_at(view.node) if view.node else None
@@ -320,8 +346,10 @@ def plan_step(
     live = {uid_of(p) for p in pods if not is_terminating(p)}
     if not expectations.satisfied(key, live):
         return None
-    plan = plan_rolling_update(ds, pods, nodes, current_hash, settings, now, expectations.in_flight(key))
+    plan = plan_rolling_update(ds, pods, nodes, current_hash, settings, now, expectations.in_flight(key),
+                               proven=expectations.proven(key))
     expectations.settle(key, plan.settled)
+    expectations.remember_proven(key, plan.proven, live)
     if plan.delete:
         expectations.expect_deletions(key, [(uid_of(p), node_of(p)) for p in plan.delete])
     return plan

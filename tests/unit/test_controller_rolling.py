@@ -269,3 +269,56 @@ def test_young_ready_old_pods_are_replaced_within_budget_not_for_free() -> None:
     p = plan(pods, nodes, {MU: "1"}, min_ready=10)
     assert deleted(p) == ["p-n00"]
     assert p.replacing_unavailable == 0
+
+
+# Issue 14.2: a node's return does not make its new-version pod a failure of the version.
+
+
+def test_a_pod_unready_since_its_node_returned_gets_a_fresh_deadline_from_the_return() -> None:
+    """The controller restarted (no memory): the pod was created long ago, its node came back 10 s ago and the
+    kubelet has not re-reported it yet. Counting it failed would pause the roll for a node's blip."""
+    nodes = cluster(4)
+    nodes["n00"] = node("n00", changed=T0 - 10)
+    pods = old_pods(nodes)
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 1000, ready=False, ready_since=T0 - 300)
+    p = plan(pods, nodes, FAIL)
+    assert p.failed == [] and not p.auto_pause
+    assert p.requeue_after == pytest.approx(50.05)  # checked again when the fresh deadline passes
+    # Still not Ready a progress deadline after the node's return: now it is the version's failure.
+    assert plan(pods, nodes, FAIL, now=T0 + 51).failed == ["q-n00"]
+
+
+def test_a_pod_seen_available_within_its_deadline_never_fails_later() -> None:
+    ds = daemonset(annotations=dict(FAIL))
+    settings, _ = roll_settings(ds)
+    nodes = cluster(4)
+    pods = old_pods(nodes)
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 100, ready_since=T0 - 90)
+    seen = plan_rolling_update(ds, pods, nodes, NEW, settings, T0)
+    assert seen.proven == {"uid-q-n00"}
+    # Later it turns unready on a Ready node (node never went away): not the version's failure.
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 100, ready=False, ready_since=T0 + 5)
+    later = plan_rolling_update(ds, pods, nodes, NEW, settings, T0 + 10, proven=seen.proven)
+    assert later.failed == [] and not later.auto_pause
+    # Without that memory the same state is a failure (created 110 s ago, deadline 60 s).
+    assert plan_rolling_update(ds, pods, nodes, NEW, settings, T0 + 10).failed == ["q-n00"]
+
+
+def test_a_pod_available_only_after_its_deadline_is_not_proven() -> None:
+    ds = daemonset(annotations=dict(FAIL))
+    settings, _ = roll_settings(ds)
+    nodes = cluster(4)
+    pods = old_pods(nodes)
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 100, ready_since=T0 - 5)
+    assert plan_rolling_update(ds, pods, nodes, NEW, settings, T0).proven == set()
+
+
+def test_a_node_going_down_in_the_same_second_its_new_pod_was_created_counts() -> None:
+    """Timestamps have second precision: `changed == created` must count as going down after receiving it."""
+    nodes = cluster(4)
+    nodes["n00"] = node("n00", ready=False, changed=T0 - 100)
+    pods = old_pods(nodes)
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 100)
+    p = plan(pods, nodes, {MU: "1"})
+    assert p.unavailable == 1 and p.delete == []  # its budget is used up by n00
+    assert plan(pods, nodes, FAIL).failed == ["q-n00"]

@@ -50,7 +50,9 @@ class Controllers:
     async def start(self, cluster: SimCluster, *, release_lease: bool = True, workers: int = 4,
                     serve_metrics: bool = False, **overrides: Any) -> ControllerApp:
         values: dict[str, Any] = {
+            # kube-system exists in every cluster; the real default (edgeagent-system) is tested on its own.
             "kubeconfig": cluster.admin_kubeconfig, "metrics_port": 0, "lease_duration": 1.0,
+            "lease_namespace": "kube-system",
             "renew_interval": 0.2, "request_timeout": 5.0, **overrides,
         }
         app = ControllerApp(ControllerConfig(**values), release_lease=release_lease, workers=workers,

@@ -35,7 +35,7 @@ async def test_default_lease_namespace_is_the_one_deploy_grants(
     deploy/controller-rbac.yaml grants Leases; the old kube-system default never became leader there."""
     await admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                               "metadata": {"name": "edgeagent-system"}})
-    app = await controllers.start(sim, leader_elect=True)
+    app = await controllers.start(sim, leader_elect=True, lease_namespace="")  # "": the flag's default
     await eventually(lambda: app.is_leader, what="leader")
     lease = await admin.get(LEASES.format(ns="edgeagent-system"))
     assert lease["spec"]["holderIdentity"] == app.identity
