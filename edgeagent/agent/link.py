@@ -74,6 +74,9 @@ class LinkMonitor:
         self.probes = 0
         self.probing = True
         self._probe_path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{node_name}"
+        # False once the API server said this node has no Lease (a --node-name the cluster does not know:
+        # the agent would serve an empty node for ever); None until a probe was answered.
+        self.node_known: bool | None = None
         # Start disconnected: until a probe proves otherwise, an upgrade is queued rather than left hanging.
         self.connected: bool = False
         self._connected_event = asyncio.Event()
@@ -115,6 +118,9 @@ class LinkMonitor:
         creds = self._client.credentials
         if creds.rejected:
             found.append(f"credentials rejected by the API server ({creds.last_error})")
+        if self.node_known is False:
+            found.append(f"node {self._node!r} is not known to the cluster (no Lease {LEASE_NAMESPACE}/{self._node}; "
+                         "check --node-name)")
         return found
 
     def notify(self) -> None:
@@ -143,6 +149,7 @@ class LinkMonitor:
             "transitions": self.transitions,
             "reported_failures": self.reported_failures,
         }
+        out["node"] = {"name": self._node, "known": self.node_known}
         creds = self._client.credentials
         out["credentials"] = {
             "rejected": creds.rejected,
@@ -200,9 +207,12 @@ class LinkMonitor:
         try:
             await self._client.get(self._probe_path, timeout=self._timeout)
             ok, error = True, ""
+            self._set_node_known(True)
         except KubeError as exc:
             # Answered: the link works. A 5xx means the API server itself is not serving.
             ok, error = (exc.code < 500), ("" if exc.code < 500 else str(exc))
+            if exc.code == 404:
+                self._set_node_known(False)
         except KubeUnreachable as exc:
             ok, error = False, str(exc)
         self._last_latency = time.monotonic() - started
@@ -211,6 +221,16 @@ class LinkMonitor:
         if self._metrics is not None:
             self._metrics.probe(ok)
         return ok, error
+
+    def _set_node_known(self, known: bool) -> None:
+        if known == self.node_known:
+            return
+        if not known:
+            _log.warning("node is not known to the cluster: check --node-name", node=self._node,
+                         missing=f"{LEASE_NAMESPACE}/{self._node} Lease")
+        elif self.node_known is False:
+            _log.info("node is known to the cluster now", node=self._node)
+        self.node_known = known
 
     def _record(self, ok: bool, error: str) -> None:
         if ok:
