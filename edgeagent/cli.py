@@ -128,6 +128,13 @@ def _named(name: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
     return rename
 
 
+@_named("mode")
+def _authorization_mode(text: str) -> str:
+    if text not in ("none", "rbac"):
+        raise ValueError(f"{text!r} is not none or rbac")
+    return text
+
+
 @_named("number")
 def _positive_float(text: str) -> float:
     value = float(text)
@@ -314,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
          default=60.0, type=_positive_float)
     _add(sim, "--image-pull-seconds", help="seconds a node takes to pull an image it does not have",
          default=0.5, type=_non_negative_float)
+    _add(sim, "--authorization", help="none: anyone may do anything; rbac: bearer tokens, RBAC and the Node "
+         "authorizer as on kube-apiserver", default="none", type=_authorization_mode)
     _logging_flags(sim)
 
     _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
@@ -385,7 +394,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
                         image_pull_seconds=args.image_pull_seconds,
-                        log=_log(args))
+                        authorization=args.authorization, log=_log(args))
         return _call("edgeagent.sim.app", cfg)
     if command == "healthcheck":
         return _call("edgeagent.healthcheck", None)

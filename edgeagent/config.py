@@ -82,6 +82,8 @@ class SimConfig:
     # The kubelet's initial back-off for failed image pulls and crashing containers (doubles, capped at 300 s).
     kubelet_backoff: float = 10.0
     history: int = 10000
+    # "none": every request may do everything; "rbac": tokens, RBAC, Node authorizer (sim/auth_http.py).
+    authorization: str = "none"
     log: LogConfig = field(default_factory=LogConfig)
 
 

@@ -8,6 +8,7 @@ one node (its agent and its kubelet) while the test itself keeps full access.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shutil
 import tempfile
@@ -23,6 +24,9 @@ from edgeagent.config import SimConfig
 from edgeagent.kube.objects import is_dns1123_subdomain
 from edgeagent.sim import errors
 from edgeagent.sim.audit import AuditLog
+from edgeagent.sim.auth import load_signing_key, node_user
+from edgeagent.sim.auth_http import ADMIN, AuthLayer
+from edgeagent.sim.auth_tls import ServerTLS, ensure_server_tls
 from edgeagent.sim.daemonsets import DaemonSetController
 from edgeagent.sim.gc import OwnerGarbageCollector
 from edgeagent.sim.images import ImageCatalog, ImageSpec
@@ -38,14 +42,18 @@ JSON = dict[str, Any]
 _log = log.get("edgeagent.sim.cluster")
 
 
-def kubeconfig(server: str, *, user: str, context: str) -> JSON:
-    """A plain-http kubeconfig without credentials, loadable by kubectl and kubernetes_asyncio alike."""
+def kubeconfig(server: str, *, user: str, context: str, credentials: JSON | None = None,
+               ca_pem: str | None = None) -> JSON:
+    """A kubeconfig loadable by kubectl and kubernetes_asyncio: plain http, or https trusting `ca_pem`."""
+    cluster: JSON = {"server": server}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem.encode("ascii")).decode("ascii")
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "preferences": {},
-        "clusters": [{"name": context, "cluster": {"server": server}}],
-        "users": [{"name": user, "user": {}}],
+        "clusters": [{"name": context, "cluster": cluster}],
+        "users": [{"name": user, "user": dict(credentials or {})}],
         "contexts": [{"name": context, "context": {"cluster": context, "user": user, "namespace": "default"}}],
         "current-context": context,
     }
@@ -88,6 +96,8 @@ class SimCluster:
         self.daemonsets = DaemonSetController(self.store)
         self.jobs = JobController(self.store, pod_backoff=config.kubelet_backoff)
         self.gc = OwnerGarbageCollector(self.store)
+        self.auth: AuthLayer | None = None
+        self.tls: ServerTLS | None = None
         self._own_dir = False
         self._state: StateFile | None = None
         self.resumed = False  # True when the store was loaded from an earlier run's state in `dir`
@@ -121,12 +131,18 @@ class SimCluster:
             self.dir.mkdir(parents=True, exist_ok=True)
             snapshot = self._open_state()
         settings = ServerSettings(bookmark_interval=self.config.bookmark_interval)
-        app = create_app(self.store, extra_routes=self._add_routes, settings=settings, audit=self.audit)
+        key = load_signing_key(self.dir if self.config.authorization == "rbac" else None)
+        self.auth = AuthLayer(self.store, self.config.authorization, key)
+        app = create_app(self.store, extra_routes=self._add_routes, settings=settings, audit=self.audit,
+                         auth=self.auth)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
+        if self.auth.enforcing:
+            self.tls = ensure_server_tls(self.dir, self.config.bind)
         # A restarted sim keeps its ports, so the kubeconfigs running clients loaded stay valid.
         kept_port = snapshot.api_port if snapshot is not None and not self.config.port else None
-        site = web.TCPSite(self._runner, self.config.bind, kept_port or self.config.port)
+        site = web.TCPSite(self._runner, self.config.bind, kept_port or self.config.port,
+                           ssl_context=self.tls.context() if self.tls is not None else None)
         try:
             await site.start()
         except OSError as exc:
@@ -135,9 +151,10 @@ class SimCluster:
             raise OSError(exc.errno, f"cannot keep the API server port {kept_port} of the earlier run: "
                                      f"{exc.strerror}") from exc
         port = self._runner.addresses[0][1]
-        self.url = f"http://{self.config.bind}:{port}"
+        scheme = "https" if self.tls is not None else "http"
+        self.url = f"{scheme}://{self.config.bind}:{port}"
         for name in self.node_names:
-            link = Link(name, self.config.bind, int(port), bind=self.config.bind)
+            link = Link(name, self.config.bind, int(port), bind=self.config.bind, scheme=scheme)
             self.links[name] = link
             link_port = snapshot.link_ports.get(name, 0) if snapshot is not None else 0
             try:
@@ -191,6 +208,8 @@ class SimCluster:
         if state is not None:
             self.store.persist = None
             state.close()
+        if self.auth is not None:
+            self.auth.close()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
             self._own_dir = False
@@ -214,10 +233,15 @@ class SimCluster:
         def dump(path: Path, config: JSON) -> None:
             _write_atomically(path, yaml.safe_dump(config, sort_keys=False))
 
+        auth = self.auth
+        assert auth is not None
+        ca = self.tls.ca_pem() if self.tls is not None else None
         for name, link in self.links.items():
-            dump(self.dir / f"{name}.kubeconfig", kubeconfig(link.url, user=f"system:node:{name}", context=name))
+            dump(self.dir / f"{name}.kubeconfig", kubeconfig(link.url, user=f"system:node:{name}", context=name,
+                                                            credentials=auth.credentials(node_user(name)), ca_pem=ca))
         # Last, so that a reader who sees admin.kubeconfig finds the node files too.
-        dump(self.admin_kubeconfig, kubeconfig(self.url, user="admin", context="sim"))
+        dump(self.admin_kubeconfig, kubeconfig(self.url, user="admin", context="sim",
+                                               credentials=auth.credentials(ADMIN), ca_pem=ca))
 
     # Links and node health ----------------------------------------------------------------------------
 

@@ -62,8 +62,9 @@ class Link:
     """One node's link. The listening port stays the same across cuts, so its kubeconfig stays valid."""
 
     def __init__(self, name: str, upstream_host: str, upstream_port: int, *, bind: str = "127.0.0.1",
-                 max_connections: int = 256) -> None:
+                 max_connections: int = 256, scheme: str = "http") -> None:
         self.name = name
+        self.scheme = scheme  # the proxy copies bytes: https when the API server behind it speaks TLS
         self.bind = bind
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
@@ -85,7 +86,7 @@ class Link:
 
     @property
     def url(self) -> str:
-        return f"http://{self.bind}:{self._port}"
+        return f"{self.scheme}://{self.bind}:{self._port}"
 
     @property
     def mode(self) -> Mode:

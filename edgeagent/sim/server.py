@@ -23,6 +23,7 @@ from aiohttp.typedefs import Middleware
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
 from edgeagent.sim import discovery, errors, printers
 from edgeagent.sim.audit import AuditLog
+from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.resources import Resource, resource_for
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
@@ -66,11 +67,18 @@ def create_app(
     extra_routes: Callable[[web.Application], None] | None = None,
     settings: ServerSettings | None = None,
     audit: AuditLog | None = None,
+    auth: AuthLayer | None = None,
 ) -> web.Application:
-    """The full REST surface; `extra_routes` may add more (e.g. `/sim/v1/...`) before the 404 fallback."""
+    """The full REST surface; `extra_routes` may add more (e.g. `/sim/v1/...`) before the 404 fallback.
+
+    `auth` (sim/auth_http.py) authenticates and authorizes every request and serves TokenRequest and the
+    access reviews; without it every request may do everything.
+    """
     middlewares: list[Middleware] = [_errors_middleware]
     if audit is not None:
         middlewares.insert(0, audit.middleware())
+    if auth is not None and auth.enforcing:
+        middlewares.append(auth.middleware)
     app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     app[STATE] = _ServerState(store, settings or ServerSettings())
     for path in ("/healthz", "/livez", "/readyz"):
@@ -83,6 +91,8 @@ def create_app(
     app.router.add_get("/apis/", _api_groups)
     app.router.add_get("/openapi/v3", _openapi_index)
     app.router.add_get("/openapi/v3/{path:.*}", _openapi_document)
+    if auth is not None:
+        auth.add_routes(app)
     app.router.add_route("*", "/api/{version}", _core_root)
     app.router.add_route("*", "/api/{version}/{tail:.*}", _core)
     app.router.add_route("*", "/apis/{group}", _group_root)
