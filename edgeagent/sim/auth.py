@@ -130,7 +130,7 @@ class Authenticator:
     def __init__(self, store: Store, key: bytes, *, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._key = key
-        self._clock = clock
+        self.clock = clock
         # token -> verified claims; a token's signature is checked once, its expiry and objects every time.
         self._verified: dict[str, JSON] = {}
 
@@ -149,7 +149,7 @@ class Authenticator:
     def service_account_token(self, namespace: str, sa: JSON, expiration_seconds: int,
                               bound_pod: JSON | None = None) -> tuple[str, float]:
         """A TokenRequest's token and its expiry (epoch seconds)."""
-        now = int(self._clock())
+        now = int(self.clock())
         exp = now + expiration_seconds
         name = sa["metadata"]["name"]
         k8s: JSON = {"namespace": namespace,
@@ -185,7 +185,7 @@ class Authenticator:
         if claims is None:
             return None
         exp = claims.get("exp")
-        if isinstance(exp, (int, float)) and self._clock() >= exp:
+        if isinstance(exp, (int, float)) and self.clock() >= exp:
             return None
         k8s = claims.get("kubernetes.io")
         if isinstance(k8s, dict):

@@ -15,6 +15,7 @@ link controls) is not part of the Kubernetes API and stays open.
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections import deque
 from collections.abc import Callable
@@ -45,7 +46,8 @@ from edgeagent.sim.store import Store
 
 JSON = dict[str, Any]
 MODES = ("none", "rbac")
-USER = "edgeagent_sim_user"
+# The authenticated (and impersonated) caller, for the handlers of the access-review endpoints.
+_CALLER: contextvars.ContextVar[UserInfo | None] = contextvars.ContextVar("edgeagent_sim_caller", default=None)
 ADMIN = UserInfo("kubernetes-admin", (MASTERS, AUTHENTICATED))
 _NODE_WRITES = frozenset({"create", "update", "patch", "delete"})
 _AUTHZ = "authorization.k8s.io"
@@ -146,8 +148,11 @@ class AuthLayer:
             except errors.ApiError as exc:
                 self._record(user, attrs, exc)
                 raise
-        request[USER] = user
-        return await handler(request)  # type: ignore[no-any-return]
+        token = _CALLER.set(user)
+        try:
+            return await handler(request)  # type: ignore[no-any-return]
+        finally:
+            _CALLER.reset(token)
 
     def _impersonate(self, request: web.Request, user: UserInfo) -> UserInfo:
         """Impersonate-User/-Group/-Uid/-Extra-*: allowed per header by the `impersonate` verb, as upstream."""
@@ -198,8 +203,8 @@ class AuthLayer:
         app.router.add_post(f"/apis/{_AUTHN}/v1/selfsubjectreviews", self._self_subject_review)
 
     def _user(self, request: web.Request) -> UserInfo:
-        found = request.get(USER)
-        if isinstance(found, UserInfo):
+        found = _CALLER.get()
+        if found is not None:
             return found
         return self.authenticator.authenticate(request.headers.get("Authorization")) or ANONYMOUS
 

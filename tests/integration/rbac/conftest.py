@@ -1,0 +1,194 @@
+"""An rbac-mode simulated cluster, and the agent and controller run under deploy/'s identities on it.
+
+`agent_scenario` and `controller_scenario` make every kind of API call the component makes (the agent: its pod
+cache's list and watch, the link probe's Lease read, image pre-pull's status patch, an upgrade's read and
+delete; the controller: leader election, every informer, OTA status patches, AdvancedRollingUpdate deletes,
+events and the auto-pause patch). A call someone adds to the agent or controller belongs here too, or the
+rule-drop test reports its new deploy/ grant as unexercised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from edgeagent.agent.app import Agent
+from edgeagent.config import AgentConfig
+from edgeagent.kube.client import KubeClient, KubeError, Timeouts
+from edgeagent.sim.cluster import SimCluster
+from tests.conftest import SimFactory
+from tests.integration.agent_api.conftest import FAST_AGENT, make_world, set_condition, wait_cached, wait_connected
+from tests.integration.controller.conftest import (
+    Controllers,
+    all_running,
+    create_daemonset,
+    daemonset_manifest,
+    events_for,
+    get_daemonset,
+    need_upgrade,
+    pods_of,
+    set_image,
+)
+from tests.integration.controller.test_auto_pause_and_warnings import BAD, pods_never_ready
+from tests.support.identities import (
+    AGENT_SA,
+    CONTROLLER_SA,
+    apply_deploy,
+    controller_args,
+    identity_kubeconfig,
+    mint_token,
+)
+from tests.waiting import eventually
+
+JSON = dict[str, Any]
+NODE = "edge-1"
+TIMEOUTS = Timeouts(connect=2, request=5)
+
+
+async def rbac_sim(sim_factory: SimFactory, nodes: int = 2) -> SimCluster:
+    return await sim_factory(nodes=nodes, authorization="rbac")
+
+
+@contextlib.asynccontextmanager
+async def admin_of(sim: SimCluster) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(sim.admin_kubeconfig, TIMEOUTS)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@dataclass
+class Identities:
+    """Kubeconfigs for deploy/'s two ServiceAccounts: the agent's through NODE's link, the controller's direct."""
+
+    agent: Path
+    controller: Path
+    args: dict[str, str]
+
+
+async def deploy_identities(sim: SimCluster, docs: list[JSON], directory: Path) -> Identities:
+    async with admin_of(sim) as admin:
+        await apply_deploy(admin, docs)
+        agent_token = await mint_token(admin, AGENT_SA)
+        controller_token = await mint_token(admin, CONTROLLER_SA)
+    ca = sim.tls.ca_file if sim.tls is not None else None
+    return Identities(
+        agent=identity_kubeconfig(directory / "agent-sa.kubeconfig", sim.node_url(NODE), agent_token, ca),
+        controller=identity_kubeconfig(directory / "controller-sa.kubeconfig", sim.url, controller_token, ca),
+        args=controller_args(docs),
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_agent(kubeconfig: Path, state_dir: Path) -> AsyncIterator[Agent]:
+    cfg = AgentConfig(node_name=NODE, kubeconfig=kubeconfig, bind="127.0.0.1", port=0, state_dir=state_dir,
+                      **FAST_AGENT)
+    agent = Agent(cfg)
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(agent.run(ready=ready, stop=stop))
+    try:
+        waiter = asyncio.create_task(ready.wait())
+        done, _ = await asyncio.wait({waiter, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if waiter not in done:
+            waiter.cancel()
+            if task in done:
+                task.result()
+            raise AssertionError("agent not ready within 10 s")
+        yield agent
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 10)
+
+
+async def _post(agent: Agent, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http, \
+            http.post(agent.url + path) as resp:
+        return resp.status, await resp.text()
+
+
+async def agent_scenario(sim: SimCluster, kubeconfig: Path, state_dir: Path) -> None:
+    """The agent's calls, in the order a node sees them; raises if any step does not work."""
+    async with make_world(sim) as world, running_agent(kubeconfig, state_dir) as agent:
+        await wait_connected(agent)  # the link probe read the node's Lease
+        old = await world.pod()
+        await wait_cached(agent, old)  # list + watch of the node's pods
+        ns, name = old["metadata"]["namespace"], old["metadata"]["name"]
+        status, body = await _post(agent, f"/openyurt.io/v1/namespaces/{ns}/pods/{name}/imagepull")
+        assert status == 200, (status, body)  # PodImageReady patched on pods/status
+        # The kubelet reports the image pulled; then the upgrade may go ahead.
+        await set_condition(world.admin, old, "PodImageReady", "True", f"controllerrevision: {world.new_hash}")
+        status, body = await _post(agent, f"/openyurt.io/v1/namespaces/{ns}/pods/{name}/upgrade")
+        assert status == 200, (status, body)  # a fresh read, then the delete
+        await eventually(lambda: world.replaced(old), what="the upgraded pod replaced")
+
+
+async def controller_scenario(sim: SimCluster, kubeconfig: Path, args: dict[str, str]) -> None:
+    """The controller's calls: leader election, informers, OTA patches, an AdvancedRollingUpdate that pauses."""
+    nodes = len(sim.node_names)
+    annotations = {"apps.openyurt.io/max-unavailable": "1", "edgeagent.io/max-failed": "1",
+                   "edgeagent.io/progress-deadline-seconds": "1"}
+    controllers = Controllers()
+    async with admin_of(sim) as admin:
+        await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA"))
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate",
+                                                         annotations=annotations, min_ready=3))
+        await eventually(lambda: all_running(admin, "ota", nodes), what="ota pods running")
+        await eventually(lambda: all_running(admin, "web", nodes), what="web pods running")
+        lease_ns, lease_name = args["--lease-namespace"], args["--lease-name"]
+        try:
+            await controllers.start(sim, kubeconfig=kubeconfig, leader_elect=args.get("--leader-elect") == "true",
+                                    lease_namespace=lease_ns, lease_name=lease_name)
+            lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{lease_ns}/leases/{lease_name}"
+
+            async def lease_rv() -> str | None:
+                try:
+                    return str((await admin.get(lease_path))["metadata"]["resourceVersion"])
+                except KubeError as exc:
+                    if exc.code == 404:
+                        return None
+                    raise
+
+            first = await eventually(lease_rv, what="the leader Lease created (get, create)")
+
+            async def renewed() -> bool:
+                return await lease_rv() not in (None, first)
+
+            await eventually(renewed, what="the leader renewed its Lease (update)")
+            async with pods_never_ready(sim, BAD):
+                await set_image(admin, "ota", "nginx:1.19.5")
+                await set_image(admin, "web", BAD)
+
+                async def flagged() -> bool:
+                    pods = await pods_of(admin, "ota")
+                    return len(pods) == nodes and all((need_upgrade(p) or ("", ""))[0] == "True" for p in pods)
+
+                await eventually(flagged, what="OTA pods flagged PodNeedUpgrade (pods/status patch)")
+
+                async def paused() -> bool:
+                    ds = await get_daemonset(admin, "web")
+                    return bool(ds["metadata"].get("annotations", {}).get("edgeagent.io/paused") == "true")
+
+                await eventually(paused, timeout=15, what="the bad roll paused itself (daemonsets patch)")
+                reasons = {e["reason"] for e in await events_for(admin, "web")}
+                assert {"UpgradingPods", "RolloutAutoPaused"} <= reasons, reasons  # events create; pods delete
+        finally:
+            await controllers.stop_all()
+
+
+Scenario = Callable[[], Awaitable[None]]
+
+
+@pytest.fixture
+def rbac_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "identities"
+    path.mkdir()
+    return path
