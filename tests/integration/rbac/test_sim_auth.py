@@ -354,9 +354,9 @@ async def test_none_mode_keeps_plain_http_and_lets_everyone_do_everything(sim_fa
 
 def test_authorization_flag_reads_its_environment_variable(monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.build_parser().parse_args(["sim"]).authorization == "none"
+    assert cli.parse_args(["sim"]).authorization == "none"
     monkeypatch.setenv("EDGEAGENT_AUTHORIZATION", "rbac")
-    assert cli.build_parser().parse_args(["sim"]).authorization == "rbac"
+    assert cli.parse_args(["sim"]).authorization == "rbac"
     monkeypatch.setenv("EDGEAGENT_AUTHORIZATION", "abac")
     assert cli.main(["sim"]) == 2
     assert "EDGEAGENT_AUTHORIZATION='abac'" in capsys.readouterr().err
