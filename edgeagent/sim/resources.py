@@ -164,7 +164,7 @@ JOBS = Resource(
 
 
 def _stored(group: str, plural: str, kind: str, *, namespaced: bool = True, short_names: tuple[str, ...] = (),
-            status: bool = False, has_generation: bool = False) -> Resource:
+            status: bool = False, has_generation: bool = False, categories: tuple[str, ...] = ()) -> Resource:
     """A kind the sim only stores (no controller acts on it): enough for `kubectl apply -f deploy/`."""
     return Resource(
         group=group,
@@ -178,13 +178,18 @@ def _stored(group: str, plural: str, kind: str, *, namespaced: bool = True, shor
         subresources=("status",) if status else (),
         field_selectors=GENERIC_FIELDS,
         has_generation=has_generation,
+        categories=categories,
     )
 
 
 # The kinds of our own deploy/ manifests (agent DaemonSet, controller Deployment, least-privilege RBAC).
 SERVICE_ACCOUNTS = _stored("", "serviceaccounts", "ServiceAccount", short_names=("sa",))
+# What `kubectl create configmap|secret|service` makes; stored with the real server's defaults (sim/stored_kinds).
+CONFIG_MAPS = _stored("", "configmaps", "ConfigMap", short_names=("cm",))
+SECRETS = _stored("", "secrets", "Secret")
+SERVICES = _stored("", "services", "Service", short_names=("svc",), status=True, categories=("all",))
 DEPLOYMENTS = _stored("apps", "deployments", "Deployment", short_names=("deploy",), status=True,
-                      has_generation=True)
+                      has_generation=True, categories=("all",))
 _RBAC = "rbac.authorization.k8s.io"
 CLUSTER_ROLES = _stored(_RBAC, "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS = _stored(_RBAC, "clusterrolebindings", "ClusterRoleBinding", namespaced=False)
@@ -194,8 +199,8 @@ ROLE_BINDINGS = _stored(_RBAC, "rolebindings", "RoleBinding")
 RESOURCES: dict[str, Resource] = {
     r.plural: r
     for r in (
-        PODS, NODES, NAMESPACES, EVENTS, SERVICE_ACCOUNTS, DAEMONSETS, DEPLOYMENTS, CONTROLLER_REVISIONS, LEASES,
-        JOBS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS,
+        PODS, NODES, NAMESPACES, EVENTS, SERVICE_ACCOUNTS, CONFIG_MAPS, SECRETS, SERVICES, DAEMONSETS, DEPLOYMENTS,
+        CONTROLLER_REVISIONS, LEASES, JOBS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS,
     )
 }
 

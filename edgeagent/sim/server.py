@@ -21,10 +21,11 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
-from edgeagent.sim import discovery, errors, printers
+from edgeagent.sim import discovery, errors, printers, protobuf
 from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
+from edgeagent.sim.protobuf import ProtobufError
 from edgeagent.sim.resources import Resource, resource_for
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
 
@@ -329,9 +330,15 @@ def _exists(store: Store, target: _Target) -> bool:
 
 
 async def _read_object(request: web.Request) -> JSON:
-    """A request body in JSON (or YAML); anything else is 415, undecodable is 400."""
+    """A request body in JSON, YAML or (for what kubectl's typed clients send) protobuf; anything else is
+    415, undecodable is 400."""
     media = request.headers.get("Content-Type", "application/json").split(";", 1)[0].strip().lower()
     raw = await request.read()
+    if media == protobuf.MEDIA_TYPE:
+        try:
+            return protobuf.decode_object(raw)
+        except ProtobufError as exc:
+            raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from exc
     try:
         if media in ("application/json", ""):
             decoded = json.loads(raw)

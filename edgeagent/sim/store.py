@@ -35,7 +35,7 @@ from edgeagent.kube.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from edgeagent.sim import errors
+from edgeagent.sim import errors, stored_kinds
 from edgeagent.sim.job_defaults import default_job
 from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
 from edgeagent.sim.resources import DAEMONSETS, JOBS, NAMESPACES, PODS, RESOURCES, Resource
@@ -536,6 +536,8 @@ class Store:
             meta.pop("generation", None)
         _default(res, new)
         _validate(res, new)
+        if res.kind in stored_kinds.KINDS:
+            stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.plural].values()])
         if res is DAEMONSETS:
             meta.setdefault("annotations", {})[TEMPLATE_GENERATION] = "1"
             new["status"] = {
@@ -696,6 +698,8 @@ class Store:
                 new.pop("status", None)
         _default(res, new)
         _validate(res, new)
+        if res.kind in stored_kinds.KINDS:
+            stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.plural].values()], old)
         if res is PODS:
             _check_pod_update(old, new)
         if res is NAMESPACES:

@@ -36,7 +36,7 @@ async def test_api_group_list(api: Api) -> None:
     ("path", "expected"),
     [
         ("/api/v1", {"pods", "pods/status", "nodes", "nodes/status", "namespaces", "namespaces/status", "events",
-                     "serviceaccounts"}),
+                     "serviceaccounts", "configmaps", "secrets", "services", "services/status"}),
         ("/apis/apps/v1", {"daemonsets", "daemonsets/status", "deployments", "deployments/status",
                            "controllerrevisions"}),
         ("/apis/rbac.authorization.k8s.io/v1", {"clusterroles", "clusterrolebindings", "roles", "rolebindings"}),
