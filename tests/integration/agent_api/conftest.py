@@ -42,10 +42,16 @@ FAST_AGENT: dict[str, Any] = {
 AgentFactory = Callable[..., Awaitable[Agent]]
 
 
+# Bound, never listening: connections are refused, and no server started later in this process (an agent on
+# port 0) can be handed the same port, which made "offline" agents talk to another test's agent.
+_HELD_PORTS: list[socket.socket] = []
+
+
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    _HELD_PORTS.append(sock)
+    return int(sock.getsockname()[1])
 
 
 def write_kubeconfig(path: Path, server: str) -> Path:
@@ -118,10 +124,12 @@ async def agent_factory(tmp_path: Path) -> AsyncIterator[AgentFactory]:
     try:
         yield start
     finally:
+        # A shutdown that fails (or hangs) fails the test; an agent that failed to start already raised in start().
         for agent, stop, task in reversed(running):
+            if task.done():
+                continue
             stop.set()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, 10)
+            await asyncio.wait_for(task, 10)
             del agent
 
 

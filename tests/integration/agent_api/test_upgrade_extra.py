@@ -148,3 +148,26 @@ async def test_imagepull_of_a_pod_replaced_meanwhile_is_409_and_the_new_pod_is_u
     assert new["metadata"]["uid"] != old["metadata"]["uid"]
     assert "PodImageReady" not in {c["type"] for c in new["status"].get("conditions", [])}
 
+
+
+async def test_upgrade_of_a_pod_replaced_between_get_and_delete_is_409_and_the_new_pod_survives(
+        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession,
+        hook_proxy: HookProxy) -> None:
+    """Issue 14 test gap: the online path's UID precondition, exercised in the race it exists for."""
+    old = await orphan_ds_pod(world.admin, "raced")
+    path = "/api/v1/namespaces/default/pods/raced"
+
+    async def replace_pod() -> None:
+        await world.admin.delete(path, {"gracePeriodSeconds": 0})
+        await orphan_ds_pod(world.admin, "raced")
+
+    hook = hook_proxy.before(method_on("DELETE", "/pods/raced"), replace_pod)
+    agent = await agent_factory(kubeconfig=write_kubeconfig(tmp_path / "proxy.kubeconfig", hook_proxy.url))
+    await wait_connected(agent)
+    async with http.post(f"{agent.url}/openyurt.io/v1/namespaces/default/pods/raced/upgrade",
+                         headers={"Accept": "application/json"}) as resp:
+        status, body = resp.status, await resp.json()
+    assert hook.hits == 1
+    assert status == 409 and "replaced meanwhile" in body["message"], body
+    new = await world.admin.get(path)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"] and not new["metadata"].get("deletionTimestamp")
