@@ -2,7 +2,7 @@
 
 kubectl and client-go ask for aggregated discovery first; answering with plain `application/json`
 makes them fall back to these per-group documents, which is all they need to map `kubectl get ds`
-to `/apis/apps/v1/namespaces/<ns>/daemonsets`. OpenAPI is deliberately not served (404).
+to `/apis/apps/v1/namespaces/<ns>/daemonsets`. OpenAPI documents are in sim/openapi.py.
 """
 
 from __future__ import annotations
@@ -104,56 +104,4 @@ def api_resource_list(group: str, version: str) -> JSON | None:
         "apiVersion": "v1",
         "groupVersion": f"{group}/{version}" if group else version,
         "resources": [entry for res in served for entry in _resource_entries(res)],
-    }
-
-
-# OpenAPI v3: just enough for kubectl. Its validator asks whether each kind's PATCH accepts the
-# `fieldValidation` parameter; when it does, kubectl leaves validation to the server instead of failing
-# with "failed to download openapi". No schemas are served, so `kubectl apply` computes its patches from
-# its compiled-in types, exactly as with an old server.
-OPENAPI_HASH = "edgeagent-sim-1"
-_PATCH_PARAMETERS = ("dryRun", "fieldManager", "fieldValidation", "force")
-
-
-def _openapi_path(group: str, version: str) -> str:
-    return f"apis/{group}/{version}" if group else f"api/{version}"
-
-
-def openapi_v3_index() -> JSON:
-    return {
-        "paths": {
-            _openapi_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_openapi_path(g, v)}?hash={OPENAPI_HASH}"}
-            for g, v in group_versions()
-        }
-    }
-
-
-def openapi_v3_document(path: str) -> JSON | None:
-    """The OpenAPI v3 document for `api/v1` or `apis/<group>/<version>`, or None if not served."""
-    for group, version in group_versions():
-        if _openapi_path(group, version) == path:
-            break
-    else:
-        return None
-    paths: JSON = {}
-    for res in resources_in(group, version):
-        scope = "/namespaces/{namespace}" if res.namespaced else ""
-        item = f"/{path}{scope}/{res.plural}/{{name}}"
-        paths[item] = {
-            "patch": {
-                "operationId": f"patch{res.kind}",
-                "x-kubernetes-action": "patch",
-                "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": res.kind},
-                "parameters": [
-                    {"name": name, "in": "query", "schema": {"type": "string"}} for name in _PATCH_PARAMETERS
-                ],
-                "requestBody": {"content": {"application/merge-patch+json": {"schema": {"type": "object"}}}},
-                "responses": {"200": {"description": "OK"}},
-            }
-        }
-    return {
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": f"v{SERVER_MAJOR}.{SERVER_MINOR}.0"},
-        "paths": paths,
-        "components": {"schemas": {}},
     }

@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
-from edgeagent.sim import discovery, errors, printers, protobuf
+from edgeagent.sim import discovery, errors, openapi, printers, protobuf
 from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
@@ -90,6 +90,7 @@ def create_app(
     app.router.add_get("/api/", _api_versions)
     app.router.add_get("/apis", _api_groups)
     app.router.add_get("/apis/", _api_groups)
+    app.router.add_get("/openapi/v2", _openapi_v2)
     app.router.add_get("/openapi/v3", _openapi_index)
     app.router.add_get("/openapi/v3/{path:.*}", _openapi_document)
     if auth is not None:
@@ -191,14 +192,25 @@ async def _api_groups(request: web.Request) -> web.Response:
 
 
 async def _openapi_index(request: web.Request) -> web.Response:
-    return _json_response(discovery.openapi_v3_index())
+    # Built once per process (about half a second); a thread keeps the event loop serving meanwhile.
+    await asyncio.to_thread(openapi.v3_documents)
+    return _json_response(openapi.v3_index())
 
 
 async def _openapi_document(request: web.Request) -> web.Response:
-    doc = discovery.openapi_v3_document(request.match_info["path"])
-    if doc is None:
+    found = (await asyncio.to_thread(openapi.v3_documents)).get(request.match_info["path"])
+    if found is None:
         raise errors.not_found_path()
-    return _json_response(doc)
+    return _json_response(found[0])
+
+
+async def _openapi_v2(request: web.Request) -> web.Response:
+    """client-go asks for gnostic protobuf; anyone else (`kubectl get --raw`, curl) gets JSON."""
+    accept = request.headers.get("Accept", "")
+    if any(media in accept for media in openapi.V2_PROTOBUF_ACCEPTED):
+        body = await asyncio.to_thread(openapi.v2_protobuf)
+        return web.Response(body=body, content_type=openapi.V2_PROTOBUF)
+    return _json_response(await asyncio.to_thread(openapi.v2_json))
 
 
 async def _unknown(request: web.Request) -> web.Response:

@@ -89,3 +89,43 @@ async def test_create_serviceaccount_deployment_and_rbac(kubectl: Kubectl) -> No
     binding = await get_json(kubectl, "rolebinding", "robot-reads")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "robot", "namespace": "default"}]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "reader"}
+
+
+LIST = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata:
+    name: site-b
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: settings
+    namespace: site-b
+  data:
+    mode: edge
+"""
+
+
+async def test_apply_a_list_file_is_validated_against_openapi_v2(kubectl: Kubectl, tmp_path: Path) -> None:
+    manifest = tmp_path / "list.yaml"
+    manifest.write_text(LIST)
+    assert await kubectl("apply", "-f", str(manifest)) == "namespace/site-b created\nconfigmap/settings created\n"
+    manifest.write_text(LIST.replace("  data:", "  dta:").replace("name: settings", "name: other"))
+    result = await kubectl.run("apply", "-f", str(manifest))
+    assert result.code == 1
+    assert 'unknown field "dta" in io.k8s.api.core.v1.ConfigMap' in result.err
+
+
+async def test_explain_reads_the_served_schemas(kubectl: Kubectl) -> None:
+    out = await kubectl("explain", "pods.spec.containers.image")
+    assert out.startswith("KIND:       Pod\nVERSION:    v1\n")
+    assert "FIELD: image <string>" in out and "Container image name." in out
+    out = await kubectl("explain", "daemonsets.spec.updateStrategy")
+    assert "GROUP:      apps" in out and "FIELD: updateStrategy <DaemonSetUpdateStrategy>" in out
+    assert "type\t<string>" in out
+    raw = json.loads(await kubectl("get", "--raw", "/openapi/v2"))
+    assert raw["definitions"]["io.k8s.api.apps.v1.DaemonSet"]["x-kubernetes-group-version-kind"] == [
+        {"group": "apps", "version": "v1", "kind": "DaemonSet"}]

@@ -68,10 +68,6 @@ async def test_discovery_answers_plain_json_even_when_aggregated_is_asked(api: A
         assert (await response.json())["kind"] == "APIGroupList"
 
 
-async def test_openapi_v2_is_not_served(api: Api) -> None:
-    assert (await api.call("GET", "/openapi/v2")).status == 404
-
-
 async def test_openapi_v3_declares_server_side_field_validation(api: Api) -> None:
     index = await api.ok("GET", "/openapi/v3")
     url = index["paths"]["apis/apps/v1"]["serverRelativeURL"]
