@@ -239,6 +239,10 @@ class LinkMonitor:
             self._last_error = ""
             if not self.connected and self.consecutive_successes >= self._successes_needed:
                 self._set(True, "")
+            elif self._informer is not None and not self._informer.healthy:
+                # The API answers while the watch sits in its backoff (a restart too short for the link to count
+                # as cut): resume it now rather than after up to `backoff_max`.
+                self._informer.kick()
         else:
             self.consecutive_failures += 1
             self.consecutive_successes = 0

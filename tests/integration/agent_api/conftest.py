@@ -22,6 +22,7 @@ from edgeagent.agent.state import StateStore
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
 from tests.integration.agent_api.faulty_proxy import FaultyProxy
+from tests.integration.agent_api.hook_proxy import HookProxy
 from tests.waiting import eventually
 
 if TYPE_CHECKING:
@@ -239,6 +240,17 @@ async def make_world(sim: SimCluster) -> AsyncIterator[World]:
 async def world(sim: SimCluster) -> AsyncIterator[World]:
     async with make_world(sim) as w:
         yield w
+
+
+@pytest.fixture
+async def hook_proxy(world: World) -> AsyncIterator[HookProxy]:
+    """A started HookProxy in front of NODE's link (hangs, canned answers, races made deterministic)."""
+    hook = HookProxy(world.sim.node_url(NODE))
+    await hook.start()
+    try:
+        yield hook
+    finally:
+        await hook.stop()
 
 
 @pytest.fixture

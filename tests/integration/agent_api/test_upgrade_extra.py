@@ -3,12 +3,10 @@ already queued when the cloud answers again, and a pod replaced between the imag
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from edgeagent.agent.state import StateStore
 from edgeagent.agent.upgrade import UpgradeService
@@ -24,16 +22,6 @@ from tests.integration.agent_api.conftest import (
 )
 from tests.integration.agent_api.hook_proxy import HookProxy, method_on
 from tests.waiting import eventually
-
-
-@pytest.fixture
-async def hook_proxy(world: World) -> AsyncIterator[HookProxy]:
-    proxy = HookProxy(world.sim.node_url(NODE))
-    await proxy.start()
-    try:
-        yield proxy
-    finally:
-        await proxy.stop()
 
 
 async def post_upgrade(http: aiohttp.ClientSession, url: str, name: str) -> tuple[int, dict[str, Any]]:
