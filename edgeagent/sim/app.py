@@ -20,14 +20,19 @@ def describe(sim: SimCluster) -> str:
         f"simulated cluster: API server {sim.url} ({len(sim.node_names)} nodes)",
         f"  admin kubeconfig: {sim.admin_kubeconfig}",
     ]
+    curl = "curl"
+    if sim.tls is not None:
+        lines.append(f"  authorization: rbac (HTTPS, CA {sim.tls.ca_file}; admin is system:masters, "
+                     "node kubeconfigs are system:node:<name>)")
+        curl = f"curl --cacert {sim.tls.ca_file}"
     for node in sim.node_names:
         lines.append(f"  node {node}: link {sim.node_url(node)}, kubeconfig {sim.node_kubeconfig(node)}")
     lines += [
         "try:",
         f"  kubectl --kubeconfig {sim.admin_kubeconfig} get nodes",
         "cut a node's link (refuse: connections fail fast; blackhole: they hang) and restore it:",
-        f"  curl -X POST '{sim.url}/sim/v1/nodes/{first}/disconnect?mode=blackhole'",
-        f"  curl -X POST '{sim.url}/sim/v1/nodes/{first}/connect'",
+        f"  {curl} -X POST '{sim.url}/sim/v1/nodes/{first}/disconnect?mode=blackhole'",
+        f"  {curl} -X POST '{sim.url}/sim/v1/nodes/{first}/connect'",
         "press Ctrl-C to stop",
     ]
     return "\n".join(lines)
