@@ -40,6 +40,7 @@ SCRIPTS = (
     Script("reconnect_drain.py", limit=180),
     Script("disconnect_detection.py", limit=180),
     Script("controller_scale.py", limit=330),
+    Script("rbac_overhead.py", limit=120),
 )
 
 
