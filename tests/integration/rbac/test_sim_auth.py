@@ -398,3 +398,12 @@ async def test_kubectl_create_token_and_auth_can_i(sim: SimCluster, admin: KubeC
     assert code == 1
     assert ('Error from server (Forbidden): nodes is forbidden: User "system:serviceaccount:edgeagent-system:'
             'edgeagent-agent" cannot list resource "nodes" in API group "" at the cluster scope') in err
+
+
+async def test_start_up_text_names_the_ca_for_curl(sim: SimCluster) -> None:
+    from edgeagent.sim.app import describe
+
+    assert sim.tls is not None
+    text = describe(sim)
+    assert "authorization: rbac" in text
+    assert f"curl --cacert {sim.tls.ca_file} -X POST '{sim.url}/sim/v1/nodes/edge-1/connect'" in text
