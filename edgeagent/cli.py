@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -180,24 +181,21 @@ def _count(text: str) -> int:
 
 def _window_flags(parser: argparse.ArgumentParser) -> None:
     """`--maintenance-window` is repeatable; its variable holds several specs separated by `;`."""
-    from edgeagent.agent.windows import split_env_windows
-
     var = env_name("--maintenance-window")
     parser.add_argument(
         "--maintenance-window", action="append", default=None, metavar="SPEC",
         help=f"accept upgrades only inside this window, '[DAYS] HH:MM-HH:MM' in local time (DAYS: *, Sat, "
              "Mon-Fri, Sat,Sun; may cross midnight); repeatable, or several separated by ';' in the variable; "
              f"none: always open (env {var})")
-    parser.set_defaults(env_maintenance_windows=split_env_windows(os.environ.get(var, "")))
     _add(parser, "--timezone", help="IANA time zone of the maintenance windows (default: the node's local zone)",
          default="")
 
 
 def _windows(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
     """The specs (flags win over the variable) and zone, checked here so a bad one exits 2 with one line."""
-    from edgeagent.agent.windows import WindowSpecError, load_zone, parse_windows
+    from edgeagent.agent.windows import WindowSpecError, load_zone, parse_windows, split_env_windows
 
-    specs = tuple(args.maintenance_window if args.maintenance_window else args.env_maintenance_windows)
+    specs = tuple(args.maintenance_window or split_env_windows(os.environ.get(env_name("--maintenance-window"), "")))
     try:
         parse_windows(specs)
         if args.timezone:
@@ -347,6 +345,18 @@ def build_parser() -> argparse.ArgumentParser:
                           help="cancel the queued request with this id (an action: no environment variable)")
     _client_flags(upgrades)
 
+    hold = _command(sub, "hold", "hold all upgrades of this node",
+                    "Asks the local agent (POST /v1/hold) to accept no upgrade until released; works while the "
+                    "cloud is unreachable and survives restarts. Prints the node's site policy afterwards.")
+    _add(hold, "--reason", help="why; shown in the pods' UpgradeHeld condition", default="")
+    _add(hold, "--until", help="release by itself at this RFC 3339 time (e.g. 2026-11-22T18:00:00Z)", default="")
+    _add(hold, "--for", help="release by itself after this long (90s, 30m, 2h, 1d, 1h30m)", default="")
+    _client_flags(hold)
+    release = _command(sub, "release", "release this node's hold",
+                       "Asks the local agent (DELETE /v1/hold) to drop the hold, an operator's or an "
+                       "AutoUpgradeFailed one; maintenance windows still apply.")
+    _client_flags(release)
+
     rollout = _command(sub, "rollout", "DaemonSet rollout commands", "")
     rollout_sub = rollout.add_subparsers(dest="rollout_command", required=True, metavar="COMMAND")
     status = _command(rollout_sub, "status", "per-node state of a DaemonSet's upgrade",
@@ -412,11 +422,32 @@ def _dispatch(args: argparse.Namespace) -> int:
         if command == "upgrade":
             return int(module.upgrade(client, namespace, name))
         return int(module.upgrades(client, args.cancel))
+    if command in ("hold", "release"):
+        client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
+        module = importlib.import_module("edgeagent.agent.hold_cli")
+        if command == "release":
+            return int(module.release(client))
+        return int(module.hold(client, args.reason, _hold_until(args)))
     if command == "rollout":
         cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
                             watch=args.watch, timeout=args.timeout)
         return _call("edgeagent.controller.rollout", cfg)
     raise UsageError(f"unknown command {command!r}")
+
+
+def _hold_until(args: argparse.Namespace) -> datetime | None:
+    from edgeagent.agent.policy import parse_duration, parse_time
+
+    if args.until and getattr(args, "for"):
+        raise UsageError("--until and --for exclude each other: give one")
+    try:
+        if args.until:
+            return parse_time(args.until)
+        if getattr(args, "for"):
+            return datetime.now(UTC) + parse_duration(getattr(args, "for"))
+    except ValueError as exc:
+        raise UsageError(f"--{'until' if args.until else 'for'}: {exc}") from exc
+    return None
 
 
 def _call(module_name: str, cfg: Any) -> int:

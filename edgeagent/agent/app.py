@@ -22,6 +22,7 @@ from aiohttp import web
 from edgeagent import log
 from edgeagent.agent.auth import read_token_file
 from edgeagent.agent.cache import PodCache
+from edgeagent.agent.held import HeldPublisher
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.policy import Clock, SitePolicy
@@ -102,6 +103,7 @@ class Agent:
         # The site policy's wall clock; tests inject one that stands just before a window.
         self.clock = clock
         self.policy: SitePolicy | None = None
+        self.held: HeldPublisher | None = None
         self.notifier = notifier or SdNotifier()
         self.port: int | None = None
         self.metrics = AgentMetrics()
@@ -189,9 +191,13 @@ class Agent:
             upgrade_timeout=cfg.upgrade_timeout, request_timeout=cfg.request_timeout, metrics=metrics,
         )
         drainer = Drainer(client=client, link=link, state=state, node_name=cfg.node_name,
-                          request_timeout=cfg.request_timeout, metrics=metrics)
+                          request_timeout=cfg.request_timeout, metrics=metrics, policy=policy)
         upgrades.on_queued.append(drainer.notify)
         upgrades.on_queued.append(link.notify)
+        policy.add_listener(lambda status: drainer.notify() if status.open else None)  # ?when=open entries
+        held = HeldPublisher(client=client, cache=cache, informer=informer, link=link, policy=policy,
+                             request_timeout=cfg.request_timeout)
+        self.held = held
         link.add_listener(drainer.on_link)
         app = create_app(cache=cache, upgrades=upgrades, state=state, link=link, metrics=metrics, token=token,
                          max_body_bytes=cfg.max_body_bytes, policy=policy)
@@ -218,6 +224,7 @@ class Agent:
                     tg.create_task(link.run(), name="link-monitor")
                     tg.create_task(drainer.run(), name="drainer")
                     tg.create_task(policy.run(), name="site-policy")
+                    tg.create_task(held.run(), name="upgrade-held")
                     tg.create_task(self.notifier.run_watchdog(), name="watchdog")
                     tg.create_task(self._wait_stop(stop), name="shutdown")
             except* _Shutdown:

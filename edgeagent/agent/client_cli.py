@@ -51,12 +51,12 @@ def _headers(cfg: ClientConfig) -> dict[str, str]:
     return headers
 
 
-async def _request(cfg: ClientConfig, method: str, path: str) -> tuple[int, Any]:
+async def _request(cfg: ClientConfig, method: str, path: str, payload: JSON | None = None) -> tuple[int, Any]:
     url = cfg.agent.rstrip("/") + path
     headers = _headers(cfg)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=cfg.timeout)) as session, \
-                session.request(method, url, headers=headers) as resp:
+                session.request(method, url, headers=headers, json=payload) as resp:
             raw = await resp.read()
             status = resp.status
     except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError, ValueError) as exc:

@@ -56,6 +56,12 @@ class WaitableLink(Link, Protocol):
     async def wait_connected(self) -> None: ...
 
 
+class OpenGate(Protocol):
+    """The site policy as the drainer sees it (SitePolicy satisfies it)."""
+
+    def is_open(self) -> bool: ...
+
+
 class _Retry(Exception):
     """A transient failure: back to `queued`, try again after a backoff."""
 
@@ -65,7 +71,8 @@ class Drainer:
 
     def __init__(self, *, client: KubeClient, link: WaitableLink, state: StateStore, node_name: str,
                  request_timeout: float, metrics: UpgradeMetrics | None = None, concurrency: int = 4,
-                 poll_interval: float = 1.0, backoff_initial: float = 0.5, backoff_max: float = 60.0) -> None:
+                 poll_interval: float = 1.0, backoff_initial: float = 0.5, backoff_max: float = 60.0,
+                 policy: OpenGate | None = None) -> None:
         self._client = client
         self._link = link
         self._state = state
@@ -77,6 +84,8 @@ class Drainer:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._not_before: dict[str, float] = {}
+        # `?when=open` entries wait for the site policy; the policy's listener wakes us when it opens.
+        self._policy = policy
         self._wake = asyncio.Event()
 
     def notify(self) -> None:
@@ -112,6 +121,8 @@ class Drainer:
         for stale in [i for i in self._not_before if i not in ids]:
             del self._not_before[stale]  # cancelled or finished elsewhere
         due = [e for e in pending if self._not_before.get(e.id, 0.0) <= now]
+        if self._policy is not None and any(e.when_open for e in due) and not self._policy.is_open():
+            due = [e for e in due if not e.when_open]
         if not due:
             return 0
         semaphore = asyncio.Semaphore(self._concurrency)

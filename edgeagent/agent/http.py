@@ -150,7 +150,15 @@ async def _pods(request: web.Request) -> web.Response:
 
 
 async def _upgrade(request: web.Request) -> web.Response:
-    outcome = await request.app[_UPGRADES].upgrade(request.match_info["namespace"], request.match_info["name"])
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    when = request.query.get("when")
+    if when is not None:
+        # ?when=open: wait for the site policy (agent/policy.py); no query: OpenYurt's "now", hold or not.
+        if when != "open":
+            return message_response(request, 400, f"unknown when={when!r}: the only value is when=open "
+                                                  "(apply once the node is open); omit it to upgrade now")
+        return _outcome_response(request, await request.app[_UPGRADES].upgrade_when_open(namespace, name))
+    outcome = await request.app[_UPGRADES].upgrade(namespace, name)
     return _outcome_response(request, outcome)
 
 

@@ -301,6 +301,59 @@ class UpgradeService:
         except StateUnavailable:
             return None  # nothing readable is queued; the online path does not need the store
 
+    # ------------------------------------------------------------------ ?when=open
+
+    async def upgrade_when_open(self, namespace: str, name: str) -> Outcome:
+        """`POST …/upgrade?when=open`: always queued (202), applied by the drainer once the node is open.
+
+        The pod is checked now as for any request (fresh from the cloud when it answers, else from the
+        cache), so a request that could never be applied is refused at once rather than at the window.
+        """
+        outcome = await self._upgrade_when_open(namespace, name)
+        _log.info("upgrade_request", pod=f"{namespace}/{name}", when="open", code=outcome.http_status,
+                  status=outcome.status_word, message=outcome.message, id=outcome.request_id)
+        if self._metrics is not None:
+            self._metrics.upgrade_outcome(outcome.status_word)
+        return outcome
+
+    async def _upgrade_when_open(self, namespace: str, name: str) -> Outcome:
+        invalid = validate_names(namespace, name)
+        if invalid is not None:
+            return invalid
+        key = f"{namespace}/{name}"
+        pod: JSON | None = None
+        if self._link.connected:
+            try:
+                async with asyncio.timeout(self._upgrade_timeout):
+                    pod = await self._client.get(pod_path(namespace, name), timeout=self._request_timeout)
+            except KubeError as exc:
+                if exc.code == 404:
+                    return _outcome(404, f"pod {key} not found")
+                if not is_retryable(exc):
+                    return self._cloud_refused("reading", key, exc)
+            except (KubeUnreachable, TimeoutError) as exc:
+                self._link.report_failure(f"GET {key} failed: {describe_failure(exc)}")
+        if pod is None:
+            pod = self._cache.get(namespace, name)
+            if pod is None:
+                return _outcome(404, f"pod {key} is not in the local cache and the cloud did not answer")
+        refusal = upgrade_refusal(pod, self._node)
+        if refusal is not None:
+            return refusal
+        try:
+            request, created = await self._state.enqueue(
+                namespace, name, uid_of(pod), self._node, when_open=True,
+                message="queued until the node is open (?when=open)")
+        except StateUnavailable as exc:
+            return _outcome(503, f"the upgrade request for pod {key} could not be stored: {exc}; nothing was queued")
+        await publish_queue_counts(self._state, self._metrics)
+        if not created:
+            return _outcome(202, _already(request), request.id)
+        for callback in self.on_queued:
+            callback()
+        return _outcome(202, f"Upgrade of pod {key} queued as request {request.id}: it is applied when the node is "
+                             "open (no hold, inside a maintenance window) and the cloud is reachable", request.id)
+
     # ------------------------------------------------------------------ imagepull
 
     async def imagepull(self, namespace: str, name: str) -> Outcome:

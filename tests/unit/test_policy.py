@@ -26,24 +26,12 @@ from edgeagent.agent.policy import (
 from edgeagent.agent.state import StateStore
 from edgeagent.agent.windows import parse_windows
 from edgeagent.aio import cancel_and_wait
+from tests.support.clock import FakeClock
 from tests.waiting import eventually
 
 BERLIN = ZoneInfo("Europe/Berlin")
 # A Saturday, 10:00 in Berlin (CET, +01:00).
 SAT_10 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
-
-
-class FakeClock:
-    """Wall time that tests move; `offset` shifts real time so timers still run in real seconds."""
-
-    def __init__(self, at: datetime) -> None:
-        self.offset = at - datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.offset
-
-    def set(self, at: datetime) -> None:
-        self.offset = at - datetime.now(UTC)
 
 
 @pytest.fixture

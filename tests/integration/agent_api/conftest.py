@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 from edgeagent.agent.app import Agent
+from edgeagent.agent.policy import Clock
 from edgeagent.agent.state import StateStore
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
@@ -105,10 +106,10 @@ async def agent_factory(tmp_path: Path) -> AsyncIterator[AgentFactory]:
     """`await agent_factory(kubeconfig=..., **AgentConfig fields)`: a running agent; stopped after the test."""
     running: list[tuple[Agent, asyncio.Event, asyncio.Task[None]]] = []
 
-    async def start(*, kubeconfig: Path, node_name: str = NODE, **fields: Any) -> Agent:
+    async def start(*, kubeconfig: Path, node_name: str = NODE, clock: Clock | None = None, **fields: Any) -> Agent:
         values = {**FAST_AGENT, "state_dir": tmp_path / f"state-{len(running)}", **fields}
         cfg = AgentConfig(node_name=node_name, kubeconfig=kubeconfig, bind="127.0.0.1", port=0, **values)
-        agent = Agent(cfg)
+        agent = Agent(cfg, clock=clock)
         ready, stop = asyncio.Event(), asyncio.Event()
         task = asyncio.create_task(agent.run(ready=ready, stop=stop))
         running.append((agent, stop, task))

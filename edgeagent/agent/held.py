@@ -1,0 +1,169 @@
+"""Publishes the site policy as the `UpgradeHeld` condition on every DaemonSet pod bound to this node.
+
+This module owns the condition type. The controller reads it (AdvancedRollingUpdate never deletes a
+pod whose `UpgradeHeld` is `True`), and an operator sees it in `kubectl describe pod`.
+
+Why it costs nothing while nothing changes: the desired condition is compared with the pod as the
+agent's watch cache already has it, and a strategic-merge patch of that one condition on `pods/status`
+is sent only when they differ. The patch comes back through the watch, after which they agree again.
+It is woken, never polling, by: a policy change (hold set or released, a window opening or closing, on
+the policy's own timer), a pod added or changed in the cache (new pods get it at once), and the link
+returning (what changed while it was down is published then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from edgeagent import log
+from edgeagent.agent.cache import PodCache
+from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.policy import PolicyStatus, SitePolicy
+from edgeagent.aio import wait_event
+from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.informer import Informer
+from edgeagent.kube.objects import (
+    daemonset_owner,
+    get_condition,
+    is_terminating,
+    key_of,
+    meta,
+    pod_path,
+    uid_of,
+)
+
+JSON = dict[str, Any]
+_log = log.get("edgeagent.held")
+
+CONDITION_UPGRADE_HELD = "UpgradeHeld"
+
+# After a failed patch (cloud overloaded, link flapping) try again after this long, doubling to the cap.
+RETRY_INITIAL = 0.5
+RETRY_MAX = 30.0
+
+
+def desired(status: PolicyStatus) -> tuple[str, str, str]:
+    """(status, reason, message) of the condition for the policy's answer."""
+    return ("True" if status.held else "False"), status.reason, status.message
+
+
+def current(pod: JSON) -> tuple[str, str, str] | None:
+    cond = get_condition(pod, CONDITION_UPGRADE_HELD)
+    if cond is None:
+        return None
+    return str(cond.get("status") or ""), str(cond.get("reason") or ""), str(cond.get("message") or "")
+
+
+def condition_patch(pod: JSON, want: tuple[str, str, str], now: datetime) -> JSON:
+    """One condition, merged by `type`; the UID makes a same-named successor refuse it (409)."""
+    status, reason, message = want
+    cond: JSON = {"type": CONDITION_UPGRADE_HELD, "status": status, "reason": reason, "message": message}
+    old = get_condition(pod, CONDITION_UPGRADE_HELD)
+    if old is None or old.get("status") != status:
+        cond["lastTransitionTime"] = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": [cond]}}
+
+
+def needs_condition(pod: JSON) -> bool:
+    return daemonset_owner(pod) is not None and not is_terminating(pod)
+
+
+class HeldPublisher:
+    def __init__(self, *, client: KubeClient, cache: PodCache, informer: Informer, link: LinkMonitor,
+                 policy: SitePolicy, request_timeout: float) -> None:
+        self._client = client
+        self._cache = cache
+        self._link = link
+        self._policy = policy
+        self._timeout = request_timeout
+        self._wake = asyncio.Event()
+        # uid -> (condition sent, resourceVersion of the pod it was computed from): until the watch
+        # delivers a newer version of the pod, do not send the same patch again.
+        self._sent: dict[str, tuple[tuple[str, str, str], str]] = {}
+        self.patches = 0
+        informer.add_handler(self._on_pod)
+        link.add_listener(self._on_link)
+        policy.add_listener(self._on_policy)
+
+    def _on_pod(self, _type: str, _obj: JSON, _old: JSON | None) -> None:
+        self._wake.set()
+
+    def _on_link(self, connected: bool) -> None:
+        if connected:
+            self._sent.clear()  # what we sent before the cut may not have landed: compare afresh
+            self._wake.set()
+
+    def _on_policy(self, _status: PolicyStatus) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        retry = RETRY_INITIAL
+        while True:
+            await self._link.wait_connected()
+            self._wake.clear()
+            try:
+                complete = await self.publish_once()
+            except Exception:  # one bad pass must not end publishing; the next wake-up tries again
+                _log.exception("upgrade_held_publish_failed")
+                complete = False
+            if complete:
+                retry = RETRY_INITIAL
+                await self._wake.wait()
+            else:
+                await wait_event(self._wake, retry)
+                retry = min(RETRY_MAX, retry * 2)
+
+    async def publish_once(self) -> bool:
+        """Patch every pod whose condition differs; True when nothing is left to retry."""
+        want = desired(self._policy.status())
+        complete = True
+        live: set[str] = set()
+        for pod in self._cache.pods():
+            if not needs_condition(pod):
+                continue
+            uid = uid_of(pod)
+            live.add(uid)
+            if current(pod) == want:
+                self._sent.pop(uid, None)
+                continue
+            rv = str(meta(pod).get("resourceVersion") or "")
+            if self._sent.get(uid) == (want, rv):
+                continue  # patched already; the watch has not brought the new version yet
+            if not self._link.connected:
+                return False
+            ok = await self._patch(pod, want)
+            if ok:
+                self._sent[uid] = (want, rv)
+            complete = complete and ok
+        for uid in set(self._sent) - live:
+            del self._sent[uid]
+        return complete
+
+    async def _patch(self, pod: JSON, want: tuple[str, str, str]) -> bool:
+        namespace, name = str(meta(pod).get("namespace") or ""), str(meta(pod).get("name") or "")
+        body = condition_patch(pod, want, self._policy.now())
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self._timeout + 1.0):
+                await self._client.patch(f"{pod_path(namespace, name)}/status", body, CONTENT_STRATEGIC_MERGE_PATCH,
+                                         timeout=self._timeout)
+        except KubeError as exc:
+            if exc.code in (404, 409, 422):
+                # Gone or replaced: the watch brings the successor, which gets its own patch.
+                _log.info("upgrade_held_pod_gone", pod=key_of(pod), code=exc.code)
+                return True
+            _log.warning("upgrade_held_patch_refused", pod=key_of(pod), code=exc.code, error=exc.message)
+            return False
+        except (KubeUnreachable, TimeoutError) as exc:
+            self._link.report_failure(f"UpgradeHeld patch of {key_of(pod)}: {exc or type(exc).__name__}")
+            return False
+        self.patches += 1
+        _log.info("upgrade_held_published", pod=key_of(pod), status=want[0], reason=want[1], message=want[2],
+                  ms=round((time.monotonic() - started) * 1000, 1))
+        return True
+
+
+__all__ = ["CONDITION_UPGRADE_HELD", "HeldPublisher", "condition_patch", "desired"]

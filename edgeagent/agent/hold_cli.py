@@ -1,0 +1,60 @@
+"""`edgeagent hold [--reason R] [--until TIME | --for DURATION]` and `edgeagent release`: the local hold.
+
+They talk to the agent on this node (`/v1/hold`), never to the cloud, so they work while the link is
+down. Both print what the node's site policy says afterwards: held or open, why, and when it next opens.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Any
+
+from edgeagent.agent.client_cli import EXIT_FAILED, EXIT_OK, ClientError, _message, _print_json, _request, _run
+from edgeagent.agent.policy import rfc3339
+from edgeagent.config import ClientConfig
+
+HOLD_PATH = "/v1/hold"
+JSON = dict[str, Any]
+
+
+def render(status: JSON) -> str:
+    """The policy answer for people: one line for the state, then the windows and the next opening."""
+    lines = [f"{'held' if status.get('held') else 'open'}: {status.get('reason')}: {status.get('message')}"]
+    windows = status.get("windows") or []
+    if windows:
+        inside = "yes" if status.get("windowOpen") else "no"
+        lines.append(f"maintenance windows ({status.get('timezone')}): {', '.join(windows)}; inside one now: {inside}")
+    else:
+        lines.append("maintenance windows: none (always open)")
+    if status.get("held"):
+        lines.append(f"next opening: {status.get('nextOpening') or 'when the hold is released'}")
+    return "\n".join(lines)
+
+
+async def _change(cfg: ClientConfig, method: str, body: JSON | None, what: str) -> int:
+    status, answer = await _request(cfg, method, HOLD_PATH, body)
+    if cfg.json:
+        _print_json(answer if isinstance(answer, dict) else {"status": status, "message": _message(answer, status)})
+    if status != 200 or not isinstance(answer, dict):
+        print(f"edgeagent: error: {what}: {status}: {_message(answer, status)}", file=sys.stderr)
+        return EXIT_FAILED
+    if not cfg.json:
+        print(render(answer))
+    return EXIT_OK
+
+
+def hold(cfg: ClientConfig, reason: str, until: datetime | None) -> int:
+    body: JSON = {}
+    if reason:
+        body["reason"] = reason
+    if until is not None:
+        body["until"] = rfc3339(until)
+    return _run(_change(cfg, "POST", body, "hold"))
+
+
+def release(cfg: ClientConfig) -> int:
+    return _run(_change(cfg, "DELETE", None, "release"))
+
+
+__all__ = ["ClientError", "hold", "release", "render"]
