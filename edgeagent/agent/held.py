@@ -84,6 +84,7 @@ class HeldPublisher:
         # delivers a newer version of the pod, do not send the same patch again.
         self._sent: dict[str, tuple[tuple[str, str, str], str]] = {}
         self.patches = 0
+        self.passes = 0
         informer.add_handler(self._on_pod)
         link.add_listener(self._on_link)
         policy.add_listener(self._on_policy)
@@ -119,6 +120,7 @@ class HeldPublisher:
     async def publish_once(self) -> bool:
         """Patch every pod whose condition differs; True when nothing is left to retry."""
         want = desired(self._policy.status())
+        self.passes += 1
         complete = True
         live: set[str] = set()
         for pod in self._cache.pods():
