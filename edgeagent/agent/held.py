@@ -57,6 +57,14 @@ def current(pod: JSON) -> tuple[str, str, str] | None:
     return str(cond.get("status") or ""), str(cond.get("reason") or ""), str(cond.get("message") or "")
 
 
+def held_by(pod: JSON) -> tuple[str, str] | None:
+    """(reason, message) when the pod's `UpgradeHeld` is `True`: its node said no upgrade now."""
+    cond = get_condition(pod, CONDITION_UPGRADE_HELD)
+    if cond is None or cond.get("status") != "True":
+        return None
+    return str(cond.get("reason") or ""), str(cond.get("message") or "")
+
+
 def condition_patch(pod: JSON, want: tuple[str, str, str], now: datetime) -> JSON:
     """One condition, merged by `type`; the UID makes a same-named successor refuse it (409)."""
     status, reason, message = want
@@ -168,4 +176,4 @@ class HeldPublisher:
         return True
 
 
-__all__ = ["CONDITION_UPGRADE_HELD", "HeldPublisher", "condition_patch", "desired"]
+__all__ = ["CONDITION_UPGRADE_HELD", "HeldPublisher", "condition_patch", "desired", "held_by"]

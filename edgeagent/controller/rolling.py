@@ -21,7 +21,10 @@ and fixes what OpenYurt leaves open:
   flight, keeps counting against the budget (OpenYurt forgets it and starts more deletions: a version
   that takes nodes down would spread at full speed);
 - `edgeagent.io/partition`, `node-selector`, `paused` and `max-failed` + `progress-deadline-seconds`
-  (pods of the new version that are not available in time stop the roll instead of being skipped).
+  (pods of the new version that are not available in time stop the roll instead of being skipped);
+- the site decides when (interfaces.md §6): an old pod whose `UpgradeHeld` condition is `True` (its node's
+  agent is held or outside its maintenance window) is never deleted and spends no budget, so one closed
+  site neither blocks nor slows the others; it is upgraded once its agent publishes `False`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from edgeagent.agent.held import held_by
 from edgeagent.controller.expectations import Expectations
 from edgeagent.controller.pods import (
     available_at,
@@ -60,6 +64,7 @@ class NodeState(StrEnum):
     OUTDATED = "outdated"
     UNAVAILABLE = "unavailable"
     NOT_READY = "NotReady"
+    HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -110,10 +115,19 @@ def node_views(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], curren
     return views
 
 
+def held_reason(view: NodeView) -> tuple[str, str] | None:
+    """(reason, message) when the node still runs only its old pod and that pod's UpgradeHeld is True."""
+    if not view.ready or view.excess or view.old is None or view.new is not None:
+        return None
+    return held_by(view.old)
+
+
 def node_state(view: NodeView, min_ready_seconds: int, now: float) -> NodeState:
     """What `rollout status` prints for a node."""
     if not view.ready:
         return NodeState.NOT_READY
+    if held_reason(view) is not None:
+        return NodeState.HELD
     if view.excess or view.new is None:
         return NodeState.OUTDATED if view.old is not None and not view.excess else NodeState.UNAVAILABLE
     if view.old is not None or not is_available(view.new, min_ready_seconds, now):
@@ -190,6 +204,8 @@ class Plan:
     held_by_partition: int = 0
     not_selected: int = 0
     not_ready: int = 0
+    # Nodes whose old pod is UpgradeHeld True: node -> (reason, message); never deleted, no budget spent.
+    held: dict[str, tuple[str, str]] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)
     # UIDs of new-version pods available now that became available within their progress deadline.
     proven: set[str] = field(default_factory=set)
@@ -287,6 +303,10 @@ def plan_rolling_update(
                     wake = _soonest(wake, deadline - now)
 
         if not view.ready or view.excess or view.old is None or view.new is not None:
+            continue
+        hold = held_by(view.old)
+        if hold is not None:
+            plan.held[view.name] = hold
             continue
         selector = settings.node_selector
         if selector is not None and not selector.matches(view.labels):

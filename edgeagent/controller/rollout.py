@@ -1,9 +1,10 @@
 """`edgeagent rollout status DS [-n NS] [--watch] [--timeout S]`: where a DaemonSet's upgrade stands, per node.
 
 Uses the same node classification as the controller's planner, so what it prints is what the controller
-acts on: `up to date`, `outdated`, `NotReady` (skipped until it returns) and `unavailable` (being
-replaced, or a new pod not yet available). Exit 0 when every node runs an available pod of the current
-revision, 1 otherwise (or on an error, with one line on stderr).
+acts on: `up to date`, `outdated`, `NotReady` (skipped until it returns), `unavailable` (being
+replaced, or a new pod not yet available) and `held` (its site said not now: `UpgradeHeld` is True, with
+the reason). Exit 0 when every node runs an available pod of the current revision, 3 while the rollout
+is still in progress (also when `--watch` times out), 1 on an error (one line on stderr).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, TextIO
 
 from edgeagent.config import RolloutConfig
 from edgeagent.controller.revisions import current_hash, newest_revision, owned_by, revision_hash
-from edgeagent.controller.rolling import NodeState, node_state, node_views
+from edgeagent.controller.rolling import NodeState, held_reason, node_state, node_views
 from edgeagent.controller.settings import roll_settings, select
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.objects import (
@@ -32,7 +33,9 @@ from edgeagent.kube.objects import (
 JSON = dict[str, Any]
 
 EXIT_COMPLETE = 0
-EXIT_INCOMPLETE = 1
+EXIT_ERROR = 1
+# interfaces.md §3: scripts tell "not yet" (3) from "broken" (1).
+EXIT_IN_PROGRESS = 3
 POLL_INTERVAL = 1.0
 
 
@@ -46,6 +49,8 @@ class NodeRow:
     state: NodeState
     pod: str
     revision: str
+    # Why a held node waits: "<reason>: <message>" of its pod's UpgradeHeld condition.
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,15 +72,19 @@ class Status:
         lines = [f"DaemonSet {self.namespace}/{self.name}: {strategy}, revision {self.revision or '?'}"
                  + ("" if self.revision_settled else " (new revision pending)")
                  + (", paused" if self.paused else "")]
-        widths = [max([len(h)] + [len(v) for v in col]) for h, col in (
+        noted = any(r.note for r in self.rows)
+        columns: list[tuple[str, list[str]]] = [
             ("NODE", [r.node for r in self.rows]), ("STATE", [str(r.state) for r in self.rows]),
-            ("POD", [r.pod for r in self.rows]),
-        )]
-        header = ("NODE", "STATE", "POD", "REVISION")
-        lines.append("  ".join(h.ljust(w) for h, w in zip(header, [*widths, 0], strict=True)).rstrip())
+            ("POD", [r.pod for r in self.rows]), ("REVISION", [r.revision for r in self.rows]),
+        ]
+        if noted:
+            columns.append(("WHY", [r.note for r in self.rows]))
+        widths = [max([len(h)] + [len(v) for v in col]) for h, col in columns[:-1]] + [0]
+        header = tuple(h for h, _ in columns)
+        lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
         for row in self.rows:
-            cells = (row.node, str(row.state), row.pod, row.revision)
-            lines.append("  ".join(c.ljust(w) for c, w in zip(cells, [*widths, 0], strict=True)).rstrip())
+            cells = (row.node, str(row.state), row.pod, row.revision, *((row.note,) if noted else ()))
+            lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
         counts = Counter(row.state for row in self.rows)
         summary = ", ".join(f"{counts.get(state, 0)} {state}" for state in NodeState)
         lines.append(f"{len(self.rows)} node(s): {summary}")
@@ -95,11 +104,13 @@ def build_status(ds: JSON, pods: list[JSON], nodes: list[JSON], revisions: list[
     rows = []
     for view in views:
         pod = view.new or view.old or (view.terminating[0] if view.terminating else None)
+        held = held_reason(view)
         rows.append(NodeRow(
             node=view.name,
             state=node_state(view, settings.min_ready_seconds, now),
             pod=name_of(pod) if pod else "",
             revision=labels_of(pod).get(LABEL_REVISION_HASH, "") if pod else "",
+            note=f"{held[0]}: {held[1]}" if held is not None else "",
         ))
     selection = select(ds)
     strategy = selection.strategy.value if selection.strategy else ""
@@ -150,10 +161,10 @@ async def run_status(cfg: RolloutConfig, out: TextIO) -> int:
             if status.complete:
                 return EXIT_COMPLETE
             if not cfg.watch:
-                return EXIT_INCOMPLETE
+                return EXIT_IN_PROGRESS
             if deadline is not None and time.monotonic() >= deadline:
                 print(f"timed out after {cfg.timeout:g}s waiting for the rollout", file=out, flush=True)
-                return EXIT_INCOMPLETE
+                return EXIT_IN_PROGRESS
             await asyncio.sleep(POLL_INTERVAL)
     finally:
         await client.close()
@@ -170,4 +181,4 @@ def main(cfg: RolloutConfig, *, out: TextIO | None = None, err: TextIO | None = 
         print(f"edgeagent: error: the API server refused: {exc}", file=err)
     except KubeUnreachable as exc:
         print(f"edgeagent: error: cannot reach the API server: {exc}", file=err)
-    return EXIT_INCOMPLETE
+    return EXIT_ERROR

@@ -32,6 +32,7 @@ import aiohttp
 import pytest
 
 from edgeagent.kube.client import KubeClient
+from edgeagent.kube.objects import get_condition
 from tests.faults.conftest import (
     NODE,
     AgentProc,
@@ -85,7 +86,9 @@ async def _flagged_pods(admin: KubeClient) -> None:
 async def _wait_cached(http: aiohttp.ClientSession, agent: AgentProc) -> None:
     async def probe() -> bool:
         cached = {p["metadata"]["name"]: p for p in await cached_pods(http, agent)}
-        return all(name in cached and needs_upgrade(cached[name]) for name in PODS)
+        # ... with the agent's own UpgradeHeld on them, so the pods no longer change under the test.
+        return all(name in cached and needs_upgrade(cached[name]) and get_condition(cached[name], "UpgradeHeld")
+                   for name in PODS)
 
     await eventually(probe, what="the flagged pods in the agent's cache")
 

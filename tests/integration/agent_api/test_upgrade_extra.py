@@ -124,9 +124,11 @@ async def test_imagepull_of_a_pod_replaced_meanwhile_is_409_and_the_new_pod_is_u
         await world.admin.delete(path, {"gracePeriodSeconds": 0})  # unfinalized, grace 0: gone at once
         await orphan_ds_pod(world.admin, "swapped")
 
-    hook = hook_proxy.before(method_on("PATCH", "/pods/swapped/status"), replace_pod)
     agent = await agent_factory(kubeconfig=write_kubeconfig(tmp_path / "proxy.kubeconfig", hook_proxy.url))
     await wait_connected(agent)
+    # The agent's own UpgradeHeld patch of the pod goes first; the hook is for the imagepull's PATCH.
+    await eventually(lambda: agent.held is not None and agent.held.patches >= 1, what="UpgradeHeld published")
+    hook = hook_proxy.before(method_on("PATCH", "/pods/swapped/status"), replace_pod)
     async with http.post(f"{agent.url}/openyurt.io/v1/namespaces/default/pods/swapped/imagepull",
                          headers={"Accept": "application/json"}) as resp:
         status, body = resp.status, await resp.json()
