@@ -14,6 +14,7 @@ import asyncio
 import ipaddress
 import os
 import sys
+from collections.abc import Callable
 from datetime import tzinfo
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from edgeagent.agent.cache import PodCache
 from edgeagent.agent.held import HeldPublisher
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
-from edgeagent.agent.policy import Clock, SitePolicy
+from edgeagent.agent.policy import Clock, PolicyStatus, SitePolicy
 from edgeagent.agent.sdnotify import SdNotifier
 from edgeagent.agent.state import ACTIVE_STATES, StateStore, StateUnavailable
 from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
@@ -182,7 +183,7 @@ class Agent:
         link = LinkMonitor(
             client, cfg.node_name, interval=cfg.probe_interval, timeout=cfg.probe_timeout,
             failures_to_disconnect=cfg.failures_to_disconnect, successes_to_connect=cfg.successes_to_connect,
-            informer=informer, metrics=metrics, queued=lambda: _waiting(state),
+            informer=informer, metrics=metrics, queued=lambda: _waiting(state, policy),
         )
         link.add_listener(self._on_link)
         self.informer, self.cache, self.link = informer, cache, link
@@ -194,7 +195,7 @@ class Agent:
                           request_timeout=cfg.request_timeout, metrics=metrics, policy=policy)
         upgrades.on_queued.append(drainer.notify)
         upgrades.on_queued.append(link.notify)
-        policy.add_listener(lambda status: drainer.notify() if status.open else None)  # ?when=open entries
+        policy.add_listener(lambda status: _on_open(status, drainer.notify, link.notify))  # ?when=open entries
         held = HeldPublisher(client=client, cache=cache, informer=informer, link=link, policy=policy,
                              request_timeout=cfg.request_timeout)
         self.held = held
@@ -269,10 +270,23 @@ def site_windows(cfg: AgentConfig) -> tuple[tuple[Window, ...], tzinfo]:
     return windows, tz
 
 
-async def _waiting(state: StateStore) -> int:
-    """Requests that wait for the cloud (queued, or running when a crash interrupted them)."""
+async def _waiting(state: StateStore, policy: SitePolicy) -> int:
+    """Requests that wait for the cloud (queued, or running when a crash interrupted them).
+
+    A `?when=open` request waits for the site, not the cloud, while the node is held: it must not keep the
+    link probing for the days until its window (the policy's listener wakes the monitor when it opens).
+    """
     counts = await state.counts()
-    return sum(counts.get(name, 0) for name in ACTIVE_STATES)
+    active = sum(counts.get(name, 0) for name in ACTIVE_STATES)
+    if active and not policy.is_open():
+        active -= sum(1 for entry in await state.pending() if entry.when_open)
+    return active
+
+
+def _on_open(status: PolicyStatus, *wake: Callable[[], None]) -> None:
+    if status.open:
+        for fn in wake:
+            fn()
 
 
 async def run_agent(cfg: AgentConfig, *, ready: asyncio.Event | None = None,

@@ -170,6 +170,8 @@ async def test_when_open_is_queued_outside_the_window_and_applied_by_the_drainer
     assert deletions_of(world, "other")
     assert (await entry(http, agent, waiting))["state"] == "queued"
     assert deletions_of(world, name) == []
+    # Waiting for the site is not waiting for the cloud: the link monitor stops probing (no idle link cost).
+    await eventually(lambda: agent.link is not None and not agent.link.probing, what="link probes paused")
 
     clock.set(OPENING - timedelta(seconds=1))
     agent.policy.poke()
