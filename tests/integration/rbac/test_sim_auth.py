@@ -407,3 +407,20 @@ async def test_start_up_text_names_the_ca_for_curl(sim: SimCluster) -> None:
     text = describe(sim)
     assert "authorization: rbac" in text
     assert f"curl --cacert {sim.tls.ca_file} -X POST '{sim.url}/sim/v1/nodes/edge-1/connect'" in text
+
+
+async def test_tokens_and_ca_survive_a_sim_restart_on_the_same_dir(sim_factory: SimFactory, tmp_path: Path) -> None:
+    """The signing key and the CA live in --dir: running clients' kubeconfigs and minted tokens stay valid."""
+    directory = tmp_path / "kept"
+    first = await sim_factory(nodes=1, authorization="rbac", dir=directory)
+    async with admin_of(first) as admin:
+        await service_account(admin, "kept")
+        token = await mint_token(admin, "kept", "default")
+    assert first.tls is not None
+    ca = first.tls.ca_file.read_bytes()
+    await first.stop()
+    second = await sim_factory(nodes=1, authorization="rbac", dir=directory)
+    assert second.tls is not None and second.tls.ca_file.read_bytes() == ca
+    assert (await whoami(Api(second), token))["username"] == "system:serviceaccount:default:kept"
+    async with admin_of(second) as admin:
+        assert (await admin.get("/api/v1/namespaces/default/serviceaccounts/kept"))["metadata"]["name"] == "kept"
