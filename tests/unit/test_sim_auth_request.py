@@ -23,7 +23,8 @@ CASES = [
     ("DELETE", "/apis/apps/v1/namespaces/ns/daemonsets", {}, ("deletecollection", "apps", "daemonsets", "", "ns", "")),
     ("GET", "/api/v1/namespaces/ns", {}, ("get", "", "namespaces", "", "ns", "ns")),
     ("PUT", "/api/v1/namespaces/ns/finalize", {}, ("update", "", "namespaces", "finalize", "ns", "ns")),
-    ("POST", "/api/v1/namespaces/ns/serviceaccounts/sa/token", {}, ("create", "", "serviceaccounts", "token", "ns", "sa")),
+    ("POST", "/api/v1/namespaces/ns/serviceaccounts/sa/token", {},
+     ("create", "", "serviceaccounts", "token", "ns", "sa")),
     ("GET", "/api/v1/nodes", {}, ("list", "", "nodes", "", "", "")),
 ]
 
