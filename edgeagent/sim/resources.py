@@ -204,9 +204,24 @@ RESOURCES: dict[str, Resource] = {
     )
 }
 
+# events.k8s.io/v1 Events are the core Events seen through another group (sim/events_v1.py converts): routed
+# and discovered, but not stored separately.
+EVENTS_V1 = Resource(
+    group="events.k8s.io",
+    version="v1",
+    plural="events",
+    singular="event",
+    kind="Event",
+    list_kind="EventList",
+    namespaced=True,
+    short_names=("ev",),
+    subresources=(),
+    field_selectors=EVENTS.field_selectors,
+)
+
 # Group -> version -> plural -> Resource: the URL router's view of the table.
 _BY_GROUP_VERSION: dict[tuple[str, str], dict[str, Resource]] = {}
-for _r in RESOURCES.values():
+for _r in (*RESOURCES.values(), EVENTS_V1):
     _BY_GROUP_VERSION.setdefault((_r.group, _r.version), {})[_r.plural] = _r
 
 

@@ -13,20 +13,21 @@ import json
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import yaml
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
-from edgeagent.sim import discovery, errors, openapi, printers, protobuf
+from edgeagent.sim import discovery, errors, events_v1, openapi, printers, protobuf
 from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
+from edgeagent.sim.patch import PatchError, apply_patch
 from edgeagent.sim.protobuf import ProtobufError
-from edgeagent.sim.resources import Resource, resource_for
+from edgeagent.sim.resources import EVENTS, EVENTS_V1, Resource, resource_for
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
 
 JSON = dict[str, Any]
@@ -163,6 +164,12 @@ class _TableRequest:
         return dumps(event) + b"\n"
 
 
+class _LineView(Protocol):
+    """Rewrites each watch event line of a stream (server-side printing, another group's view)."""
+
+    def watch_line(self, res: Resource, line: bytes) -> bytes: ...
+
+
 def _table_request(request: web.Request) -> _TableRequest | None:
     version = printers.table_version(request.headers.get("Accept"))
     if version is None:
@@ -281,6 +288,8 @@ def _parse_path(group: str, version: str, tail: str) -> _Target:
 async def _dispatch(request: web.Request, group: str, version: str, tail: str) -> web.StreamResponse:
     target = _parse_path(group, version, tail)
     state = request.app[STATE]
+    if target.res is EVENTS_V1:
+        return await _events_v1(request, state, target)
     method = request.method
     query = request.query
     if target.name is None:
@@ -512,6 +521,81 @@ async def _delete_collection(request: web.Request, state: _ServerState, target: 
     return _json_response(body)
 
 
+# ---------------------------------------------------------------------------------------------- events.k8s.io/v1
+
+
+class _EventsV1View:
+    def watch_line(self, res: Resource, line: bytes) -> bytes:
+        event = json.loads(line)
+        obj = event.get("object") or {}
+        if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+            event["object"] = events_v1.to_v1(obj)
+        elif event.get("type") == "BOOKMARK":
+            obj["apiVersion"] = events_v1.API_VERSION
+        return dumps(event) + b"\n"
+
+
+def _v1_item(obj: JSON) -> JSON:
+    return {k: v for k, v in events_v1.to_v1(obj).items() if k not in ("kind", "apiVersion")}
+
+
+def _v1_list(response: web.Response) -> web.Response:
+    assert isinstance(response.body, bytes)
+    body = json.loads(response.body)
+    body["apiVersion"] = events_v1.API_VERSION
+    body["items"] = [_v1_item(item) for item in body.get("items") or []]
+    return _json_response(body, response.status)
+
+
+async def _events_v1(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
+    """events.k8s.io/v1: the stored core/v1 Events, converted on the way in and out (sim/events_v1.py)."""
+    core = replace(target, res=EVENTS)
+    store, method, query = state.store, request.method, request.query
+    dry_run = "All" in query.getall("dryRun", [])
+    table = _table_request(request) if method == "GET" else None
+    if target.watch_path or (target.name is None and method == "GET" and query.get("watch", "") in _TRUE):
+        return await _watch(request, state, core, _EventsV1View())
+    if target.name is None:
+        if method == "GET":
+            listed = await _list(state, core, query, table)
+            return listed if table is not None else _v1_list(listed)
+        if method == "POST":
+            if target.namespace is None:
+                raise errors.method_not_allowed("create", EVENTS_V1.plural, EVENTS_V1.group)
+            obj = await _read_object(request)
+            events_v1.validate_create(obj)
+            created = store.create(EVENTS, events_v1.to_core(obj), namespace=target.namespace, dry_run=dry_run)
+            return _json_response(events_v1.to_v1(created), 201)
+        if method == "DELETE":
+            return _v1_list(await _delete_collection(request, state, core))
+        raise errors.method_not_allowed(method.lower(), EVENTS_V1.plural, EVENTS_V1.group)
+    name = target.name
+    if method == "GET":
+        entry = store.entry(EVENTS, target.namespace, name)
+        if table is not None:
+            rv = str((entry.obj.get("metadata") or {}).get("resourceVersion", ""))
+            return _json_response(table.render(EVENTS, [entry.obj], {"resourceVersion": rv}))
+        return _json_response(events_v1.to_v1(entry.obj))
+    if method in ("PUT", "PATCH"):
+        if method == "PUT":
+            new = await _read_object(request)
+        else:
+            current = events_v1.to_v1(store.get(EVENTS, target.namespace, name))
+            try:
+                new = apply_patch(current, await request.read(), request.headers.get("Content-Type", ""), "Event")
+            except PatchError as exc:
+                raise exc.to_api_error() from exc
+        meta = new.setdefault("metadata", {})
+        if meta.setdefault("name", name) != name or meta.setdefault("namespace", target.namespace) != target.namespace:
+            raise errors.bad_request("the name or namespace of the object does not match the URL")
+        updated = store.update(EVENTS, events_v1.to_core(new), dry_run=dry_run)
+        return _json_response(events_v1.to_v1(updated))
+    if method == "DELETE":
+        result = store.delete(EVENTS, target.namespace, name, await _delete_options(request), dry_run=dry_run)
+        return _json_response(events_v1.to_v1(result) if result.get("kind") == "Event" else result)
+    raise errors.method_not_allowed(method.lower(), EVENTS_V1.plural, EVENTS_V1.group)
+
+
 # ---------------------------------------------------------------------------------------------- watch
 
 
@@ -613,14 +697,16 @@ async def _start_stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _watch(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
+async def _watch(
+    request: web.Request, state: _ServerState, target: _Target, view: _LineView | None = None
+) -> web.StreamResponse:
     store, res, query = state.store, target.res, request.query
     field_text = query.get("fieldSelector") or ""
     if target.name is not None:  # `/watch/.../pods/<name>` watches one object
         field_text = ",".join(t for t in (field_text, f"metadata.name={target.name}") if t)
     labels, fields = store.parse_selectors(res, query.get("labelSelector"), field_text)
     flt = _WatchFilter(target.namespace, labels, fields)
-    table = _table_request(request)
+    table: _LineView | None = _table_request(request) or view  # a Table prints the stored (core) form
     bookmarks = query.get("allowWatchBookmarks", "") in _TRUE
     send_initial_text = query.get("sendInitialEvents")
     rv_match = query.get("resourceVersionMatch") or None
@@ -698,7 +784,7 @@ async def _pump(
     deadline: float,
     bookmarks: bool,
     start_rv: int,
-    table: _TableRequest | None = None,
+    table: _LineView | None = None,
 ) -> None:
     """Forward events until the deadline, the client leaving, or the server stopping.
 

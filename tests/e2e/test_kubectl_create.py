@@ -129,3 +129,16 @@ async def test_explain_reads_the_served_schemas(kubectl: Kubectl) -> None:
     raw = json.loads(await kubectl("get", "--raw", "/openapi/v2"))
     assert raw["definitions"]["io.k8s.api.apps.v1.DaemonSet"]["x-kubernetes-group-version-kind"] == [
         {"group": "apps", "version": "v1", "kind": "DaemonSet"}]
+
+
+async def test_events_k8s_io_event_is_listed_by_kubectl_get_events(kubectl: Kubectl) -> None:
+    event = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "upgrade.1"},
+             "eventTime": "2026-11-22T17:00:00.000000Z", "reportingController": "edgeagent.io/agent",
+             "reportingInstance": "edge-1", "action": "Upgrade", "reason": "Upgraded", "type": "Normal",
+             "note": "pod upgraded", "regarding": {"kind": "Pod", "name": "agent-x", "namespace": "default"}}
+    assert await kubectl("create", "-f", "-", stdin=json.dumps(event)) == "event.events.k8s.io/upgrade.1 created\n"
+    header, rows = table(await kubectl("get", "events"))
+    assert header == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert rows[0][1:] == ["Normal", "Upgraded", "pod/agent-x", "pod upgraded"]
+    as_v1 = await get_json(kubectl, "events.v1.events.k8s.io", "upgrade.1")
+    assert (as_v1["apiVersion"], as_v1["note"]) == ("events.k8s.io/v1", "pod upgraded")
