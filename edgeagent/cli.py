@@ -169,6 +169,17 @@ def _port(text: str) -> int:
 
 
 @_named("count")
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+@_named("count")
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -300,6 +311,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add(ctl, "--lease-duration", help="seconds a lease is valid", default=15.0, type=_positive_float)
     _add(ctl, "--metrics-bind", help="address for /metrics and /healthz", default="127.0.0.1")
     _add(ctl, "--metrics-port", help="port for /metrics and /healthz (0: none)", default=10268, type=_port)
+    _switch(ctl, "--no-image-prepull", help="do not answer image pre-pull requests (PodImageReady) with Jobs")
+    _add(ctl, "--max-concurrent-prepulls", help="image pre-pull Jobs at once, cluster-wide (one per node)",
+         default=20, type=_count)
+    _add(ctl, "--image-prepull-retries", help="retries of a failed image pre-pull", default=3,
+         type=_non_negative_int)
+    _add(ctl, "--image-prepull-backoff", help="seconds before the first retry of a failed pre-pull; doubles per "
+         "failure, at most 300", default=10.0, type=_positive_float)
+    _add(ctl, "--image-prepull-deadline", help="seconds a pre-pull Job may run (its activeDeadlineSeconds)",
+         default=600.0, type=_positive_float)
     _logging_flags(ctl)
 
     sim = _command(sub, "sim", "run a simulated cluster on loopback",
@@ -396,7 +416,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = ControllerConfig(
             kubeconfig=args.kubeconfig, leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
             lease_name=args.lease_name, identity=args.identity, lease_duration=args.lease_duration,
-            metrics_bind=args.metrics_bind, metrics_port=args.metrics_port, log=_log(args),
+            metrics_bind=args.metrics_bind, metrics_port=args.metrics_port,
+            image_prepull=not args.no_image_prepull, max_concurrent_prepulls=args.max_concurrent_prepulls,
+            image_prepull_retries=args.image_prepull_retries, image_prepull_backoff=args.image_prepull_backoff,
+            image_prepull_deadline=args.image_prepull_deadline, log=_log(args),
         )
         return _call("edgeagent.controller.app", cfg)
     if command == "sim":

@@ -55,6 +55,12 @@ class ControllerConfig:
     metrics_bind: str = "127.0.0.1"
     metrics_port: int = 10268
     request_timeout: float = 10.0
+    # Image pre-pull (interfaces.md §5).
+    image_prepull: bool = True
+    max_concurrent_prepulls: int = 20
+    image_prepull_retries: int = 3
+    image_prepull_backoff: float = 10.0
+    image_prepull_deadline: float = 600.0
     log: LogConfig = field(default_factory=LogConfig)
 
 

@@ -20,6 +20,7 @@ from edgeagent import log
 from edgeagent.config import ControllerConfig
 from edgeagent.controller.leader import LeaderElector
 from edgeagent.controller.metrics import ControllerMetrics
+from edgeagent.controller.prepull import PrepullSettings
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent
 from edgeagent.kube.kubeconfig import own_namespace
@@ -78,7 +79,11 @@ class ControllerApp:
             raise ControllerError(f"cannot load kubeconfig {cfg.kubeconfig or 'KUBECONFIG'}: {exc}") from exc
         runner: web.AppRunner | None = None
         try:
-            controller = Controller(client, metrics=self.metrics, identity=self.identity, workers=self.workers)
+            prepull = PrepullSettings(enabled=cfg.image_prepull, max_concurrent=cfg.max_concurrent_prepulls,
+                                      retries=cfg.image_prepull_retries, backoff=cfg.image_prepull_backoff,
+                                      deadline=cfg.image_prepull_deadline)
+            controller = Controller(client, metrics=self.metrics, identity=self.identity, workers=self.workers,
+                                    prepull=prepull)
             self.controller = controller
             runner = await self._start_metrics_server(controller)
             if cfg.leader_elect:

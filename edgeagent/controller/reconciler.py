@@ -20,6 +20,7 @@ from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.ota import condition_changes
 from edgeagent.controller.pods import node_of
+from edgeagent.controller.prepull import LABEL_PREPULL, PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash
 from edgeagent.controller.rolling import Plan, plan_step
 from edgeagent.controller.settings import Strategy, roll_settings, select
@@ -107,6 +108,7 @@ class Controller:
         resync_period: float = 300.0,
         clock: Callable[[], float] = time.time,
         informer_options: dict[str, Any] | None = None,
+        prepull: PrepullSettings | None = None,
     ) -> None:
         self._client = client
         self.metrics = metrics or ControllerMetrics()
@@ -121,6 +123,13 @@ class Controller:
         self.nodes = Informer(client, "/api/v1/nodes", name="nodes", **opts)
         self.revisions = Informer(client, "/apis/apps/v1/controllerrevisions", name="controllerrevisions", **opts)
         self.queue = WorkQueue()
+        self.jobs: Informer | None = None
+        self.prepull: PrePuller | None = None
+        if prepull is not None and prepull.enabled:
+            self.jobs = Informer(client, "/apis/batch/v1/jobs", label_selector=f"{LABEL_PREPULL}=true", name="jobs",
+                                 **opts)
+            self.prepull = PrePuller(client, prepull, self.events, self.metrics.registry, self.metrics.write,
+                                     self.queue.add, self.queue.add_after, clock)
         self.expectations = Expectations()
         self.condition_writes = UnobservedWrites()
         self.pause_writes = UnobservedWrites()
@@ -134,13 +143,17 @@ class Controller:
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
         self.revisions.add_handler(self._on_revision)
+        if self.jobs is not None and self.prepull is not None:
+            prepuller = self.prepull
+            self.jobs.add_handler(lambda etype, obj, old: prepuller.on_job(etype, obj))
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
 
     # ------------------------------------------------------------------ informer handlers
 
     @property
     def informers(self) -> tuple[Informer, ...]:
-        return (self.daemonsets, self.pods, self.nodes, self.revisions)
+        core = (self.daemonsets, self.pods, self.nodes, self.revisions)
+        return core if self.jobs is None else (*core, self.jobs)
 
     def _on_daemonset(self, etype: str, obj: JSON, old: JSON | None) -> None:
         key = key_of(obj)
@@ -155,9 +168,13 @@ class Controller:
         self.queue.add(key)
 
     def _on_pod(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        if self.prepull is not None and self.prepull.on_job_pod(etype, obj):
+            return
         key = key_of(obj)
         if etype == DELETED:
             self.condition_writes.forget(uid_of(obj))
+            if self.prepull is not None:
+                self.prepull.forget_pod(uid_of(obj))
         if old is not None:
             self._unindex_pod(key, old)
         if etype != DELETED:
@@ -187,6 +204,8 @@ class Controller:
                 del self._owners_by_node[node]
 
     def _on_node(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        if self.prepull is not None and etype != DELETED:
+            self.prepull.on_node(obj, old)
         # Heartbeats rewrite node status every few seconds; only readiness and labels matter to a roll.
         if etype not in (DELETED, "ADDED") and old is not None and (
             _ready_state(obj) == _ready_state(old) and labels_of(obj) == labels_of(old)
@@ -302,10 +321,16 @@ class Controller:
             self._log.debug("current revision not known yet", daemonset=key)
             return
         pods = self.pods_of(ds)
+        prepull_errors: list[BaseException] = []
+        if self.prepull is not None:
+            template = (ds.get("spec") or {}).get("template") or {}
+            prepull_errors = await self.prepull.sync(ds, pods, hash_, template, self.nodes.items)
         if selection.strategy is Strategy.OTA:
             await self._sync_conditions(ds, pods, hash_)
         else:
             await self._roll(key, ds, pods, hash_)
+        if prepull_errors:
+            raise ReconcileError(f"{len(prepull_errors)} pre-pull write(s) failed, first: {prepull_errors[0]}")
 
     async def _warn_once(self, ds: JSON, topic: str, value: str, reason: str, message: str) -> None:
         seen = self._warned.setdefault(uid_of(ds), {})

@@ -568,6 +568,7 @@ def test_controller_rbac_is_least_privilege() -> None:
         ("", "pods/status"): {"patch"},
         ("", "nodes"): {"list", "watch"},
         ("", "events"): {"create"},
+        ("batch", "jobs"): {"list", "watch", "create", "delete"},
     }
     assert _bound_subjects(objects, "ClusterRole", "/edgeagent-controller") == [controller]
     role_key = f"{NAMESPACE}/edgeagent-controller-leader-election"
