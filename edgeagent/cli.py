@@ -295,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add(run, "--successes-to-connect", help="consecutive good probes before the link counts as back",
          default=1, type=_count)
     _window_flags(run)
+    _switch(run, "--auto-prepull", help="ask for the image pre-pull of each new revision of this node's pods "
+            "by itself (once per pod and revision, remembered across restarts)")
     _logging_flags(run)
 
     ctl = _command(sub, "controller", "run the cloud-side controller",
@@ -358,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "or queues the request while the cloud is unreachable. Exit 0 in both cases.")
     upgrade.add_argument("pod", metavar="NS/NAME")
     _client_flags(upgrade)
+    imagepull = _command(sub, "imagepull", "ask the local agent to pre-pull a pod's next image",
+                         "Sets the pod's PodImageReady False/WaitPullImage for its pending version "
+                         "(POST .../imagepull); the controller pulls the images on this node and turns it True. "
+                         "Needs the cloud.")
+    imagepull.add_argument("pod", metavar="NS/NAME")
+    _client_flags(imagepull)
     upgrades = _command(sub, "upgrades", "list (or cancel) the local agent's upgrade requests",
                         "Lists the agent's upgrade requests, newest first; --cancel ID cancels one that is "
                         "still queued.")
@@ -409,7 +417,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             upgrade_timeout=args.upgrade_timeout, probe_interval=args.probe_interval,
             probe_timeout=args.probe_timeout, failures_to_disconnect=args.failures_to_disconnect,
             successes_to_connect=args.successes_to_connect, maintenance_windows=windows, timezone=timezone,
-            log=_log(args),
+            auto_prepull=args.auto_prepull, log=_log(args),
         )
         return _call("edgeagent.agent.app", cfg)
     if command == "controller":
@@ -433,9 +441,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _call("edgeagent.healthcheck", None)
     if command == "demo":
         return _call("edgeagent.demo", None)
-    if command in ("pods", "upgrade", "upgrades"):
+    if command in ("pods", "upgrade", "upgrades", "imagepull"):
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
-        if command == "upgrade":
+        if command in ("upgrade", "imagepull"):
             namespace, sep, name = args.pod.partition("/")
             if not sep or not namespace or not name:
                 raise UsageError(f"expected NS/NAME, got {args.pod!r}")
@@ -444,6 +452,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return int(module.pods(client))
         if command == "upgrade":
             return int(module.upgrade(client, namespace, name))
+        if command == "imagepull":
+            return int(module.imagepull(client, namespace, name))
         return int(module.upgrades(client, args.cancel))
     if command in ("hold", "release"):
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)

@@ -39,6 +39,8 @@ class AgentConfig:
     max_body_bytes: int = 64 * 1024
     # Site policy (agent/policy.py): `[DAYS] HH:MM-HH:MM` specs, none = always open; "" = the node's zone.
     maintenance_windows: tuple[str, ...] = ()
+    # Ask for the pre-pull of every new revision by itself (agent/autoprepull.py).
+    auto_prepull: bool = False
     timezone: str = ""
     log: LogConfig = field(default_factory=LogConfig)
 

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from edgeagent import log
 from edgeagent.agent.auth import read_token_file
+from edgeagent.agent.autoprepull import AutoPrepuller
 from edgeagent.agent.cache import PodCache
 from edgeagent.agent.held import HeldPublisher
 from edgeagent.agent.link import LinkMonitor
@@ -105,6 +106,7 @@ class Agent:
         self.clock = clock
         self.policy: SitePolicy | None = None
         self.held: HeldPublisher | None = None
+        self.auto_prepull: AutoPrepuller | None = None
         self.notifier = notifier or SdNotifier()
         self.port: int | None = None
         self.metrics = AgentMetrics()
@@ -199,6 +201,9 @@ class Agent:
         held = HeldPublisher(client=client, cache=cache, informer=informer, link=link, policy=policy,
                              request_timeout=cfg.request_timeout)
         self.held = held
+        if cfg.auto_prepull:
+            self.auto_prepull = AutoPrepuller(cache=cache, informer=informer, link=link, state=state,
+                                              upgrades=upgrades)
         link.add_listener(drainer.on_link)
         app = create_app(cache=cache, upgrades=upgrades, state=state, link=link, metrics=metrics, token=token,
                          max_body_bytes=cfg.max_body_bytes, policy=policy)
@@ -226,6 +231,8 @@ class Agent:
                     tg.create_task(drainer.run(), name="drainer")
                     tg.create_task(policy.run(), name="site-policy")
                     tg.create_task(held.run(), name="upgrade-held")
+                    if self.auto_prepull is not None:
+                        tg.create_task(self.auto_prepull.run(), name="auto-prepull")
                     tg.create_task(self.notifier.run_watchdog(), name="watchdog")
                     tg.create_task(self._wait_stop(stop), name="shutdown")
             except* _Shutdown:

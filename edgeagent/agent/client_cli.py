@@ -166,6 +166,11 @@ def upgrade(cfg: ClientConfig, namespace: str, name: str) -> int:
                      f"upgrade {namespace}/{name}"))
 
 
+def imagepull(cfg: ClientConfig, namespace: str, name: str) -> int:
+    return _run(_act(cfg, "POST", f"/openyurt.io/v1/namespaces/{namespace}/pods/{name}/imagepull", (200,),
+                     f"imagepull {namespace}/{name}"))
+
+
 # ---------------------------------------------------------------------- upgrades
 
 

@@ -86,7 +86,17 @@ _SITE_POLICY = [
 
 # One step per schema version, applied in order from the file's `user_version`: an existing agent's
 # file is upgraded in place, and a step is never edited once merged (add a new one instead).
-_MIGRATIONS: list[list[str]] = [_SCHEMA, _SITE_POLICY]
+# `--auto-prepull` (agent/autoprepull.py): the (pod, revision) pairs it has asked a pre-pull for.
+_AUTO_PREPULL = [
+    """CREATE TABLE prepull_asked (
+        pod_uid TEXT NOT NULL,
+        revision TEXT NOT NULL,
+        asked REAL NOT NULL,
+        PRIMARY KEY (pod_uid, revision)
+    )""",
+]
+
+_MIGRATIONS: list[list[str]] = [_SCHEMA, _SITE_POLICY, _AUTO_PREPULL]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _log = log.get("edgeagent.state")
@@ -586,6 +596,26 @@ class StateStore:
 
     async def clear_hold(self) -> None:
         await self._call(lambda: self._write(lambda conn: conn.execute("DELETE FROM hold WHERE id = 1")))
+
+
+    # ---------------------------------------------------------------- --auto-prepull
+
+    async def prepull_asked(self) -> set[tuple[str, str]]:
+        def _get(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+            return {(str(r[0]), str(r[1])) for r in conn.execute("SELECT pod_uid, revision FROM prepull_asked")}
+
+        return await self._call(lambda: self._read(_get, set()))
+
+    async def record_prepull_asked(self, pod_uid: str, revision: str, *, keep: set[str]) -> None:
+        """Remember one ask (committed when this returns); rows of pods no longer on the node go."""
+        def _tx(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR IGNORE INTO prepull_asked (pod_uid, revision, asked) VALUES (?, ?, ?)",
+                         (pod_uid, revision, time.time()))
+            stale = [r[0] for r in conn.execute("SELECT DISTINCT pod_uid FROM prepull_asked")
+                     if r[0] not in keep and r[0] != pod_uid]
+            conn.executemany("DELETE FROM prepull_asked WHERE pod_uid = ?", [(uid,) for uid in stale])
+
+        await self._call(lambda: self._write(_tx))
 
 
 @dataclass(frozen=True)

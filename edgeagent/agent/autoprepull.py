@@ -1,0 +1,134 @@
+"""`edgeagent run --auto-prepull`: download any time, install when the site decides.
+
+When a pod on this node gets `PodNeedUpgrade` `True` for a revision the agent has not asked about yet, the
+agent asks for that revision's images itself, exactly as `POST …/imagepull` would (the controller's pre-pull
+does the rest). It asks once per pod and revision: what it asked is kept in the state database, so a restart
+does not ask again — also when the condition no longer shows the request (OpenYurt's controller drops the
+version from the message on a failed pull). While the cloud is unreachable nothing can be asked; the next
+pass after the link returns does it. Passes are woken by pod changes and by the link, never by polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from edgeagent import log
+from edgeagent.agent.cache import PodCache
+from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.state import StateStore, StateUnavailable
+from edgeagent.aio import wait_event
+from edgeagent.kube.informer import Informer
+from edgeagent.kube.objects import (
+    CONDITION_POD_IMAGE_READY,
+    CONDITION_POD_NEED_UPGRADE,
+    daemonset_owner,
+    get_condition,
+    is_terminating,
+    key_of,
+    name_of,
+    namespace_of,
+    uid_of,
+    version_from_message,
+)
+
+JSON = dict[str, Any]
+_log = log.get("edgeagent.autoprepull")
+
+RETRY_INITIAL = 1.0
+RETRY_MAX = 60.0
+
+
+class _Outcome(Protocol):
+    http_status: int
+    message: str
+
+
+class _Asker(Protocol):
+    async def imagepull(self, namespace: str, name: str) -> Any: ...
+
+
+def wanted_revision(pod: JSON) -> str | None:
+    """The revision to pre-pull for: `PodNeedUpgrade` `True`'s hash, for a live DaemonSet pod."""
+    if daemonset_owner(pod) is None or is_terminating(pod):
+        return None
+    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
+    if need is None or need.get("status") != "True":
+        return None
+    found = version_from_message(str(need.get("message") or ""))
+    return found.split()[0] if found else None
+
+
+def already_requested(pod: JSON, revision: str) -> bool:
+    """Someone (an operator, the controller) already asked for this revision: its PodImageReady names it."""
+    image = get_condition(pod, CONDITION_POD_IMAGE_READY)
+    found = version_from_message(str((image or {}).get("message") or ""))
+    return found is not None and bool(found) and found.split()[0].rstrip(",:;") == revision
+
+
+class AutoPrepuller:
+    def __init__(self, *, cache: PodCache, informer: Informer, link: LinkMonitor, state: StateStore,
+                 upgrades: _Asker) -> None:
+        self._cache = cache
+        self._link = link
+        self._state = state
+        self._upgrades = upgrades
+        self._wake = asyncio.Event()
+        self._asked: set[tuple[str, str]] | None = None  # (pod uid, revision), loaded from the state once
+        self.asks = 0
+        self.passes = 0
+        informer.add_handler(lambda *_: self._wake.set())
+        link.add_listener(lambda connected: self._wake.set() if connected else None)
+
+    async def run(self) -> None:
+        retry = RETRY_INITIAL
+        while True:
+            await self._link.wait_connected()
+            self._wake.clear()
+            try:
+                complete = await self.ask_once()
+            except StateUnavailable as exc:
+                _log.warning("auto_prepull_state_unavailable", error=str(exc))
+                complete = False
+            if complete:
+                retry = RETRY_INITIAL
+                await self._wake.wait()
+            else:
+                await wait_event(self._wake, retry)
+                retry = min(RETRY_MAX, retry * 2)
+
+    async def ask_once(self) -> bool:
+        """One pass over the cached pods; True when nothing is left to retry."""
+        if self._asked is None:
+            self._asked = await self._state.prepull_asked()
+        asked = self._asked
+        self.passes += 1
+        complete = True
+        for pod in self._cache.pods():
+            revision = wanted_revision(pod)
+            if revision is None or (uid_of(pod), revision) in asked:
+                continue
+            if already_requested(pod, revision):
+                await self._remember(pod, revision)
+                continue
+            if not self._link.connected:
+                return False
+            outcome: _Outcome = await self._upgrades.imagepull(namespace_of(pod), name_of(pod))
+            if outcome.http_status == 200:
+                self.asks += 1
+                await self._remember(pod, revision)
+                _log.info("auto_prepull_asked", pod=key_of(pod), revision=revision)
+            elif outcome.http_status in (403, 404, 409):
+                # No pending version after all, gone or replaced: the watch brings what changed.
+                _log.info("auto_prepull_skipped", pod=key_of(pod), code=outcome.http_status, reason=outcome.message)
+            else:
+                complete = False
+        return complete
+
+    async def _remember(self, pod: JSON, revision: str) -> None:
+        await self._state.record_prepull_asked(uid_of(pod), revision, keep={uid_of(p) for p in self._cache.pods()})
+        if self._asked is not None:
+            self._asked.add((uid_of(pod), revision))
+
+
+__all__ = ["AutoPrepuller", "already_requested", "wanted_revision"]
