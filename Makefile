@@ -4,12 +4,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean test-system
 
+# The first run downloads the dependencies from PyPI (up to a minute): pip lists each package as it comes.
 $(STAMP): pyproject.toml
+	@echo "== creating $(VENV) with $(PYTHON) (once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@echo "== installing edgeagent and its test tools from PyPI into $(VENV) (once; up to a minute)"
+	$(BIN)/python -m pip install --progress-bar off -e '.[test]' | grep --line-buffered -E '^(Collecting|Successfully)' || true
+	$(BIN)/python -c 'import edgeagent, pytest, mypy, ruff' || { echo "make: the install into $(VENV) failed; see pip's messages above"; exit 1; }
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -21,6 +25,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest -q
+
+# Not part of `make test`: boots Debian 12 with systemd (nspawn) and builds/runs the image with podman.
+# Needs root; installs missing Debian packages; caches the rootfs and images under .cache/ (see README).
+test-system: $(STAMP)
+	bash tests/system/run.sh
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
