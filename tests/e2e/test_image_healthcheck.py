@@ -37,8 +37,10 @@ def _free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def _process(*args: str, env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
+    # Started with the usual umask 022 whatever this test process has, as from a shell or a container.
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "edgeagent.cli", *args, env={**os.environ, **env},
+        "/bin/sh", "-c", 'umask 022 && exec "$0" -m edgeagent.cli "$@"', sys.executable, *args,
+        env={**os.environ, **env},
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     try:
         yield proc
@@ -82,7 +84,6 @@ async def test_agent_started_with_a_port_flag_is_probed_on_that_port(sim: SimClu
         code, line = await eventually(lambda: _healthy(proc.pid), timeout=30, what="agent healthy")
         assert line == f"healthy: http://127.0.0.1:{port}/v1/healthz"
         # `edgeagent run` sets umask 077 itself (the image cannot): state files are 0600, as under systemd.
-        assert os.umask(0o022) == 0o022, "this test needs the usual umask to mean anything"
         db = tmp_path / "state" / "edgeagent.db"
         assert db.exists() and stat.S_IMODE(db.stat().st_mode) == 0o600, oct(db.stat().st_mode)
         proc.send_signal(signal.SIGSTOP)  # a wedged agent: the port is open, nothing answers
