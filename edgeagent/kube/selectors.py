@@ -236,7 +236,10 @@ class _Parser:
                 return tuple(requirements)
             if tok not in (_IDENT, "!"):
                 raise SelectorError(f"found '{lit}', expected: !, identifier, or 'end of string'")
-            requirements.append(self._requirement())
+            try:
+                requirements.append(self._requirement())
+            except SelectorError as exc:  # labels.Parser wraps every requirement error this way
+                raise SelectorError(f"unable to parse requirement: {exc}") from exc
             tok, lit = self._next()
             if tok == _EOS:
                 return tuple(requirements)
@@ -398,7 +401,7 @@ def pod_field_value(obj: Mapping[str, Any], field: str) -> str:
     `spec.hostNetwork` is a bool rendered "true"/"false" (absent = "false"), and `status.podIP` is the
     first of `status.podIPs` when present, since that is the field the real server reads.
     """
-    if field == "spec.hostNetwork":
+    if field in ("spec.hostNetwork", "spec.unschedulable"):  # Go bools: absent reads "false"
         return "true" if _lookup(obj, field) is True else "false"
     if field == "status.podIP":
         ips = _lookup(obj, "status.podIPs")

@@ -58,7 +58,7 @@ def _with_image(status: JSON, uid: str, restarts: int = 0) -> JSON:
 def _conditions(*, ready: bool, not_ready: list[str], completed: bool = False) -> list[JSON]:
     now = _now()
     out: list[JSON] = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
-                       for t in ("PodReadyToStartContainers", "Initialized", "PodScheduled")]
+                       for t in ("Initialized", "PodScheduled")]  # a v1.24 kubelet: no PodReadyToStartContainers
     for cond_type in ("Ready", "ContainersReady"):
         cond: JSON = {"type": cond_type, "status": "True" if ready else "False", "lastProbeTime": None,
                       "lastTransitionTime": now}

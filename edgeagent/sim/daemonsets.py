@@ -36,7 +36,7 @@ from edgeagent.kube.objects import (
     uid_of,
 )
 from edgeagent.sim.errors import ApiError
-from edgeagent.sim.resources import CONTROLLER_REVISIONS, DAEMONSETS, NODES, PODS
+from edgeagent.sim.resources import CONTROLLER_REVISIONS, DAEMONSETS, EVENTS, NODES, PODS
 from edgeagent.sim.store import Store, Subscription, WatchEvent, clone
 
 JSON = dict[str, Any]
@@ -59,6 +59,8 @@ HOST_NETWORK_TOLERATION: JSON = {"key": "node.kubernetes.io/network-unavailable"
                                  "effect": "NoSchedule"}
 
 _log = log.get("edgeagent.sim.daemonsets")
+# The component the real DaemonSet controller names as the source of its Events.
+EVENT_SOURCE = "daemonset-controller"
 
 
 # Pure helpers --------------------------------------------------------------------------------------------
@@ -606,18 +608,53 @@ class DaemonSetController:
             else:
                 to_delete.extend(active)
         for node_name in to_create:
-            self.store.create(PODS, new_pod(ds, node_name, hash_), namespace=namespace_of(ds))
+            created = self.store.create(PODS, new_pod(ds, node_name, hash_), namespace=namespace_of(ds))
+            self._record(ds, "SuccessfulCreate", f"Created pod: {name_of(created)}")
             _log.debug("daemon pod created", daemonset=name_of(ds), node=node_name, hash=hash_)
-        self._delete_pods(to_delete)
+        self._delete_pods(ds, to_delete)
         return bool(to_create or to_delete)
 
-    def _delete_pods(self, pods: list[JSON]) -> None:
+    def _delete_pods(self, ds: JSON, pods: list[JSON]) -> None:
         for pod in pods:
             try:
                 self.store.delete(PODS, namespace_of(pod), name_of(pod), {"preconditions": {"uid": uid_of(pod)}})
             except ApiError as exc:
                 if exc.code not in (404, 409):
                     raise
+                continue
+            self._record(ds, "SuccessfulDelete", f"Deleted pod: {name_of(pod)}")
+
+    def _record(self, ds: JSON, reason: str, message: str) -> None:
+        """A core/v1 Event as the real controller's recorder writes it (`kubectl describe ds` lists them)."""
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name_of(ds)}.{time.time_ns():x}", "namespace": namespace_of(ds)},
+            "involvedObject": {
+                "kind": "DaemonSet",
+                "namespace": namespace_of(ds),
+                "name": name_of(ds),
+                "uid": uid_of(ds),
+                "apiVersion": "apps/v1",
+                "resourceVersion": str((ds.get("metadata") or {}).get("resourceVersion") or ""),
+            },
+            "reason": reason,
+            "message": message,
+            "source": {"component": EVENT_SOURCE},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "type": "Normal",
+            "eventTime": None,
+            "reportingComponent": "",
+            "reportingInstance": "",
+        }
+        try:
+            self.store.create(EVENTS, event, namespace=namespace_of(ds))
+        except ApiError as exc:  # events are best effort, as the recorder's are
+            _log.debug("event not recorded", daemonset=name_of(ds), reason=reason, error=str(exc))
 
     def _rolling_update(self, ds: JSON, placement: list[tuple[str, bool, bool]], pods: dict[str, list[JSON]],
                         hash_: str) -> bool:
@@ -656,7 +693,7 @@ class DaemonSetController:
                     candidates.append(old[0])
         budget = max(0, max_unavailable - unavailable)
         doomed = replace + candidates[:budget]
-        self._delete_pods(doomed)
+        self._delete_pods(ds, doomed)
         return bool(doomed)
 
     def _cleanup_history(self, ds: JSON, pods: dict[str, list[JSON]], hash_: str) -> None:

@@ -136,7 +136,8 @@ def _running_status(pod: JSON, host_ip: str, pod_ip: str) -> JSON:
         pod_ip = host_ip
     conditions = [
         {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
-        for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+        # What a v1.24 kubelet posts (PodReadyToStartContainers only exists from v1.29).
+        for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
     ]
 
     def container_status(container: JSON, *, init: bool) -> JSON:

@@ -366,12 +366,12 @@ class _Strategic:
     def __init__(self, keys: Mapping[Path, str]) -> None:
         self.keys = keys
 
-    def value(self, original: Any, patch: Any, path: Path) -> Any:
+    def value(self, original: Any, patch: Any, path: Path, *, reorder: bool = True) -> Any:
         """Merge one patch value over the original value (None when the key is absent)."""
         if isinstance(patch, dict):
             return self.map(original if isinstance(original, dict) else {}, patch, path)
         if isinstance(patch, list):
-            return self.list(original if isinstance(original, list) else [], patch, path)
+            return self.list(original if isinstance(original, list) else [], patch, path, reorder=reorder)
         return copy.deepcopy(patch)
 
     def map(self, original: JSON, patch: JSON, path: Path) -> JSON:
@@ -400,10 +400,11 @@ class _Strategic:
             if value is None:
                 result.pop(key, None)
                 continue
-            result[key] = self.value(result.get(key), value, (*path, key))
+            ordered_by_directive = _SET_ELEMENT_ORDER + key in patch
+            result[key] = self.value(result.get(key), value, (*path, key), reorder=not ordered_by_directive)
         return result
 
-    def list(self, original: list[Any], patch: list[Any], path: Path) -> list[Any]:
+    def list(self, original: list[Any], patch: list[Any], path: Path, *, reorder: bool = True) -> list[Any]:
         merge_key = self.keys.get(path)
         if merge_key is None:  # atomic list: the patch replaces it wholesale
             return copy.deepcopy(patch)
@@ -437,7 +438,45 @@ class _Strategic:
                 result[positions[0]] = self.map(result[positions[0]], item, path)
             else:
                 result.append(self.map({}, item, path))
-        return result
+        if not reorder:
+            return result
+        return _patch_order(original, patch, result, merge_key)
+
+
+def _patch_order(original: list[Any], patch: list[Any], merged: list[Any], merge_key: str) -> list[Any]:
+    """The order the apiserver gives a merged list (strategicpatch normalizeElementOrder + mergeSortedSlice).
+
+    Items named in the patch keep the patch's order; items only on the server keep theirs; the two are
+    interleaved by the server's order where both are known, and an item the server did not have goes
+    before the server-only items still waiting. So a new pod condition lands first (kube-api-semantics §10).
+    """
+
+    def key(item: Any) -> str:
+        return json.dumps(item.get(merge_key), sort_keys=True) if isinstance(item, dict) else ""
+
+    patch_keys = [key(item) for item in patch if isinstance(item, dict) and item.get(_PATCH) != "delete"]
+    server_order = {key(item): i for i, item in reversed(list(enumerate(original)))}
+    patch_rank = {k: i for i, k in reversed(list(enumerate(patch_keys)))}
+    from_patch = sorted((m for m in merged if key(m) in patch_rank), key=lambda m: patch_rank[key(m)])
+    server_only = [m for m in merged if key(m) not in patch_rank]
+    out: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(from_patch):
+        if j >= len(from_patch):
+            out.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            out.append(from_patch[j])
+            j += 1
+        else:
+            left, right = server_order.get(key(server_only[i]), -1), server_order.get(key(from_patch[j]), -1)
+            if left >= 0 and right >= 0 and left < right:
+                out.append(server_only[i])
+                i += 1
+            else:
+                out.append(from_patch[j])
+                j += 1
+    return out
 
 
 def strategic_merge_patch(doc: JSON, patch: JSON, kind: str) -> JSON:

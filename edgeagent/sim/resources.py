@@ -30,6 +30,15 @@ class Resource:
     has_generation: bool = False
     # `kubectl get all` expands the "all" category from discovery.
     categories: tuple[str, ...] = ()
+    # Kinds with their own field-label conversion (core Pod, Node, Namespace, Event, Secret; batch Job) reject
+    # an unknown field as `field label not supported: X`; every other kind uses the apiserver's default,
+    # `"X" is not a known field selector: only "metadata.name", "metadata.namespace"`.
+    own_field_labels: bool = False
+
+    def unknown_field_message(self, field: str) -> str:
+        if self.own_field_labels:
+            return f"field label not supported: {field}"
+        return f'"{field}" is not a known field selector: only "metadata.name", "metadata.namespace"'
 
     @property
     def api_version(self) -> str:
@@ -57,6 +66,7 @@ PODS = Resource(
     subresources=("status",),
     field_selectors=POD_FIELDS,  # with the rendering rules of kube.selectors.pod_field_value
     categories=("all",),
+    own_field_labels=True,
 )
 NODES = Resource(
     group="",
@@ -68,7 +78,9 @@ NODES = Resource(
     namespaced=False,
     short_names=("no",),
     subresources=("status",),
-    field_selectors=GENERIC_FIELDS | {"spec.unschedulable"},
+    # Not metadata.namespace: the Node conversion accepts only these two (spec.unschedulable unset = "false").
+    field_selectors=frozenset({"metadata.name", "spec.unschedulable"}),
+    own_field_labels=True,
 )
 NAMESPACES = Resource(
     group="",
@@ -80,7 +92,8 @@ NAMESPACES = Resource(
     namespaced=False,
     short_names=("ns",),
     subresources=("status",),
-    field_selectors=GENERIC_FIELDS | {"status.phase"},
+    field_selectors=frozenset({"metadata.name", "status.phase"}),
+    own_field_labels=True,
 )
 EVENTS = Resource(
     group="",
@@ -106,6 +119,7 @@ EVENTS = Resource(
         "source",
         "type",
     },
+    own_field_labels=True,
 )
 DAEMONSETS = Resource(
     group="apps",
@@ -159,6 +173,7 @@ JOBS = Resource(
     field_selectors=GENERIC_FIELDS | {"status.successful"},
     has_generation=True,
     categories=("all",),
+    own_field_labels=True,
 )
 
 

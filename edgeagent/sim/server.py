@@ -25,7 +25,8 @@ from edgeagent.sim import discovery, errors, events_v1, openapi, printers, proto
 from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
-from edgeagent.sim.patch import PatchError, apply_patch
+from edgeagent.sim.patch import APPLY_PATCH, PatchError, apply_patch, media_type
+from edgeagent.sim.patch import CONTENT_TYPES as PATCH_CONTENT_TYPES
 from edgeagent.sim.protobuf import ProtobufError
 from edgeagent.sim.resources import EVENTS, EVENTS_V1, Resource, resource_for
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
@@ -231,14 +232,31 @@ async def _core_root(request: web.Request) -> web.Response:
     return _json_response(doc)
 
 
+def _page_not_found() -> web.Response:
+    """What Go's http.NotFound answers for a path no API group registered (kube-api-semantics §10)."""
+    return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
+
+
+_SERVED_GROUPS = frozenset(discovery.api_group_names())
+
+
+def _group_served(group: str) -> bool:
+    return group in _SERVED_GROUPS
+
+
 async def _group_root(request: web.Request) -> web.Response:
-    doc = discovery.api_group(request.match_info["group"])
+    group = request.match_info["group"]
+    if not _group_served(group):
+        return _page_not_found()
+    doc = discovery.api_group(group)
     if doc is None or request.method != "GET":
         raise errors.not_found_path()
     return _json_response(doc)
 
 
 async def _group_version_root(request: web.Request) -> web.Response:
+    if not _group_served(request.match_info["group"]):
+        return _page_not_found()
     doc = discovery.api_resource_list(request.match_info["group"], request.match_info["version"])
     if doc is None or request.method != "GET":
         raise errors.not_found_path()
@@ -251,6 +269,8 @@ async def _core(request: web.Request) -> web.StreamResponse:
 
 async def _grouped(request: web.Request) -> web.StreamResponse:
     info = request.match_info
+    if not _group_served(info["group"]):
+        return _page_not_found()
     return await _dispatch(request, info["group"], info["version"], info["tail"])
 
 
@@ -331,6 +351,13 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
     if method == "PATCH":
         body = await request.read()
         content_type = request.headers.get("Content-Type", "")
+        patch_media = media_type(content_type)
+        if patch_media not in PATCH_CONTENT_TYPES:
+            # go-restful refuses a Content-Type the route does not consume before the handler runs: plain text.
+            return web.Response(status=415, text="415: Unsupported Media Type", content_type="text/plain")
+        if patch_media == APPLY_PATCH and not query.get("fieldManager"):
+            cause = errors.field_required("fieldManager", "is required for apply patch")
+            raise errors.invalid("PatchOptions", "", [cause], "meta.k8s.io")
         existed = _exists(store, target)
         patched = store.patch(
             res, target.namespace, target.name, body, content_type, subresource=target.subresource, dry_run=dry_run

@@ -24,6 +24,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from edgeagent.aio import wait_event
@@ -38,7 +39,7 @@ from edgeagent.kube.selectors import (
 from edgeagent.sim import errors, stored_kinds
 from edgeagent.sim.job_defaults import default_job
 from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
-from edgeagent.sim.resources import DAEMONSETS, JOBS, NAMESPACES, PODS, RESOURCES, Resource
+from edgeagent.sim.resources import DAEMONSETS, EVENTS, JOBS, LEASES, NAMESPACES, PODS, RESOURCES, Resource
 
 JSON = dict[str, Any]
 # Aliases: inside Store, `list` names the method, not the builtin.
@@ -49,11 +50,13 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-node-lease", "kube-public"
 TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
 # The apiserver's random suffix alphabet for generateName (no vowels, no confusable characters).
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_RAW_URL_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# The v1.24 text (newer servers drop the spaces and the "or").
 _POD_UPDATE_FORBIDDEN = (
-    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
-    "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),"
+    "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, "
+    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) or "
     "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
 )
 _CONTINUE_TOO_OLD = (
@@ -266,9 +269,13 @@ class Store:
         res: Resource, label_selector: str | None, field_selector: str | None
     ) -> tuple[LabelSelector, FieldSelector]:
         try:
-            return parse_label_selector(label_selector), parse_field_selector(field_selector, res.field_selectors)
+            labels, fields = parse_label_selector(label_selector), parse_field_selector(field_selector, None)
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
+        for term in fields.terms:
+            if term.field not in res.field_selectors:
+                raise errors.bad_request(res.unknown_field_message(term.field))
+        return labels, fields
 
     def list_page(
         self,
@@ -360,19 +367,35 @@ class Store:
     @staticmethod
     def _encode_continue(at_rv: int, start: str) -> str:
         token = {"v": "meta.k8s.io/v1", "rv": at_rv, "start": start + "\x00"}
-        return base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
+        # base64.RawURLEncoding, as the apiserver's tokens: no padding.
+        return base64.urlsafe_b64encode(json.dumps(token).encode()).decode().rstrip("=")
 
     @staticmethod
     def _decode_continue(token: str) -> tuple[int, str]:
+        """The apiserver's checks, with its texts: `invalid continue token: continue key is not valid: …`."""
+
+        def bad(reason: str) -> errors.ApiError:
+            return errors.bad_request(f"invalid continue token: continue key is not valid: {reason}")
+
+        for position, char in enumerate(token):
+            if char not in _RAW_URL_BASE64:
+                raise bad(f"illegal base64 data at input byte {position}")
+        if len(token) % 4 == 1:
+            raise bad(f"illegal base64 data at input byte {len(token) - 1}")
         try:
-            data = json.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-            if data.get("v") != "meta.k8s.io/v1":
-                raise ValueError("unsupported version")
+            data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        except (ValueError, binascii.Error) as exc:
+            raise bad(str(exc)) from exc
+        if not isinstance(data, dict):
+            raise bad("the continue token is not a JSON object")
+        if data.get("v") != "meta.k8s.io/v1":
+            raise bad(f'server does not recognize this encoded version "{data.get("v", "")}"')
+        try:
             at_rv, start = int(data["rv"]), str(data["start"])
-        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
-            raise errors.bad_request(f"continue key is not valid: {exc}") from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise bad(f"the continue token lacks {exc}") from exc
         if at_rv <= 0:
-            raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion (version)")
+            raise bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
         return at_rv, start.rstrip("\x00")
 
     @property
@@ -508,6 +531,8 @@ class Store:
                 )
             name = self._generate_name(res, ns, str(prefix))
         self._validate_name(res, str(name))
+        if res is LEASES:
+            _check_micro_times(new, str(name), patched=False)
         if res.namespaced:
             ns_entry = self._objects[NAMESPACES.plural].get(("", ns))
             if ns_entry is None:
@@ -595,6 +620,8 @@ class Store:
                 f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old_meta.get('uid')}",
                 res.group,
             )
+        if res is LEASES:
+            _check_micro_times(new, name, patched=False)
         merged = self._prepare_update(res, old, new, subresource)
         return self._finish_update(res, old, merged, dry_run)
 
@@ -640,6 +667,8 @@ class Store:
                 causes.append(errors.field_invalid(f"metadata.{field_name}", value, "field is immutable"))
         if causes:
             raise errors.invalid(res.kind, name, causes, res.group)
+        if res is LEASES:
+            _check_micro_times(patched, name, patched=True)
         merged = self._prepare_update(res, old, patched, subresource)
         return self._finish_update(res, old, merged, dry_run)
 
@@ -1003,8 +1032,78 @@ def _default(res: Resource, obj: JSON) -> None:
             _default_pod_spec(template_spec)
 
 
+_MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+_MICRO_TIME = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d{6})(Z|[+-]\d{2}:\d{2})")
+_SECONDS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
+
+
+def _micro_time_error(value: str) -> str | None:
+    """Go's time.Parse(RFC3339Micro) verdict on a Lease time, in Go's words (None: it parses)."""
+    if _MICRO_TIME.fullmatch(value):
+        return None
+    seconds = _SECONDS.match(value)
+    if seconds is None:
+        return f'parsing time "{value}" as "{_MICRO_TIME_LAYOUT}": cannot parse "{value}" as "2006"'
+    rest = value[seconds.end():]
+    return f'parsing time "{value}" as "{_MICRO_TIME_LAYOUT}": cannot parse "{rest}" as ".000000"'
+
+
+def _check_micro_times(obj: JSON, name: str, *, patched: bool) -> None:
+    """Lease acquireTime/renewTime are metav1.MicroTime: exactly six fractional digits (§10).
+
+    A body that does not decode is 400 (`… cannot be handled as a Lease: …`); inside a patch the same
+    failure, and an offset other than Z, are 422 as the real server measured. An offset in a PUT/POST body
+    decodes, and the server stores the instant in UTC.
+    """
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    for field_name in ("acquireTime", "renewTime"):
+        value = spec.get(field_name)
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value)
+        problem = _micro_time_error(text) if isinstance(value, str) else f"json: cannot unmarshal {text} into MicroTime"
+        match = _MICRO_TIME.fullmatch(text) if problem is None else None
+        offset = match is not None and match.group(3) != "Z"
+        if problem is None and not (offset and patched):
+            if match is not None and offset:
+                spec[field_name] = _to_utc_micro(text)
+            continue
+        if patched:
+            detail = problem or f'parsing time "{text}": the offset must be Z'
+            cause = errors.field_invalid(f"spec.{field_name}", text, detail)
+            raise errors.invalid("Lease", name, [cause], "coordination.k8s.io")
+        raise errors.bad_request(f'Lease in version "v1" cannot be handled as a Lease: {problem}')
+
+
+def _to_utc_micro(text: str) -> str:
+    return datetime.fromisoformat(text).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _validate_event_namespace(obj: JSON) -> None:
+    """An Event lives in its object's namespace; one about a cluster-scoped object in default (§10).
+
+    The apiserver's legacy Event validation; an Event with eventTime set (the newer recorder) may also
+    sit in kube-system.
+    """
+    namespace = str(_meta(obj).get("namespace") or "")
+    involved = obj.get("involvedObject")
+    involved_ns = str(involved.get("namespace") or "") if isinstance(involved, dict) else ""
+    if involved_ns:
+        ok = namespace == involved_ns
+    else:
+        allowed = ("", "default", "kube-system") if obj.get("eventTime") else ("", "default")
+        ok = namespace in allowed
+    if not ok:
+        cause = errors.field_invalid("involvedObject.namespace", involved_ns, "does not match event.namespace")
+        raise errors.invalid("Event", str(_meta(obj).get("name") or ""), [cause])
+
+
 def _validate(res: Resource, obj: JSON) -> None:
     name = str(_meta(obj).get("name") or "")
+    if res is EVENTS:
+        _validate_event_namespace(obj)
     if res is PODS:
         containers = (obj.get("spec") or {}).get("containers")
         if not containers:

@@ -158,6 +158,7 @@ async def test_sim_restart_under_a_running_agent_and_controller(tmp_path: Path) 
 
             for how, image in ((signal.SIGTERM, "nginx:1.19.5"), (signal.SIGKILL, "nginx:1.19.6")):
                 rv_before = await _list_rv(directory)
+                stopped = time.monotonic()
                 sim.send_signal(how)
                 code = await asyncio.wait_for(sim.wait(), 20)
                 assert code == (0 if how == signal.SIGTERM else -signal.SIGKILL), sim_log.read_text()[-2000:]
@@ -167,7 +168,9 @@ async def test_sim_restart_under_a_running_agent_and_controller(tmp_path: Path) 
                 # A change right after the restart reaches the agent only through its re-established watch.
                 await _label_pods(directory, how.name.lower())
                 await eventually(lambda: _in_sync(directory, port), timeout=10, what=f"agent resync after {how!r}")
-                print(f"agent resynced {time.monotonic() - resumed:.2f} s after the sim restarted ({how.name})")
+                done = time.monotonic()
+                print(f"{how.name}: sim back after {resumed - stopped:.2f} s; agent resynced "
+                      f"{done - resumed:.2f} s later ({done - stopped:.2f} s in all)")
                 await _set_image(directory, image)
                 await eventually(lambda: _flagged(directory, image), timeout=20,  # noqa: B023
                                  what=f"the controller reconciling after {how.name}")

@@ -106,7 +106,8 @@ def test_each_bad_annotation_is_reported() -> None:
 def test_invalid_node_selector_is_reported_with_the_parser_reason() -> None:
     _, problems = roll_settings(daemonset(annotations={"edgeagent.io/node-selector": "a in b"}))
     assert [p.message for p in problems] == [
-        "annotation edgeagent.io/node-selector='a in b': not a label selector: found 'b' expected: '('"
+        "annotation edgeagent.io/node-selector='a in b': not a label selector: "
+        "unable to parse requirement: found 'b' expected: '('"
     ]
 
 

@@ -161,16 +161,16 @@ def test_matches_accepts_none_labels() -> None:
     ("text", "message"),
     [
         ("a=b=c", "found '=', expected: ',' or 'end of string'"),
-        ("a in x", "found 'x' expected: '('"),
+        ("a in x", "unable to parse requirement: found 'x' expected: '('"),
         ("!a=b", "found '=', expected: ',' or 'end of string'"),
         ("a,", "found '', expected: identifier after ','"),
         ("=a", "found '=', expected: !, identifier, or 'end of string'"),
-        ("a in (b", "found '', expected: ',' or ')'"),
-        ("a b", "found 'b', expected: in, notin, =, ==, !=, gt, lt"),
-        ("a in (=)", "found '=', expected: ',', ')' or identifier"),
-        ("a in (b c)", "found 'c', expected: ',' or ')'"),
-        ("a=(", "found '(', expected: identifier"),
-        ("!", "found '', expected: identifier"),
+        ("a in (b", "unable to parse requirement: found '', expected: ',' or ')'"),
+        ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+        ("a in (=)", "unable to parse requirement: found '=', expected: ',', ')' or identifier"),
+        ("a in (b c)", "unable to parse requirement: found 'c', expected: ',' or ')'"),
+        ("a=(", "unable to parse requirement: found '(', expected: identifier"),
+        ("!", "unable to parse requirement: found '', expected: identifier"),
     ],
 )
 def test_parse_errors_use_the_real_messages(text: str, message: str) -> None:

@@ -437,8 +437,23 @@ def test_smp_condition_order_is_preserved() -> None:
     assert [c["type"] for c in out["status"]["conditions"]] == ["Ready", "PodNeedUpgrade"]
 
 
-def test_smp_new_condition_is_appended() -> None:
+def test_smp_new_condition_goes_first() -> None:
+    """As the apiserver orders it (kube-api-semantics §10): patch items not on the server lead."""
     out = strategic_merge_patch(pod(), {"status": {"conditions": [{"type": "Initialized", "status": "True"}]}}, "Pod")
+    assert [c["type"] for c in out["status"]["conditions"]] == ["Initialized", "Ready", "PodNeedUpgrade"]
+
+
+def test_smp_updated_condition_keeps_its_place() -> None:
+    patch = {"status": {"conditions": [{"type": "PodNeedUpgrade", "status": "False"}]}}
+    out = strategic_merge_patch(pod(), patch, "Pod")
+    assert [c["type"] for c in out["status"]["conditions"]] == ["Ready", "PodNeedUpgrade"]
+
+
+def test_smp_set_element_order_directive_keeps_the_merged_order() -> None:
+    patch = {"status": {"$setElementOrder/conditions": [{"type": "Ready"}, {"type": "PodNeedUpgrade"},
+                                                        {"type": "Initialized"}],
+                        "conditions": [{"type": "Initialized", "status": "True"}]}}
+    out = strategic_merge_patch(pod(), patch, "Pod")
     assert [c["type"] for c in out["status"]["conditions"]] == ["Ready", "PodNeedUpgrade", "Initialized"]
 
 
@@ -496,7 +511,7 @@ def test_smp_containers_merge_by_name() -> None:
 def test_smp_container_env_merges_by_name() -> None:
     patch = {"spec": {"containers": [{"name": "main", "env": [{"name": "B", "value": "2"}]}]}}
     out = strategic_merge_patch(pod(), patch, "Pod")
-    assert out["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert out["spec"]["containers"][0]["env"] == [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]
 
 
 def test_smp_container_ports_merge_by_container_port() -> None:
@@ -508,7 +523,7 @@ def test_smp_container_ports_merge_by_container_port() -> None:
 def test_smp_volumes_merge_by_name() -> None:
     doc = {"spec": {"volumes": [{"name": "a", "emptyDir": {}}]}}
     out = strategic_merge_patch(doc, {"spec": {"volumes": [{"name": "b", "emptyDir": {}}]}}, "Pod")
-    assert [v["name"] for v in out["spec"]["volumes"]] == ["a", "b"]
+    assert [v["name"] for v in out["spec"]["volumes"]] == ["b", "a"]  # new patch items lead
 
 
 def test_smp_owner_references_merge_by_uid() -> None:
