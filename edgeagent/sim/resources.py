@@ -6,7 +6,7 @@ generation, unconditional updates) all read this table, so adding a kind is a on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from edgeagent.kube.selectors import GENERIC_FIELDS, POD_FIELDS
 
@@ -201,7 +201,8 @@ def _stored(group: str, plural: str, kind: str, *, namespaced: bool = True, shor
 SERVICE_ACCOUNTS = _stored("", "serviceaccounts", "ServiceAccount", short_names=("sa",))
 # What `kubectl create configmap|secret|service` makes; stored with the real server's defaults (sim/stored_kinds).
 CONFIG_MAPS = _stored("", "configmaps", "ConfigMap", short_names=("cm",))
-SECRETS = _stored("", "secrets", "Secret")
+# Secrets have their own field-label conversion: `type` is selectable too.
+SECRETS = replace(_stored("", "secrets", "Secret"), field_selectors=GENERIC_FIELDS | {"type"}, own_field_labels=True)
 SERVICES = _stored("", "services", "Service", short_names=("svc",), status=True, categories=("all",))
 DEPLOYMENTS = _stored("apps", "deployments", "Deployment", short_names=("deploy",), status=True,
                       has_generation=True, categories=("all",))

@@ -153,7 +153,7 @@ async def test_sim_restart_under_a_running_agent_and_controller(tmp_path: Path) 
                 _process("controller", "--kubeconfig", str(directory / "admin.kubeconfig"), "--metrics-port",
                          "0", "--log-format", "json", log=controller_log) as controller:
             port = await eventually(lambda: _agent_port(agent_log), timeout=20, what="the agent to listen")
-            await eventually(lambda: _flagged(directory, "nginx:1.19.4"), timeout=20, what="the controller's flags")
+            await eventually(lambda: _flagged(directory, "nginx:1.19.4"), timeout=30, what="the controller's flags")
             await eventually(lambda: _in_sync(directory, port), timeout=20, what="the agent's first sync")
 
             for how, image in ((signal.SIGTERM, "nginx:1.19.5"), (signal.SIGKILL, "nginx:1.19.6")):
@@ -172,7 +172,7 @@ async def test_sim_restart_under_a_running_agent_and_controller(tmp_path: Path) 
                 print(f"{how.name}: sim back after {resumed - stopped:.2f} s; agent resynced "
                       f"{done - resumed:.2f} s later ({done - stopped:.2f} s in all)")
                 await _set_image(directory, image)
-                await eventually(lambda: _flagged(directory, image), timeout=20,  # noqa: B023
+                await eventually(lambda: _flagged(directory, image), timeout=30,  # noqa: B023
                                  what=f"the controller reconciling after {how.name}")
                 await eventually(lambda: _in_sync(directory, port), timeout=10, what="agent follows the flags")
             assert agent.returncode is None and controller.returncode is None  # neither was restarted
