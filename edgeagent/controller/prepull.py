@@ -47,6 +47,8 @@ from edgeagent.kube.objects import (
 JSON = dict[str, Any]
 
 LABEL_PREPULL = "edgeagent.io/image-pre-pull"
+# On an AdvancedRollingUpdate DaemonSet: pull the new images on a node before deleting its old pod there.
+ANNOTATION_PRE_PULL = "edgeagent.io/pre-pull"
 ANNOTATION_DAEMONSET = "edgeagent.io/daemonset"
 ANNOTATION_POD = "edgeagent.io/pod"
 ANNOTATION_REVISION = "edgeagent.io/revision"
@@ -378,6 +380,35 @@ class PrePuller:
             if key in self._inflight:
                 continue
             await self._maybe_start(ds_key, ds, pod, cond, revision, images, now, errors)
+        return errors
+
+    @staticmethod
+    def wanted_by(ds: JSON) -> bool:
+        return annotations_of(ds).get(ANNOTATION_PRE_PULL, "").strip().lower() == "true"
+
+    @staticmethod
+    def pulled(pod: JSON, revision: str) -> bool:
+        cond = get_condition(pod, CONDITION_POD_IMAGE_READY)
+        return cond is not None and cond.get("status") == "True" and condition_revision(cond) == revision
+
+    async def request(self, pods: list[JSON], wanted: list[JSON], revision: str) -> list[BaseException]:
+        """Ask for the pulls an AdvancedRollingUpdate needs next (as `/imagepull` would), in deletion order:
+        as many as keep this DaemonSet's unfinished pulls within the cluster-wide cap, so pulls run ahead of
+        the unavailability budget but never queue up more than the Jobs that may run at once."""
+        outstanding = sum(1 for p in pods if not is_terminating(p) and self.pending_pull(p, revision))
+        room = self.settings.max_concurrent - outstanding
+        errors: list[BaseException] = []
+        for pod in wanted:
+            if room <= 0:
+                break
+            written = self._written.get(uid_of(pod))
+            if written is not None and written == str(meta(pod).get("resourceVersion") or ""):
+                continue
+            cond = get_condition(pod, CONDITION_POD_IMAGE_READY)
+            if cond is not None and condition_revision(cond) == revision:
+                continue  # asked already (pending, done, or given up: a failed pull blocks its node's upgrade)
+            room -= 1
+            await self._patch(pod, "False", REASON_WAIT_PULL_IMAGE, version_message(revision), errors)
         return errors
 
     def pending_pull(self, pod: JSON, revision: str) -> bool:

@@ -418,7 +418,9 @@ class Controller:
             self.queue.add_after(key, _UNHEALTHY_RETRY)
             return
         started = time.process_time()
-        plan = plan_step(key, ds, pods, self.nodes.items, hash_, settings, self._clock(), self.expectations)
+        prepull = self.prepull if self.prepull is not None and self.prepull.wanted_by(ds) else None
+        plan = plan_step(key, ds, pods, self.nodes.items, hash_, settings, self._clock(), self.expectations,
+                         pulled=(lambda pod: prepull.pulled(pod, hash_)) if prepull is not None else None)
         self.metrics.planning_cpu.inc(time.process_time() - started)
         if plan is None:
             self._log.debug("waiting to observe earlier deletions", daemonset=key,
@@ -434,6 +436,10 @@ class Controller:
             return
         if plan.delete:
             await self._delete(key, ds, plan, hash_)
+        if prepull is not None and plan.pull_wanted:
+            errors = await prepull.request(pods, plan.pull_wanted, hash_)
+            if errors:
+                raise ReconcileError(f"{len(errors)} pre-pull request(s) failed, first: {errors[0]}")
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)
 

@@ -29,7 +29,7 @@ and fixes what OpenYurt leaves open:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -212,6 +212,8 @@ class Plan:
     # Nodes of `in_flight` that have an available pod again (or no longer exist): replacement done.
     settled: set[str] = field(default_factory=set)
     max_failed: int | None = None
+    # With `edgeagent.io/pre-pull`: old pods, in deletion order, whose new images are not on their node yet.
+    pull_wanted: list[JSON] = field(default_factory=list)
     auto_pause: bool = False
     paused: bool = False
     requeue_after: float | None = None
@@ -235,8 +237,11 @@ def plan_rolling_update(
     in_flight: Collection[str] = frozenset(),
     burst: int = BURST,
     proven: Collection[str] = frozenset(),
+    pulled: Callable[[JSON], bool] | None = None,
 ) -> Plan:
-    """`in_flight`: nodes where this controller deleted a pod and has not yet seen an available pod
+    """`pulled` (with `edgeagent.io/pre-pull`): whether an old pod's node already has the new images; others
+    are not deleted (they are listed in `pull_wanted`), and the budget goes to the next pulled one.
+    `in_flight`: nodes where this controller deleted a pod and has not yet seen an available pod
     again (see expectations.py); they count as unavailable whatever the cache shows. `proven`: UIDs of
     new-version pods seen available within their progress deadline (a pod that did has not failed, whatever
     its node does later)."""
@@ -335,14 +340,18 @@ def plan_rolling_update(
     plan.held_by_partition = max(0, len(replacements) + len(stale) + len(candidates) - allowance)
 
     acting = not settings.paused and not plan.auto_pause
-    chosen = replacements[:allowance] if acting else []
+    ok = pulled or (lambda _pod: True)
+    if acting and pulled is not None:
+        plan.pull_wanted = [p for p in (replacements + stale + candidates)[:allowance] if not pulled(p)]
+    chosen = [p for p in replacements if ok(p)][:allowance] if acting else []
     plan.replacing_unavailable = len(chosen)
-    # Old pods that are unavailable and stay (paused, partition) are unavailability like any other.
-    plan.unavailable += sum(1 for p in replacements[len(chosen):] if name_of(p) not in already_counted)
+    # Old pods that are unavailable and stay (paused, partition, pulling) are unavailability like any other.
+    staying = {name_of(p) for p in chosen} | already_counted
+    plan.unavailable += sum(1 for p in replacements if name_of(p) not in staying)
     if acting:
         allowance -= len(chosen)
         room = max(0, plan.max_unavailable - plan.unavailable)
-        chosen += (stale + candidates)[:min(room, allowance)]
+        chosen += [p for p in stale + candidates if ok(p)][:min(room, allowance)]
         plan.delete = chosen[:burst]
 
     if wake is not None:
@@ -359,6 +368,7 @@ def plan_step(
     settings: RollSettings,
     now: float,
     expectations: Expectations,
+    pulled: Callable[[JSON], bool] | None = None,
 ) -> Plan | None:
     """One reconcile's decision, guarded by the DaemonSet's expectations (None: still waiting to see our
     previous deletions in the cache). The chosen deletions are recorded as expected before returning,
@@ -367,7 +377,7 @@ def plan_step(
     if not expectations.satisfied(key, live):
         return None
     plan = plan_rolling_update(ds, pods, nodes, current_hash, settings, now, expectations.in_flight(key),
-                               proven=expectations.proven(key))
+                               proven=expectations.proven(key), pulled=pulled)
     expectations.settle(key, plan.settled)
     expectations.remember_proven(key, plan.proven, live)
     if plan.delete:

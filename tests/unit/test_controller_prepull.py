@@ -17,7 +17,10 @@ from edgeagent.controller.prepull import (
     retry_delay,
     revision_images,
 )
+from edgeagent.controller.rolling import plan_rolling_update
+from edgeagent.controller.settings import roll_settings
 from edgeagent.kube.objects import is_dns1123_label
+from tests.unit.test_controller_objects import T0, daemonset, node, pod
 
 JSON = dict[str, Any]
 
@@ -110,3 +113,17 @@ def test_judge_failure_reasons() -> None:
     assert (deadline.outcome, deadline.error) == ("failed", "Job DeadlineExceeded: m")
     assert judge(_job(), {"status": {"phase": "Pending"}}, NODE_WITHOUT, ["a:1"], 0).outcome == "running"
     assert judge(_job(), None, NODE_WITH, ["a:1"], 0).outcome == "running"  # image there, pod not started yet
+
+
+def test_aru_plan_deletes_only_pulled_pods_and_gives_the_budget_to_the_next_pulled_one() -> None:
+    nodes = {f"n{i}": node(f"n{i}") for i in range(4)}
+    pods = [pod(f"p-{name}", name, "old") for name in nodes]
+    ds = daemonset(annotations={"apps.openyurt.io/max-unavailable": "1"})
+    settings, _ = roll_settings(ds)
+    pulled = {"p-n2", "p-n3"}
+    plan = plan_rolling_update(ds, pods, nodes, "new", settings, T0,
+                               pulled=lambda p: p["metadata"]["name"] in pulled)
+    assert [p["metadata"]["name"] for p in plan.delete] == ["p-n2"]
+    assert [p["metadata"]["name"] for p in plan.pull_wanted] == ["p-n0", "p-n1"]
+    without = plan_rolling_update(ds, pods, nodes, "new", settings, T0)
+    assert [p["metadata"]["name"] for p in without.delete] == ["p-n0"] and without.pull_wanted == []
