@@ -41,6 +41,7 @@ SCRIPTS = (
     Script("disconnect_detection.py", limit=180),
     Script("controller_scale.py", limit=330),
     Script("rbac_overhead.py", limit=120),
+    Script("prepull.py", limit=240),
 )
 
 
