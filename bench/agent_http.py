@@ -25,7 +25,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Agent, Sim, bench_pod, median, note, percentile, report, rss_mb, workdir
-from edgeagent.demo_procs import child_env, free_port
+from edgeagent.demo.processes import child_env, free_port
 
 HERE = Path(__file__).resolve().parent
 WARMUP = 0.5

@@ -1,7 +1,7 @@
 """What every agent benchmark shares: the sim and the agent as separate processes, pods, RSS, percentiles.
 
 The simulated cluster runs as `edgeagent sim` and each agent as `edgeagent run`, both child processes
-(via `edgeagent.demo_procs`), so the agent's event loop never shares a core-bound loop with the API
+(via `edgeagent.demo.processes`), so the agent's event loop never shares a core-bound loop with the API
 server it watches or with the load generator. The machine has only 2 cores, so a load generator, an
 agent and the sim still compete for them: figures are for this machine, measured on loopback only.
 
@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from edgeagent.demo_procs import Proc, free_port
+from edgeagent.demo.processes import Proc, free_port
 
 JSON = dict[str, Any]
 NAMESPACE = "default"

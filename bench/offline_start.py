@@ -23,7 +23,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Agent, Sim, bench_pod, median, note, report, workdir
-from edgeagent.demo_procs import child_env
+from edgeagent.demo.processes import child_env
 
 NODE = "edge-1"
 IMPORTS = "import edgeagent.cli, edgeagent.agent.app, edgeagent.agent.http, edgeagent.agent.drainer"

@@ -345,8 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
          "authorizer as on kube-apiserver", default="none", type=_authorization_mode)
     _logging_flags(sim)
 
-    _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
-             "Exits 0 only if every narrated step really happened.")
+    demo = _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
+                    "Every command it shows really runs (kubectl and curl must be installed) and what it "
+                    "printed is shown. Exits 0 only if every narrated step really happened.")
+    _switch(demo, "--keep", help="at the end, leave the cluster, controller and agents running until Ctrl-C")
     _command(sub, "healthcheck", "probe the edgeagent process in this container (the image's HEALTHCHECK)",
              "Finds the running `edgeagent run` or `controller` process, reads its flags and EDGEAGENT_* "
              "variables as it did, and probes the health endpoint on the address and port it really uses. "
@@ -440,7 +442,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "healthcheck":
         return _call("edgeagent.healthcheck", None)
     if command == "demo":
-        return _call("edgeagent.demo", None)
+        return _call("edgeagent.demo", bool(args.keep))
     if command in ("pods", "upgrade", "upgrades", "imagepull"):
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
         if command in ("upgrade", "imagepull"):

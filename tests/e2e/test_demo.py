@@ -5,15 +5,19 @@ from __future__ import annotations
 import io
 import os
 import re
+import select
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from edgeagent import demo
-from edgeagent.demo_narration import Narrator, StepFailed, render_table
+from edgeagent.demo import scenario
+from edgeagent.demo.narration import Narrator, StepFailed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,7 +30,7 @@ KEY_LINES = [
     "[ok] no DELETE was sent for the pods on edge-2 and edge-3",
     "[ok] every node runs a Ready nginx:1.19.5 pod",
     "[ok] PodNeedUpgrade=True on all three pods",
-    "HTTP 200: Start updating pod default/nginx-ota-",
+    "Start updating pod default/nginx-ota-",
     "[ok] the agent on edge-2 reports its cloud link disconnected",
     "[ok] 202 with the id of the queued request",
     "[ok] the agent died of SIGKILL",
@@ -59,9 +63,50 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+SHIM = """#!/bin/sh
+# Records what the real program printed, outside the demo's reach, then prints it unchanged.
+record="{log}/$(date +%s%N)-$$"
+printf '%s\\n' "$@" > "$record.args"
+"{real}" "$@" > "$record.out"
+code=$?
+cat "$record.out"
+exit $code
+"""
+
+
+def _shimmed_path(tmp_path: Path) -> tuple[str, Path]:
+    """A PATH whose kubectl and curl are wrappers recording each run's arguments and stdout."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "runs"
+    bin_dir.mkdir()
+    log.mkdir()
+    for program in ("kubectl", "curl"):
+        real = shutil.which(program)
+        assert real is not None, f"{program} is needed for the demo"
+        shim = bin_dir / program
+        shim.write_text(SHIM.format(log=log, real=real))
+        shim.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", log
+
+
+def _shown_commands(stdout: str) -> list[tuple[str, list[str]]]:
+    """Every `$ command` the demo printed with the output lines printed under it."""
+    blocks: list[tuple[str, list[str]]] = []
+    for line in stdout.splitlines():
+        if line.startswith("    $ "):
+            blocks.append((line[6:], []))
+        elif blocks and line.startswith("      "):
+            blocks[-1][1].append(line[6:])
+        elif blocks and line.strip():
+            blocks.append(("", []))  # narration ends a command's output
+    return [b for b in blocks if b[0]]
+
+
 @pytest.mark.slow
-def test_demo_runs_the_whole_scenario_and_exits_0() -> None:
+def test_demo_runs_the_whole_scenario_and_shows_what_each_command_really_printed(tmp_path: Path) -> None:
+    """Each kubectl and curl output printed is byte for byte what that program wrote (recorded by a wrapper)."""
+    path, runs = _shimmed_path(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEAGENT_")}
+    env["PATH"] = path
     result = subprocess.run([*_edgeagent(), "demo"], capture_output=True, text=True, timeout=110, cwd=REPO,
                             env=env, check=False)
     assert result.returncode == 0, f"demo failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -70,15 +115,106 @@ def test_demo_runs_the_whole_scenario_and_exits_0() -> None:
     steps = [int(n) for n in re.findall(r"^Step (\d+)\. ", result.stdout, flags=re.MULTILINE)]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 10
     assert "FAILED" not in result.stdout + result.stderr
+    assert "HTTP 200:" not in result.stdout and "seed" not in result.stdout
+
+    workdir = re.search(r"Work directory: (\S+) \(shown as \$DEMO", result.stdout)
+    assert workdir
+    shown = [(cmd, out) for cmd, out in _shown_commands(result.stdout) if cmd.split()[0] in ("kubectl", "curl")]
+    recorded = sorted(runs.glob("*.args"))
+    assert len(shown) == len(recorded) >= 15, (len(shown), len(recorded))
+    for (command, printed), args_file in zip(shown, recorded, strict=True):
+        program = command.split()[0]
+        args = args_file.read_text().split("\n")[:-1]
+        assert shlex.split(command.replace("$DEMO", workdir.group(1))) == [program, *args]
+        real = args_file.with_suffix(".out").read_text()
+        assert printed == real.splitlines(), f"{command}: printed {printed!r}, the program wrote {real!r}"
+    kinds = {cmd.split()[1] for cmd, _ in shown if cmd.startswith("kubectl ")}
+    assert {"get", "apply", "set"} <= kinds
+    header = next(out for cmd, out in shown if cmd == "kubectl get nodes -o wide")[0]
+    assert header.split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE",
+                              "KERNEL-VERSION", "CONTAINER-RUNTIME"]
+
+
+def _start_demo(*args: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEAGENT_")}
+    # Unbuffered: select() then sees exactly what is left to read.
+    return subprocess.Popen([*_edgeagent(), "demo", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            bufsize=0, cwd=REPO, env=env)
+
+
+def _read_until(proc: subprocess.Popen[bytes], marker: str, timeout: float = 60) -> str:
+    """stdout up to the line holding `marker` (the demo prints and flushes line by line)."""
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if not ready:
+            continue
+        line = proc.stdout.readline().decode()
+        if not line:
+            break
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    proc.kill()
+    _, err = proc.communicate()
+    raise AssertionError(f"no {marker!r} within {timeout}s:\n{''.join(seen)}\nstderr: {err.decode()}")
+
+
+def _gone(workdir: str) -> bool:
+    return not _processes_mentioning(workdir)
+
+
+@pytest.mark.slow
+def test_keep_leaves_the_cluster_usable_by_hand_until_ctrl_c(tmp_path: Path) -> None:
+    proc = _start_demo("--keep")
+    try:
+        shown = _read_until(proc, "To stop: press Ctrl-C here")
+        kubeconfig = re.search(r"export KUBECONFIG=(\S+?);", shown)
+        assert kubeconfig, shown
+        nodes = subprocess.run(["kubectl", "--kubeconfig", kubeconfig.group(1), "--cache-dir", str(tmp_path),
+                                "get", "nodes"], capture_output=True, text=True, timeout=30, check=False)
+        assert nodes.returncode == 0 and nodes.stdout.split()[:5] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+        proc.send_signal(signal.SIGINT)
+        out, err = (data.decode() for data in proc.communicate(timeout=60))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "exited 0 on SIGTERM" in out and "Demo complete:" in out
+    workdir = re.search(r"Work directory: (\S+) ", shown)
+    assert workdir and _gone(workdir.group(1))
+
+
+@pytest.mark.slow
+def test_killing_the_demo_takes_its_children_with_it() -> None:
+    proc = _start_demo()
+    try:
+        shown = _read_until(proc, "$ edgeagent run --node-name edge-2")
+        workdir = re.search(r"Work directory: (\S+) ", shown)
+        assert workdir
+        assert _processes_mentioning(workdir.group(1))  # controller and agents are running
+        proc.kill()  # SIGKILL: the demo's own clean-up cannot run
+        proc.communicate(timeout=30)
+        deadline = time.monotonic() + 20
+        while not _gone(workdir.group(1)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _gone(workdir.group(1)), _processes_mentioning(workdir.group(1))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if "workdir" in locals() and workdir:
+            shutil.rmtree(workdir.group(1), ignore_errors=True)
 
 
 @pytest.mark.slow
 def test_a_step_that_fails_ends_the_demo_with_exit_1_naming_it_and_no_child_left(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # An agent flag the CLI rejects: the agent exits 2 at start-up, so the step that waits for it must fail.
-    monkeypatch.setattr(demo, "AGENT_FLAGS", ["--probe-interval", "-1"])
+    monkeypatch.setattr(scenario, "AGENT_FLAGS", ["--probe-interval", "-1"])
     out, err = io.StringIO(), io.StringIO()
-    code = demo.run_demo(out, err)
+    code = scenario.run_demo(out, err)
     assert code == 1
     message = err.getvalue()
     assert re.search(r"DEMO FAILED at step \d+ \(Start a node agent on edge-1 and on edge-2\): "
@@ -125,6 +261,9 @@ async def test_a_probe_error_is_reported_as_what_was_seen_not_a_crash() -> None:
         await narrator.wait_for(probe, timeout=0.05, what="the agent")
 
 
-def test_tables_are_aligned_like_kubectl() -> None:
-    lines = render_table(("NAME", "STATUS"), [["edge-1", "Ready"], ["edge-10", "NotReady"]])
-    assert lines == ["NAME      STATUS", "edge-1    Ready", "edge-10   NotReady"]
+def test_command_output_is_printed_verbatim_and_trimming_says_so() -> None:
+    out = io.StringIO()
+    narrator = Narrator(out)
+    narrator.output("a  b\n\nc", max_lines=None)
+    narrator.output("1\n2\n3\n4", max_lines=2)
+    assert out.getvalue() == "      a  b\n      \n      c\n      1\n      2\n      [2 more lines not shown]\n"

@@ -3,7 +3,6 @@ exit status of `edgeagent demo` (cli → demo.main), not only run_demo's return 
 
 from __future__ import annotations
 
-import functools
 import io
 import re
 import shutil
@@ -11,17 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from edgeagent import demo
 from edgeagent.cli import main as cli_main
+from edgeagent.demo import scenario
 
 
 @pytest.mark.slow
 def test_edgeagent_demo_command_exits_1_when_a_step_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     # An agent flag the CLI rejects: the agent exits 2 at start-up, so the step that waits for it fails.
-    monkeypatch.setattr(demo, "AGENT_FLAGS", ["--probe-interval", "-1"])
+    monkeypatch.setattr(scenario, "AGENT_FLAGS", ["--probe-interval", "-1"])
     out, err = io.StringIO(), io.StringIO()
     # run_demo's streams default to sys.stdout/err as they were at import; hand it ours to read them back.
-    monkeypatch.setattr(demo, "run_demo", functools.partial(demo.run_demo, out, err))
+    real = scenario.run_demo
+    monkeypatch.setattr(scenario, "run_demo", lambda keep=False: real(out, err, keep=keep))
     code = cli_main(["demo"])
     assert code == 1
     assert "DEMO FAILED at step" in err.getvalue()

@@ -1,17 +1,16 @@
-"""What `edgeagent demo` reads and writes in the cluster, and how it prints it (kubectl-like rows).
+"""What `edgeagent demo` checks in the cluster: the manifests it applies and the pods and nodes it reads.
 
 All access goes over the API server's REST interface with the admin kubeconfig, as `kubectl` would,
-so the demo sees exactly what a user of the cluster sees.
+so the demo's checks see exactly what a user of the cluster sees. (What the demo prints comes from
+the commands it runs, not from here.)
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient
+from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import (
     ANNOTATION_MAX_UNAVAILABLE,
     ANNOTATION_UPDATE_STRATEGY,
@@ -20,7 +19,6 @@ from edgeagent.kube.objects import (
     is_node_ready,
     is_pod_ready,
     is_terminating,
-    labels_of,
     meta,
     name_of,
     uid_of,
@@ -30,13 +28,10 @@ JSON = dict[str, Any]
 
 NAMESPACE = "default"
 CONTAINER = "nginx"
-POD_HEADERS = ("NAME", "READY", "STATUS", "AGE", "NODE", "IMAGE")
-OTA_POD_HEADERS = (*POD_HEADERS, "PodNeedUpgrade")
-NODE_HEADERS = ("NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP")
 
 
 def daemonset(name: str, strategy: str, image: str, *, max_unavailable: str | None = None) -> JSON:
-    """The seed document's manifest: the annotation picks the model, OnDelete hands deletions to us."""
+    """OpenYurt's example manifest: the annotation picks the model, OnDelete hands deletions to us."""
     annotations = {ANNOTATION_UPDATE_STRATEGY: strategy}
     if max_unavailable is not None:
         annotations[ANNOTATION_MAX_UNAVAILABLE] = max_unavailable
@@ -92,26 +87,6 @@ class PodView:
         need = f" PodNeedUpgrade={self.need_upgrade}" if self.need_upgrade else ""
         return f"{self.name}@{self.node or '?'} {self.image} {state}{need}"
 
-    def row(self, *, ota: bool = False) -> list[str]:
-        status = "Terminating" if self.terminating else self.phase
-        cells = [self.name, "1/1" if self.ready else "0/1", status, age(self.created), self.node or "<none>",
-                 self.image]
-        if ota:
-            cells.append(self.need_upgrade or "<unset>")
-        return cells
-
-
-def age(timestamp: str) -> str:
-    """kubectl's short age (`5s`, `2m`), from an RFC 3339 timestamp."""
-    try:
-        created = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return "<unknown>"
-    seconds = max(0, int(time.time() - created))
-    if seconds < 120:
-        return f"{seconds}s"
-    return f"{seconds // 60}m"
-
 
 def summary(pods: list[PodView]) -> str:
     return "; ".join(p.short() for p in pods) or "no pods"
@@ -122,23 +97,6 @@ def by_node(pods: list[PodView]) -> dict[str, list[PodView]]:
     for pod in pods:
         out.setdefault(pod.node, []).append(pod)
     return out
-
-
-def node_row(node: JSON) -> list[str]:
-    status = node.get("status") or {}
-    roles = sorted(k.split("/", 1)[1] for k in labels_of(node) if k.startswith("node-role.kubernetes.io/"))
-    internal = next((a.get("address", "") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"),
-                    "<none>")
-    version = str((status.get("nodeInfo") or {}).get("kubeletVersion") or "")
-    return [name_of(node), node_status(node), ",".join(roles) or "<none>",
-            age(str(meta(node).get("creationTimestamp") or "")), version, internal]
-
-
-def node_status(node: JSON) -> str:
-    status = "Ready" if is_node_ready(node) else "NotReady"
-    if (node.get("spec") or {}).get("unschedulable"):
-        status += ",SchedulingDisabled"
-    return status
 
 
 class Cluster:
@@ -158,15 +116,3 @@ class Cluster:
         body = await self.client.get(f"/api/v1/namespaces/{NAMESPACE}/pods", query={"labelSelector": f"app={app}"})
         views = [PodView.of(p) for p in body.get("items") or []]
         return sorted(views, key=lambda p: (p.node, p.name))
-
-    async def create_daemonset(self, manifest: JSON) -> JSON:
-        return await self.client.create(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets", manifest)
-
-    async def set_image(self, daemonset_name: str, image: str) -> JSON:
-        """`kubectl set image ds/<name> nginx=<image>`: a strategic merge on the container, keyed by name."""
-        patch = {"spec": {"template": {"spec": {"containers": [{"name": CONTAINER, "image": image}]}}}}
-        return await self.client.patch(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{daemonset_name}",
-                                       patch, CONTENT_STRATEGIC_MERGE_PATCH)
-
-    async def delete_daemonset(self, daemonset_name: str) -> None:
-        await self.client.delete(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{daemonset_name}")

@@ -1,7 +1,10 @@
-"""Narration and checking for `edgeagent demo`: numbered steps, aligned tables, waits with deadlines.
+"""Narration and checking for `edgeagent demo`: numbered steps, commands with their real output, waits.
 
 The demo is a proof, not a slide show: every claim it prints is preceded by a check, and a check that
 does not hold within its deadline stops the demo with one line naming the step and what was last seen.
+Commands are shown as `$ command` with what that command really printed below it, indented a little
+deeper than the narration (OUTPUT_INDENT), so a reader (and the demo's test) can tell them apart; output
+cut short says so in a last line of its own.
 """
 
 from __future__ import annotations
@@ -9,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import textwrap
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TextIO, TypeVar
 
 T = TypeVar("T")
 
 INDENT = "    "
+OUTPUT_INDENT = "      "
+TRIMMED = "[{} more lines not shown]"
 WIDTH = 100
 # How often conditions are polled: fast enough to show a transition promptly, slow enough to be cheap.
 POLL_INTERVAL = 0.05
@@ -30,19 +35,6 @@ class StepFailed(Exception):
         self.title = title
         self.message = message
         super().__init__(f"step {step} ({title}): {message}")
-
-
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Columns left-aligned and three spaces apart, as kubectl prints them."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines = []
-    for row in [list(headers), *[list(r) for r in rows]]:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        lines.append("   ".join(cells).rstrip())
-    return lines
 
 
 class Narrator:
@@ -97,13 +89,16 @@ class Narrator:
     def command(self, text: str) -> None:
         self._print(f"{INDENT}$ {self.shorten(text)}")
 
-    def output(self, lines: Sequence[str] | str) -> None:
-        for line in [lines] if isinstance(lines, str) else lines:
-            for part in line.splitlines() or [""]:
-                self._print(INDENT + part)
-
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-        self.output(render_table(headers, rows))
+    def output(self, text: str, *, max_lines: int | None = None) -> None:
+        """What a command printed, verbatim, optionally cut short (then a last line says so)."""
+        lines = text.splitlines()
+        hidden = 0
+        if max_lines is not None and len(lines) > max_lines:
+            lines, hidden = lines[:max_lines], len(lines) - max_lines
+        for line in lines:
+            self._print(OUTPUT_INDENT + line)
+        if hidden:
+            self._print(OUTPUT_INDENT + TRIMMED.format(hidden))
 
     def ok(self, text: str) -> None:
         """A claim that was just checked."""

@@ -1,11 +1,13 @@
-"""`edgeagent demo`: the seed document's scenario, end to end, narrated — and checked.
+"""`edgeagent demo`: OpenYurt's DaemonSet upgrade scenario, end to end, narrated — and checked.
 
 OpenYurt's two DaemonSet upgrade models on a simulated three-node edge cluster, nginx 1.19.4 -> 1.19.5:
 AdvancedRollingUpdate with two nodes cut off (only the connected node upgrades; the others follow on
 reconnection), then OTA (PodNeedUpgrade flips; the node's user upgrades through the agent, once
 online, once offline with the request queued across an agent crash). The controller and the agents
-run as real `edgeagent` processes. Every claim printed was checked first; the exit code is 0 only if
-all of them held, else 1 with one line naming the step that failed.
+run as real `edgeagent` processes; every command shown (kubectl, curl, `edgeagent pods`, …) really
+runs and what it printed is shown. Every claim printed was checked first; the exit code is 0 only if
+all of them held, else 1 with one line naming the step that failed. `--keep` leaves the cluster
+running at the end, until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import shlex
 import shutil
 import signal
 import sys
@@ -27,19 +31,9 @@ import yaml
 
 from edgeagent import log
 from edgeagent.config import LogConfig, SimConfig
-from edgeagent.demo_kube import (
-    NODE_HEADERS,
-    OTA_POD_HEADERS,
-    POD_HEADERS,
-    Cluster,
-    PodView,
-    by_node,
-    daemonset,
-    node_row,
-    summary,
-)
-from edgeagent.demo_narration import Narrator, StepFailed
-from edgeagent.demo_procs import AgentHttp, Proc, free_port
+from edgeagent.demo.cluster import CONTAINER, Cluster, PodView, by_node, daemonset, summary
+from edgeagent.demo.narration import Narrator, StepFailed
+from edgeagent.demo.processes import AgentHttp, Proc, Ran, child_env, free_port, run_command
 from edgeagent.kube.client import KubeClient, Timeouts
 
 JSON = dict[str, Any]
@@ -58,22 +52,36 @@ AGENT_FLAGS = ["--probe-interval", "0.25", "--probe-timeout", "0.5", "--failures
 # Deadlines for single transitions; generous against a busy machine, each far below what a hang would take.
 WAIT = 15.0
 SHUTDOWN_WAIT = 10.0
-# Nothing in the demo may hang it: this bounds the whole run, clean-up included.
+# Nothing in the demo may hang it: this bounds the whole run, clean-up included (not the --keep wait).
 OVERALL_DEADLINE = 150.0
+# The OTA pods as kubectl shows them with the condition the upgrade is about.
+OTA_COLUMNS = ("NAME:.metadata.name,NODE:.spec.nodeName,IMAGE:.spec.containers[0].image,"
+               "READY:.status.containerStatuses[0].ready,"
+               'NEED-UPGRADE:.status.conditions[?(@.type=="PodNeedUpgrade")].status')
+# Curl prints the HTTP status on a line of its own after the body.
+STATUS_LINE = r"\n%{http_code}\n"  # curl turns the \n into newlines itself
+
+
+class MissingTool(Exception):
+    """A program the demo runs for real is not installed."""
 
 
 class Demo:
     """The scenario. Owns the simulated cluster, the child processes and the HTTP sessions."""
 
-    def __init__(self, narrator: Narrator, workdir: Path) -> None:
+    def __init__(self, narrator: Narrator, workdir: Path, *, keep: bool = False) -> None:
         self.n = narrator
         self.workdir = workdir
+        self.keep = keep
+        self.tools = {name: _which(name) for name in ("kubectl", "curl", "cat")}
+        self.env = child_env()
         self.logs = workdir / "logs"
         self.sim: Any = None  # SimCluster (imported lazily: its import pulls in the whole simulator)
         self.client: KubeClient | None = None
         self.session: aiohttp.ClientSession | None = None
         self.procs: dict[str, Proc] = {}
         self.agent_ports: dict[str, int] = {}
+        self.deadline: asyncio.Timeout | None = None
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -121,36 +129,52 @@ class Demo:
 
         await self.n.wait_for(probe, timeout=WAIT, what=what)
 
-    async def show_nodes(self) -> None:
-        self.n.command("kubectl get nodes -o wide")
-        self.n.table(NODE_HEADERS, [node_row(node) for node in await self.cluster.nodes()])
+    async def show(self, argv: list[str], shown: str, *, max_lines: int | None = None) -> Ran:
+        """Print a command, run it for real, print what it printed; a failing command fails the step."""
+        self.n.command(shown)
+        ran = await run_command(argv, shown=shown, env=self.env)
+        self.n.output(ran.out, max_lines=max_lines)
+        if ran.code != 0:
+            raise self.n.fail(f"`{self.n.shorten(shown)}` exited {ran.code}: {ran.err.strip() or 'no message'}")
+        return ran
 
-    async def show_pods(self, app: str, *, ota: bool = False) -> list[PodView]:
-        pods = await self.cluster.pods(app)
-        self.n.command(f"kubectl get pods -l app={app} -o wide")
-        self.n.table(OTA_POD_HEADERS if ota else POD_HEADERS, [p.row(ota=ota) for p in pods])
-        return pods
+    async def kubectl(self, *args: str, max_lines: int | None = None) -> Ran:
+        return await self.show([self.tools["kubectl"], *args], "kubectl " + shlex.join(args), max_lines=max_lines)
+
+    async def curl(self, *args: str) -> Ran:
+        return await self.show([self.tools["curl"], *args], "curl " + shlex.join(args))
+
+    async def edgeagent(self, *args: str) -> Ran:
+        return await self.show([sys.executable, "-m", "edgeagent.cli", *args], "edgeagent " + shlex.join(args))
+
+    async def show_nodes(self) -> None:
+        await self.kubectl("get", "nodes", "-o", "wide")
+
+    async def show_pods(self, app: str, *, ota: bool = False) -> None:
+        if ota:
+            await self.kubectl("get", "pods", "-l", f"app={app}", "-o", f"custom-columns={OTA_COLUMNS}")
+        else:
+            await self.kubectl("get", "pods", "-l", f"app={app}", "-o", "wide")
 
     async def link(self, node: str, *, cut: bool) -> None:
-        """Cut (blackhole) or restore a node's link through the simulator's HTTP API, as printed."""
-        assert self.session is not None
+        """Cut (blackhole) or restore a node's link through the simulator's HTTP API."""
         url = f"{self.sim.url}/sim/v1/nodes/{node}/" + ("disconnect?mode=blackhole" if cut else "connect")
-        self.n.command(f"curl -X POST {url}")
-        async with self.session.post(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
-            body = await resp.text()
-        if resp.status != 200:
-            raise self.n.fail(f"the simulator refused to {'cut' if cut else 'restore'} {node}'s link: "
-                              f"{resp.status} {body.strip()}")
+        await self.curl("-sS", "--fail-with-body", "-X", "POST", url)
 
     async def apply(self, manifest: JSON) -> None:
-        """Create the DaemonSet, showing the manifest a user would apply (also written to the work directory)."""
-        text = yaml.safe_dump(manifest, sort_keys=False)
+        """Write the DaemonSet's manifest, show it, and `kubectl apply` it."""
         path = self.workdir / f"{manifest['metadata']['name']}-daemonset.yaml"
-        path.write_text(text, encoding="utf-8")
-        self.n.command(f"cat {self.n.shorten(str(path))}")
-        self.n.output(text.rstrip("\n"))
-        self.n.command(f"kubectl apply -f {self.n.shorten(str(path))}")
-        await self.cluster.create_daemonset(manifest)
+        path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+        await self.show([self.tools["cat"], str(path)], f"cat {path}")
+        await self.kubectl("apply", "-f", str(path))
+
+    async def agent_call(self, node: str, path: str, *, accept_json: bool = False) -> tuple[str, str]:
+        """`curl -X POST` to a node's agent; returns (HTTP status, body) from what curl printed."""
+        headers = ["-H", "Accept: application/json"] if accept_json else []
+        ran = await self.curl("-sS", "-X", "POST", *headers, "-w", STATUS_LINE,
+                              f"http://127.0.0.1:{self.agent_ports[node]}{path}")
+        body, _, status = ran.out.rstrip("\n").rpartition("\n")
+        return status, body
 
     def deletes_of(self, uids: set[str]) -> list[JSON]:
         """The sim's audit log of DELETE calls: proves that nothing was even attempted on a pod."""
@@ -171,7 +195,12 @@ class Demo:
         proc = self.agent_proc(node)
         self.procs[f"agent-{node}"] = proc
         await proc.start()
+        self.started(proc)
         return proc
+
+    def started(self, proc: Proc) -> None:
+        """A background process: its command line, then where its output goes (it prints nothing here)."""
+        self.n.command(proc.command_line + f" > {proc.log_path} 2>&1 &")
 
     # ------------------------------------------------------------------------------------------ the story
 
@@ -179,8 +208,9 @@ class Demo:
         self.n.banner("edgeagent demo: OpenYurt's DaemonSet upgrade models on a simulated edge cluster")
         self.n.say(f"nginx {OLD.split(':')[1]} -> {NEW.split(':')[1]} on three edge nodes, first with "
                    "AdvancedRollingUpdate, then with OTA (the scenario of OpenYurt's \"DaemonSet upgrade "
-                   "model\" page). Each claim below is checked before it is printed.")
-        self.n.say(f"Work directory: {self.workdir} (shown as $DEMO below).")
+                   "model\" page). Each claim below is checked before it is printed; every command shown "
+                   "really runs, and below it is what it printed.")
+        self.n.say(f"Work directory: {self.workdir} (shown as $DEMO in commands).")
         self.n.alias(str(self.workdir), "$DEMO")
         await self.start_cluster()
         await self.start_controller()
@@ -201,6 +231,8 @@ class Demo:
         queued = await self.ota_offline_upgrade(ota_before)
         await self.ota_crash_restart(ota_before, queued)
         await self.ota_reconnect(ota_before, queued)
+        if self.keep:
+            await self.hold_open()
         await self.shutdown()
 
     async def start_cluster(self) -> None:
@@ -217,6 +249,9 @@ class Demo:
         await self.sim.start()
         self.client = await KubeClient.connect(self.sim.admin_kubeconfig, Timeouts(connect=3.0, request=5.0))
         self.session = aiohttp.ClientSession()
+        # kubectl below uses the cluster's admin kubeconfig (and a cache of its own, not the user's).
+        self.env.update(KUBECONFIG=str(self.sim.admin_kubeconfig), KUBECACHEDIR=str(self.workdir / "kube-cache"))
+        self.n.command(f"export KUBECONFIG={self.sim.admin_kubeconfig}")
         await self.nodes_until(dict.fromkeys(NODES, True), "all three nodes Ready")
         await self.show_nodes()
         self.n.ok(f"3 nodes Ready; API server at {self.sim.url}, kubeconfigs in {self.n.shorten(str(self.sim.dir))}")
@@ -230,7 +265,7 @@ class Demo:
         proc = Proc("controller", self.controller_args(metrics_port), self.logs / "controller.log")
         self.procs["controller"] = proc
         await proc.start()
-        self.n.command(proc.command_line)
+        self.started(proc)
         assert self.session is not None
         session = self.session
 
@@ -247,7 +282,7 @@ class Demo:
 
     async def aru_create(self) -> dict[str, PodView]:
         self.n.step(f"Create DaemonSet {ARU_DS} ({OLD}) with update strategy AdvancedRollingUpdate",
-                    "The seed's manifest: annotation apps.openyurt.io/update-strategy: AdvancedRollingUpdate, "
+                    "OpenYurt's manifest: annotation apps.openyurt.io/update-strategy: AdvancedRollingUpdate, "
                     "apps.openyurt.io/max-unavailable: 50%, and updateStrategy OnDelete, so that the DaemonSet "
                     "controller itself never deletes a pod: the upgrade controller decides which go when.")
         await self.apply(daemonset(ARU_DS, "AdvancedRollingUpdate", OLD, max_unavailable="50%"))
@@ -258,9 +293,12 @@ class Demo:
 
     async def aru_cut(self) -> None:
         self.n.step(f"Cut the links of {CUT_A} and {CUT_B}",
-                    "Like `docker network disconnect` in the seed: their links now drop every packet. Their "
+                    "Like unplugging their network (`docker network disconnect` in OpenYurt's walk-through): "
+                    "their links now drop every packet. Their "
                     "kubelets cannot renew their leases, so after the grace period the node lifecycle "
-                    "controller marks them NotReady and their pods not ready (0/1).")
+                    "controller marks them NotReady and sets their pods' Ready condition to False. (kubectl "
+                    "still shows those pods 1/1 Running: READY counts the containers as their kubelet last "
+                    "reported them, as on a real cluster.)")
         for node in (CUT_A, CUT_B):
             await self.link(node, cut=True)
         await self.nodes_until({CONNECTED: True, CUT_A: False, CUT_B: False}, f"{CUT_A} and {CUT_B} NotReady")
@@ -278,8 +316,7 @@ class Demo:
                     f"AdvancedRollingUpdate skips NotReady nodes: the pod on {CONNECTED} is deleted and "
                     f"recreated from the new template; no DELETE is even sent for the pods on {CUT_A} and "
                     f"{CUT_B}, whose kubelets could not act on it.")
-        await self.cluster.set_image(ARU_DS, NEW)
-        self.n.command(f"kubectl set image ds/{ARU_DS} nginx={NEW}")
+        await self.kubectl("set", "image", f"ds/{ARU_DS}", f"{CONTAINER}={NEW}")
         old_uid = before[CONNECTED].uid
         pods = await self.pods_until(ARU_DS, lambda ps: _replaced(ps, CONNECTED, old_uid, NEW),
                                      f"the pod on {CONNECTED} replaced by a Ready {NEW} pod")
@@ -331,15 +368,14 @@ class Demo:
                     "node's kubeconfig, so it talks through that node's link, keeps its state (SQLite) in its own "
                     "directory, and listens on a free port here (127.0.0.1:10267 on a real node).")
         for node in (ONLINE_NODE, OFFLINE_NODE):
-            proc = await self.start_agent(node)
-            self.n.command(proc.command_line)
+            await self.start_agent(node)
         for node in (ONLINE_NODE, OFFLINE_NODE):
             await self.wait_agent(node, connected=True)
         node = ONLINE_NODE
+        self.n.say(f"What the agent on {node} serves (its cache of the pods bound to {node}):")
+        await self.edgeagent("pods", "--agent", f"http://127.0.0.1:{self.agent_ports[node]}")
         agent_pods = await self.agent(node).pods()
         cloud = {p.name for p in await self.cluster.pods(ARU_DS) + await self.cluster.pods(OTA_DS) if p.node == node}
-        self.n.command(f"curl -s 127.0.0.1:{self.agent_ports[node]}/pods   # on {node}")
-        self.n.table(("NAME", "NODE", "IMAGE", "PodNeedUpgrade"), _agent_pod_rows(agent_pods))
         names = {PodView.of(p).name for p in agent_pods}
         self.n.check(names == cloud and all(PodView.of(p).node == node for p in agent_pods),
                      f"the agent on {node} serves exactly the pods bound to {node}",
@@ -363,8 +399,7 @@ class Demo:
         self.n.step(f"Update {OTA_DS} to {NEW}: PodNeedUpgrade flips to True",
                     "The controller sets PodNeedUpgrade=True (message `controllerrevision: <new hash>`) on every "
                     "pod of the old revision. OTA deletes nothing by itself: all pods keep running the old image.")
-        await self.cluster.set_image(OTA_DS, NEW)
-        self.n.command(f"kubectl set image ds/{OTA_DS} nginx={NEW}")
+        await self.kubectl("set", "image", f"ds/{OTA_DS}", f"{CONTAINER}={NEW}")
         uids = {p.uid for p in before.values()}
         pods = await self.pods_until(
             OTA_DS, lambda ps: len(ps) == 3 and all(p.need_upgrade == "True" for p in ps),
@@ -382,11 +417,9 @@ class Demo:
                     "checks PodNeedUpgrade, and deletes it with its UID as precondition; the DaemonSet "
                     "controller recreates it from the new template.")
         path = AgentHttp.upgrade_path("default", pod.name)
-        self.n.command(f"curl -X POST 127.0.0.1:{self.agent_ports[node]}{path}")
-        status, body = await self.agent(node).call("POST", path)
-        self.n.output(f"HTTP {status}: {body.strip()}")
+        status, body = await self.agent_call(node, path)
         expected = f"Start updating pod default/{pod.name}"
-        self.n.check(status == 200 and body.strip() == expected, f"200 `{expected}`", f"got {status} {body!r}")
+        self.n.check(status == "200" and body.strip() == expected, f"200 `{expected}`", f"got {status} {body!r}")
         pods = await self.pods_until(
             OTA_DS, lambda ps: _replaced(ps, node, pod.uid, NEW) and by_node(ps)[node][0].need_upgrade == "False",
             f"the pod on {node} replaced by a Ready {NEW} pod with PodNeedUpgrade=False")
@@ -404,15 +437,13 @@ class Demo:
                     "signal); with a request queued it probes again and reports the link down.")
         await self.link(node, cut=True)
         path = AgentHttp.upgrade_path("default", pod.name)
-        self.n.command(f"curl -X POST -H 'Accept: application/json' 127.0.0.1:{self.agent_ports[node]}{path}")
-        status, text = await self.agent(node).call("POST", path, accept_json=True)
-        self.n.output(f"HTTP {status}: {text.strip()}")
+        status, text = await self.agent_call(node, path, accept_json=True)
         try:
             body = json.loads(text)
         except ValueError:
             body = {}
         request_id = str(body.get("id") or "") if isinstance(body, dict) else ""
-        self.n.check(status == 202 and bool(request_id), "202 with the id of the queued request",
+        self.n.check(status == "202" and bool(request_id), "202 with the id of the queued request",
                      f"got {status} {text!r}")
         cloud = by_node(await self.cluster.pods(OTA_DS)).get(node, [])
         self.n.check(len(cloud) == 1 and cloud[0].uid == pod.uid and cloud[0].live,
@@ -438,22 +469,20 @@ class Demo:
                     "once from its on-disk snapshot although the cloud is unreachable, and the queued request "
                     "is still there.")
         old = self.procs[f"agent-{node}"]
-        code = await old.kill()
         self.n.command(f"kill -9 {old.pid}")
+        code = await old.kill()
         self.n.check(code == -9, "the agent died of SIGKILL", f"exit status {code}")
-        proc = await self.start_agent(node)
-        self.n.command(proc.command_line)
+        await self.start_agent(node)
         await self.wait_agent(node, connected=False)
         agent = self.agent(node)
+        agent_url = f"http://127.0.0.1:{self.agent_ports[node]}"
+        await self.edgeagent("pods", "--agent", agent_url)
         agent_pods = await agent.pods()
-        self.n.command(f"curl -s 127.0.0.1:{self.agent_ports[node]}/pods   # on {node}, offline")
-        self.n.table(("NAME", "NODE", "IMAGE", "PodNeedUpgrade"), _agent_pod_rows(agent_pods))
         self.n.check(any(PodView.of(p).uid == pod.uid for p in agent_pods),
                      f"offline, the restarted agent serves {pod.name} from its snapshot",
                      f"it served: {[PodView.of(p).name for p in agent_pods]}")
+        await self.edgeagent("upgrades", "--agent", agent_url)
         requests = await agent.upgrades()
-        self.n.command(f"curl -s 127.0.0.1:{self.agent_ports[node]}/openyurt.io/v1/upgrades")
-        self.n.table(UPGRADE_HEADERS, _upgrade_rows(requests))
         entry = next((r for r in requests if r.get("id") == request_id), None)
         self.n.check(entry is not None and entry.get("state") == "queued",
                      f"request {request_id} survived the crash, still queued", f"the queue holds: {requests}")
@@ -479,8 +508,7 @@ class Demo:
             return (entry if state == "succeeded" else None), f"state {state}: {entry.get('message')}"
 
         await self.n.wait_for(probe, timeout=WAIT, what=f"request {request_id} to succeed")
-        self.n.command(f"curl -s 127.0.0.1:{self.agent_ports[node]}/openyurt.io/v1/upgrades")
-        self.n.table(UPGRADE_HEADERS, _upgrade_rows(await agent.upgrades()))
+        await self.edgeagent("upgrades", "--agent", f"http://127.0.0.1:{self.agent_ports[node]}")
         self.n.ok(f"request {request_id} succeeded")
         deletes = self.deletes_of({pod.uid})
         self.n.check(any(d.get("precondition_uid") == pod.uid for d in deletes),
@@ -495,6 +523,31 @@ class Demo:
                      and rest[0].need_upgrade == "True",
                      f"{NO_AGENT_NODE} still runs {OLD} with PodNeedUpgrade=True, waiting for its user",
                      f"saw: {summary(rest)}")
+
+    async def hold_open(self) -> None:
+        """--keep: everything stays up until Ctrl-C (or SIGTERM); then the usual shutdown follows."""
+        node = ONLINE_NODE
+        self.n.step("Keep the cluster running (--keep)",
+                    "Everything started above keeps running, so you can look around by hand. It all stops "
+                    "when this demo process ends.")
+        self.n.say(f"In another terminal: export KUBECONFIG={self.sim.admin_kubeconfig}; then e.g. "
+                   f"`kubectl get pods -o wide`, `edgeagent pods --agent http://127.0.0.1:{self.agent_ports[node]}` "
+                   f"(the agent on {node}), `curl -X POST {self.sim.url}/sim/v1/nodes/{node}/disconnect`.")
+        self.n.say(f"To stop: press Ctrl-C here, or `kill {os.getpid()}`.")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        if self.deadline is not None:
+            self.deadline.reschedule(None)  # waiting for the user is not the demo hanging
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            _cancel_on_sigterm(loop)
+            if self.deadline is not None:
+                self.deadline.reschedule(loop.time() + OVERALL_DEADLINE)
 
     async def shutdown(self) -> None:
         self.n.step("Shut everything down",
@@ -513,9 +566,6 @@ class Demo:
         self.n.ok("simulated cluster stopped")
 
 
-UPGRADE_HEADERS = ("ID", "POD", "STATE", "ATTEMPTS", "MESSAGE")
-
-
 def _one_ready_per_node(pods: list[PodView], image: str) -> bool:
     grouped = by_node(pods)
     return set(grouped) == set(NODES) and all(
@@ -528,28 +578,27 @@ def _replaced(pods: list[PodView], node: str, old_uid: str, image: str) -> bool:
     return len(mine) == 1 and mine[0].uid != old_uid and mine[0].live and mine[0].ready and mine[0].image == image
 
 
-def _agent_pod_rows(pods: list[JSON]) -> list[list[str]]:
-    views = sorted((PodView.of(p) for p in pods), key=lambda v: v.name)
-    return [[v.name, v.node, v.image, v.need_upgrade or "<none>"] for v in views]
+def _which(program: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        raise MissingTool(f"`{program}` is not installed (or not on PATH): the demo runs it for real")
+    return path
 
 
-def _upgrade_rows(requests: list[JSON]) -> list[list[str]]:
-    def clip(text: str, width: int = 80) -> str:
-        return text if len(text) <= width else text[: width - 3] + "..."
-
-    return [[str(r.get("id")), f"{r.get('namespace')}/{r.get('name')}", str(r.get("state")),
-             str(r.get("attempts")), clip(str(r.get("message") or ""))] for r in requests]
-
-
-async def _run(narrator: Narrator, workdir: Path) -> None:
-    demo = Demo(narrator, workdir)
-    loop = asyncio.get_running_loop()
+def _cancel_on_sigterm(loop: asyncio.AbstractEventLoop) -> None:
+    """SIGTERM must not orphan the agents and the controller: cancel, so that close() stops them."""
     task = asyncio.current_task()
     if task is not None:
-        # SIGTERM must not orphan the agents and the controller: cancel, so that close() stops them.
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
+
+
+async def _run(narrator: Narrator, workdir: Path, keep: bool) -> None:
+    demo = Demo(narrator, workdir, keep=keep)
+    loop = asyncio.get_running_loop()
+    _cancel_on_sigterm(loop)
     try:
-        async with asyncio.timeout(OVERALL_DEADLINE):
+        async with asyncio.timeout(OVERALL_DEADLINE) as deadline:
+            demo.deadline = deadline
             await demo.run()
     except TimeoutError as exc:
         raise narrator.fail(f"the demo did not finish within {OVERALL_DEADLINE:g}s") from exc
@@ -558,7 +607,7 @@ async def _run(narrator: Narrator, workdir: Path) -> None:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-def run_demo(out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run_demo(out: TextIO = sys.stdout, err: TextIO = sys.stderr, *, keep: bool = False) -> int:
     """The whole demo in a fresh work directory, kept only if something failed (it holds the logs)."""
     narrator = Narrator(out)
     workdir = Path(tempfile.mkdtemp(prefix="edgeagent-demo-"))
@@ -570,10 +619,12 @@ def run_demo(out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
         # The in-process simulator logs to a file: the narration is what the user reads.
         log.configure(LogConfig(level="info", format="json"), stream=log_file)
         try:
-            asyncio.run(_run(narrator, workdir))
+            asyncio.run(_run(narrator, workdir, keep))
             code = 0
         except StepFailed as exc:
             print(f"DEMO FAILED at {exc}", file=err, flush=True)
+        except MissingTool as exc:
+            print(f"DEMO FAILED before it started: {exc}", file=err, flush=True)
         except (KeyboardInterrupt, asyncio.CancelledError) as exc:
             signal_name = "SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM"
             print(f"DEMO INTERRUPTED by {signal_name} at step {narrator.step_no} ({narrator.title}); "
@@ -592,8 +643,8 @@ def run_demo(out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     return 0
 
 
-def main() -> int:
-    return run_demo()
+def main(keep: bool = False) -> int:
+    return run_demo(keep=keep)
 
 
 __all__ = ["main", "run_demo"]

@@ -1,19 +1,25 @@
-"""The processes `edgeagent demo` runs (controller, agents) and its HTTP calls to an agent.
+"""The processes `edgeagent demo` runs: the controller and agents, and the commands it shows.
 
 The controller and the agents run as separate `edgeagent` processes, exactly as an operator starts
 them, so that killing an agent with SIGKILL is a real crash and a restart really reads its state
 from disk. Their logs go to files in the demo's work directory, keeping the narration readable.
+The commands the demo prints (kubectl, curl, `edgeagent pods`, …) really run, as child processes,
+and what they print is what the demo shows. Every child is tied to the demo's life (Linux
+PR_SET_PDEATHSIG): if the demo process is killed, they get SIGTERM instead of running on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
+import shlex
 import signal
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,18 @@ JSON = dict[str, Any]
 # Inherited settings must not change what the demo runs (a token file would make upgrades answer 401).
 _STRIPPED_ENV_PREFIXES = ("EDGEAGENT_",)
 _STRIPPED_ENV = ("KUBECONFIG", "NODE_NAME", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Runs in the child between fork and exec: SIGTERM it when the demo process dies (Linux only)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -71,6 +89,7 @@ class Proc:
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "edgeagent.cli", *self.args,
                 stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=child_env(),
+                preexec_fn=die_with_parent,
             )
 
     async def kill(self) -> int:
@@ -108,6 +127,35 @@ class Proc:
         if self._process is None:
             raise RuntimeError(f"{self.name} was never started")
         return self._process
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One shown command: what it was, what it printed, how it ended."""
+
+    shown: str  # the command line as printed (program name, shell quoting)
+    code: int
+    out: str
+    err: str
+
+
+async def run_command(argv: list[str], *, shown: str | None = None, env: dict[str, str] | None = None,
+                      timeout: float = 20.0) -> Ran:
+    """Run a command the demo prints and capture its output; it is killed after `timeout` seconds."""
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env if env is not None else child_env(), preexec_fn=die_with_parent)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.kill()
+        out, err = await process.communicate()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    code = process.returncode if process.returncode is not None else -9
+    return Ran(shown or shlex.join(argv), code, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
 class AgentHttp:
