@@ -142,7 +142,12 @@ class AuthLayer:
             raise exc
         node = node_name_of(user)
         if node is not None and attrs.resource_request and attrs.verb in _NODE_WRITES:
-            body = await _json_body(request) if attrs.verb == "create" else None
+            body = None
+            if attrs.verb == "create":
+                try:
+                    body = await _json_body(request)
+                except errors.ApiError:
+                    body = None  # not JSON (YAML, protobuf): NodeRestriction sees no object; the handler decodes
             try:
                 admit(self.store, node, attrs, body)
             except errors.ApiError as exc:

@@ -424,3 +424,15 @@ async def test_tokens_and_ca_survive_a_sim_restart_on_the_same_dir(sim_factory: 
     assert (await whoami(Api(second), token))["username"] == "system:serviceaccount:default:kept"
     async with admin_of(second) as admin:
         assert (await admin.get("/api/v1/namespaces/default/serviceaccounts/kept"))["metadata"]["name"] == "kept"
+
+
+async def test_node_create_with_a_yaml_body_is_judged_not_rejected_as_undecodable(sim: SimCluster) -> None:
+    token = kubeconfig_token(sim.node_kubeconfig("edge-1"))
+    assert sim.tls is not None
+    async with aiohttp.ClientSession() as http, http.post(
+            sim.node_url("edge-1") + "/api/v1/namespaces/default/pods", data=b"metadata: {name: y}\n",
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/yaml"},
+            ssl=ssl.create_default_context(cafile=str(sim.tls.ca_file))) as resp:
+        body = await resp.json()
+    assert (resp.status, body["reason"]) == (403, "Forbidden")
+    assert 'node "edge-1" can only create mirror pods' in body["message"]
