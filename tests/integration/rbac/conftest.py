@@ -2,9 +2,9 @@
 
 `agent_scenario` and `controller_scenario` make every kind of API call the component makes (the agent: its pod
 cache's list and watch, the link probe's Lease read, image pre-pull's status patch, an upgrade's read and
-delete; the controller: leader election, every informer, OTA status patches, AdvancedRollingUpdate deletes,
-events and the auto-pause patch). A call someone adds to the agent or controller belongs here too, or the
-rule-drop test reports its new deploy/ grant as unexercised.
+delete; the controller: leader election, every informer, OTA status patches, a pre-pull Job created and
+deleted, AdvancedRollingUpdate deletes, events and the auto-pause patch). A call someone adds to the agent or
+controller belongs here too, or the rule-drop test reports its new deploy/ grant as unexercised.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pytest
 from edgeagent.agent.app import Agent
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, KubeError, Timeouts
+from edgeagent.kube.objects import get_condition
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.agent_api.conftest import FAST_AGENT, make_world, set_condition, wait_cached, wait_connected
@@ -29,6 +30,7 @@ from tests.integration.controller.conftest import (
     Controllers,
     all_running,
     create_daemonset,
+    current_hash,
     daemonset_manifest,
     events_for,
     get_daemonset,
@@ -132,7 +134,8 @@ async def agent_scenario(sim: SimCluster, kubeconfig: Path, state_dir: Path) -> 
 
 
 async def controller_scenario(sim: SimCluster, kubeconfig: Path, args: dict[str, str]) -> None:
-    """The controller's calls: leader election, informers, OTA patches, an AdvancedRollingUpdate that pauses."""
+    """The controller's calls: leader election, informers, OTA patches, an image pre-pull Job, and an
+    AdvancedRollingUpdate that pauses."""
     nodes = len(sim.node_names)
     annotations = {"apps.openyurt.io/max-unavailable": "1", "edgeagent.io/max-failed": "1",
                    "edgeagent.io/progress-deadline-seconds": "1"}
@@ -172,6 +175,7 @@ async def controller_scenario(sim: SimCluster, kubeconfig: Path, args: dict[str,
                     return len(pods) == nodes and all((need_upgrade(p) or ("", ""))[0] == "True" for p in pods)
 
                 await eventually(flagged, what="OTA pods flagged PodNeedUpgrade (pods/status patch)")
+                await _pre_pull(admin, await current_hash(admin, "ota"))
 
                 async def paused() -> bool:
                     ds = await get_daemonset(admin, "web")
@@ -182,6 +186,30 @@ async def controller_scenario(sim: SimCluster, kubeconfig: Path, args: dict[str,
                 assert {"UpgradingPods", "RolloutAutoPaused"} <= reasons, reasons  # events create; pods delete
         finally:
             await controllers.stop_all()
+
+
+async def _pre_pull(admin: KubeClient, hash_: str | None) -> None:
+    """What the agent's /imagepull writes; the controller answers with a Job (create, list, watch), marks the
+    pod PullImageSuccess and deletes the finished Job (delete)."""
+    assert hash_ is not None
+    pod = next(p for p in await pods_of(admin, "ota") if p["spec"].get("nodeName") == NODE)
+    name = pod["metadata"]["name"]
+    await admin.patch(f"/api/v1/namespaces/default/pods/{name}/status", {
+        "metadata": {"uid": pod["metadata"]["uid"]},
+        "status": {"conditions": [{"type": "PodImageReady", "status": "False", "reason": "WaitPullImage",
+                                   "message": f"controllerrevision: {hash_}"}]}})
+
+    async def pulled() -> bool:
+        current = await admin.get(f"/api/v1/namespaces/default/pods/{name}")
+        cond = get_condition(current, "PodImageReady") or {}
+        return cond.get("status") == "True" and cond.get("reason") == "PullImageSuccess"
+
+    await eventually(pulled, timeout=20, what="the pre-pull Job ran and the pod is PullImageSuccess")
+
+    async def jobs_gone() -> bool:
+        return not (await admin.get("/apis/batch/v1/jobs"))["items"]
+
+    await eventually(jobs_gone, what="the finished pre-pull Job deleted")
 
 
 Scenario = Callable[[], Awaitable[None]]
