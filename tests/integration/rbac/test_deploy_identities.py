@@ -14,16 +14,30 @@ from typing import Any
 import pytest
 
 from edgeagent.aio import cancel_and_wait
+from edgeagent.kube.client import KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.rbac.conftest import (
     NODE,
+    admin_of,
     agent_scenario,
     controller_scenario,
     deploy_identities,
     rbac_sim,
 )
-from tests.support.identities import AGENT_USER, CONTROLLER_USER, RuleAtom, load_deploy, rule_atoms, without
+from tests.support.identities import (
+    AGENT_SA,
+    AGENT_USER,
+    CONTROLLER_USER,
+    NAMESPACE,
+    RuleAtom,
+    identity_kubeconfig,
+    load_deploy,
+    mint_token,
+    rule_atoms,
+    without,
+)
+from tests.waiting import eventually
 
 JSON = dict[str, Any]
 DOCS = load_deploy()
@@ -92,3 +106,28 @@ async def test_dropping_any_deploy_rule_makes_a_call_fail_with_403(
         f"scenario; if nothing makes it, drop the grant from deploy/.")
     user = AGENT_USER if AGENT_USER in atom.subjects else CONTROLLER_USER
     assert f'User "{user}" cannot {atom.verb} resource "{found["resource"]}"' in found["message"]
+
+
+async def test_agent_works_with_the_token_the_daemonset_pod_gets(
+        sim_factory: SimFactory, tmp_path: Path, rbac_dir: Path) -> None:
+    """The DaemonSet install's credential: the agent ServiceAccount's token bound to the agent pod on its node
+    (what the kubelet projects), which carries the node name deploy/k8s-1.30's admission policy checks."""
+    sim = await rbac_sim(sim_factory)
+    await deploy_identities(sim, DOCS, rbac_dir)
+    async with admin_of(sim) as admin:
+
+        async def agent_pod() -> JSON | None:
+            pods = (await admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods",
+                                    query={"fieldSelector": f"spec.nodeName={NODE}"}))["items"]
+            return pods[0] if pods else None
+
+        pod = await eventually(agent_pod, what="deploy/'s agent DaemonSet pod on the node")
+        token = await mint_token(admin, AGENT_SA, bound_pod=pod)
+        assert sim.tls is not None
+        kubeconfig = identity_kubeconfig(rbac_dir / "bound.kubeconfig", sim.node_url(NODE), token, sim.tls.ca_file)
+    async with await KubeClient.connect(kubeconfig) as agent_client:
+        review = await agent_client.create("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                           {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    assert review["status"]["userInfo"]["extra"]["authentication.kubernetes.io/node-name"] == [NODE]
+    await agent_scenario(sim, kubeconfig, tmp_path / "state")
+    assert denials(sim) == []
