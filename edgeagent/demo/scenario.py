@@ -40,6 +40,10 @@ JSON = dict[str, Any]
 
 OLD = "nginx:1.19.4"
 NEW = "nginx:1.19.5"
+# The OTA part rolls on to a version no node has pulled yet, so pre-pulling it shows.
+OTA_NEW = "nginx:1.19.6"
+# A slow site link: pulling OTA_NEW takes this long on every node (the sim's registry setting).
+SLOW_PULL = 4.0
 NODES = ["edge-1", "edge-2", "edge-3"]
 CONNECTED, CUT_A, CUT_B = NODES
 ARU_DS = "nginx"
@@ -58,6 +62,8 @@ OVERALL_DEADLINE = 150.0
 OTA_COLUMNS = ("NAME:.metadata.name,NODE:.spec.nodeName,IMAGE:.spec.containers[0].image,"
                "READY:.status.containerStatuses[0].ready,"
                'NEED-UPGRADE:.status.conditions[?(@.type=="PodNeedUpgrade")].status')
+HELD_COLUMNS = ('HELD:.status.conditions[?(@.type=="UpgradeHeld")].status,'
+                'IMAGE-READY:.status.conditions[?(@.type=="PodImageReady")].status')
 # Curl prints the HTTP status on a line of its own after the body.
 STATUS_LINE = r"\n%{http_code}\n"  # curl turns the \n into newlines itself
 
@@ -206,9 +212,10 @@ class Demo:
 
     async def run(self) -> None:
         self.n.banner("edgeagent demo: OpenYurt's DaemonSet upgrade models on a simulated edge cluster")
-        self.n.say(f"nginx {OLD.split(':')[1]} -> {NEW.split(':')[1]} on three edge nodes, first with "
-                   "AdvancedRollingUpdate, then with OTA (the scenario of OpenYurt's \"DaemonSet upgrade "
-                   "model\" page). Each claim below is checked before it is printed; every command shown "
+        self.n.say(f"nginx {OLD.split(':')[1]} -> {NEW.split(':')[1]} on three edge nodes with "
+                   f"AdvancedRollingUpdate, then {OLD.split(':')[1]} -> {OTA_NEW.split(':')[1]} with OTA (the "
+                   "scenario of OpenYurt's \"DaemonSet upgrade model\" page), plus what the node's site adds: "
+                   "holds and image pre-pull. Each claim below is checked before it is printed; every command shown "
                    "really runs, and below it is what it printed.")
         self.n.say(f"Work directory: {self.workdir} (shown as $DEMO in commands).")
         self.n.alias(str(self.workdir), "$DEMO")
@@ -227,7 +234,8 @@ class Demo:
         ota_before = await self.ota_create()
         await self.ota_agents()
         await self.ota_update(ota_before)
-        await self.ota_online_upgrade(ota_before)
+        await self.ota_hold_and_prepull(ota_before)
+        await self.ota_upgrade_when_open(ota_before)
         queued = await self.ota_offline_upgrade(ota_before)
         await self.ota_crash_restart(ota_before, queued)
         await self.ota_reconnect(ota_before, queued)
@@ -396,10 +404,10 @@ class Demo:
         return await self.n.wait_for(probe, timeout=WAIT, what=f"the agent on {node} to report its link {state}")
 
     async def ota_update(self, before: dict[str, PodView]) -> None:
-        self.n.step(f"Update {OTA_DS} to {NEW}: PodNeedUpgrade flips to True",
+        self.n.step(f"Update {OTA_DS} to {OTA_NEW}: PodNeedUpgrade flips to True",
                     "The controller sets PodNeedUpgrade=True (message `controllerrevision: <new hash>`) on every "
                     "pod of the old revision. OTA deletes nothing by itself: all pods keep running the old image.")
-        await self.kubectl("set", "image", f"ds/{OTA_DS}", f"{CONTAINER}={NEW}")
+        await self.kubectl("set", "image", f"ds/{OTA_DS}", f"{CONTAINER}={OTA_NEW}")
         uids = {p.uid for p in before.values()}
         pods = await self.pods_until(
             OTA_DS, lambda ps: len(ps) == 3 and all(p.need_upgrade == "True" for p in ps),
@@ -409,22 +417,73 @@ class Demo:
         self.n.check({p.uid for p in pods} == uids and all(p.image == OLD for p in pods),
                      f"no pod was replaced: all still run {OLD}", f"saw: {summary(pods)}")
 
-    async def ota_online_upgrade(self, before: dict[str, PodView]) -> None:
+    async def ota_hold_and_prepull(self, before: dict[str, PodView]) -> None:
         node = ONLINE_NODE
         pod = before[node]
-        self.n.step(f"On {node}: upgrade through the agent (online) -> 200",
-                    "The node's user calls the same API as YurtHub's. The agent re-reads the pod from the cloud, "
-                    "checks PodNeedUpgrade, and deletes it with its UID as precondition; the DaemonSet "
-                    "controller recreates it from the new template.")
-        path = AgentHttp.upgrade_path("default", pod.name)
-        status, body = await self.agent_call(node, path)
-        expected = f"Start updating pod default/{pod.name}"
-        self.n.check(status == "200" and body.strip() == expected, f"200 `{expected}`", f"got {status} {body!r}")
+        agent = f"http://127.0.0.1:{self.agent_ports[node]}"
+        self.n.step(f"On {node}: the site is busy: hold the node, pre-pull the new image meanwhile",
+                    f"The site's link is slow: pulling {OTA_NEW} takes {SLOW_PULL:g} s here (set in the simulated "
+                    "registry). The operator holds the node, so no upgrade happens while the site is busy; the "
+                    "agent publishes that on the node's pods (UpgradeHeld=True). The download can happen "
+                    "anyway: `edgeagent imagepull` sets PodImageReady=False (WaitPullImage) and the controller "
+                    "pulls the images with a Job on the node, then sets PodImageReady=True.")
+        await self.curl("-sS", "--fail-with-body", "-X", "POST", f"{self.sim.url}/sim/v1/images", "-d",
+                        json.dumps({"image": OTA_NEW, "pullSeconds": SLOW_PULL}))
+        await self.edgeagent("hold", "--reason", "site busy", "--agent", agent)
+        await self.edgeagent("imagepull", f"default/{pod.name}", "--agent", agent)
+        assert self.client is not None
+        client = self.client
+
+        async def conditions() -> tuple[JSON | None, str]:
+            current = await client.get(f"/api/v1/namespaces/default/pods/{pod.name}")
+            found = {c.get("type"): c for c in (current.get("status") or {}).get("conditions") or []}
+            held, image = found.get("UpgradeHeld") or {}, found.get("PodImageReady") or {}
+            ok = held.get("status") == "True" and image.get("status") == "True"
+            return (found if ok else None), (f"UpgradeHeld={held.get('status')}, "
+                                             f"PodImageReady={image.get('status')} ({image.get('reason')})")
+
+        found = await self.n.wait_for(conditions, timeout=WAIT + SLOW_PULL,
+                                      what=f"UpgradeHeld=True and PodImageReady=True on {pod.name}")
+        await self.kubectl("get", "pods", "-l", f"app={OTA_DS}", "-o", f"custom-columns={OTA_COLUMNS},{HELD_COLUMNS}")
+        self.n.ok(f"{pod.name}: UpgradeHeld=True ({found['UpgradeHeld'].get('reason')}), PodImageReady=True "
+                  f"({found['PodImageReady'].get('reason')}): {OTA_NEW} is on {node}, nothing was upgraded")
+        current = by_node(await self.cluster.pods(OTA_DS))[node]
+        self.n.check(len(current) == 1 and current[0].uid == pod.uid and current[0].image == OLD,
+                     f"{pod.name} still runs {OLD}", f"saw: {summary(current)}")
+
+    async def ota_upgrade_when_open(self, before: dict[str, PodView]) -> None:
+        node = ONLINE_NODE
+        pod = before[node]
+        agent = f"http://127.0.0.1:{self.agent_ports[node]}"
+        self.n.step(f"On {node}: upgrade when the site opens -> 202; the held node waits, then catches up",
+                    "With ?when=open the request is queued until the node is open (no hold, inside its "
+                    "maintenance windows). Without it, the request is OpenYurt's explicit one and acts at once, "
+                    "hold or not. When the operator releases the hold, the agent applies it, and since the image "
+                    f"is already on {node}, the new pod runs within a moment instead of after a "
+                    f"{SLOW_PULL:g} s pull.")
+        path = AgentHttp.upgrade_path("default", pod.name) + "?when=open"
+        status, text = await self.agent_call(node, path, accept_json=True)
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = {}
+        request_id = str(body.get("id") or "") if isinstance(body, dict) else ""
+        self.n.check(status == "202" and bool(request_id), "202: queued until the node is open",
+                     f"got {status} {text!r}")
+        await asyncio.sleep(1.0)  # long enough for a wrong upgrade to have started
+        current = by_node(await self.cluster.pods(OTA_DS))[node]
+        self.n.check(len(current) == 1 and current[0].uid == pod.uid and current[0].live,
+                     f"a second later {pod.name} still runs: the held node waits", f"saw: {summary(current)}")
+        await self.edgeagent("release", "--agent", agent)
+        released = asyncio.get_running_loop().time()
         pods = await self.pods_until(
-            OTA_DS, lambda ps: _replaced(ps, node, pod.uid, NEW) and by_node(ps)[node][0].need_upgrade == "False",
-            f"the pod on {node} replaced by a Ready {NEW} pod with PodNeedUpgrade=False")
+            OTA_DS, lambda ps: _replaced(ps, node, pod.uid, OTA_NEW) and by_node(ps)[node][0].need_upgrade == "False",
+            f"the pod on {node} replaced by a Ready {OTA_NEW} pod with PodNeedUpgrade=False")
+        took = asyncio.get_running_loop().time() - released
         await self.show_pods(OTA_DS, ota=True)
-        self.n.ok(f"{pod.name} replaced by {by_node(pods)[node][0].name}: {NEW}, PodNeedUpgrade=False")
+        await self.edgeagent("upgrades", "--agent", agent)
+        self.n.ok(f"{pod.name} replaced by {by_node(pods)[node][0].name}: {OTA_NEW}, PodNeedUpgrade=False, "
+                  f"Ready {took:.1f} s after the release (the pull alone takes {SLOW_PULL:g} s)")
 
     async def ota_offline_upgrade(self, before: dict[str, PodView]) -> str:
         node = OFFLINE_NODE
@@ -514,10 +573,10 @@ class Demo:
         self.n.check(any(d.get("precondition_uid") == pod.uid for d in deletes),
                      f"the DELETE carried the precondition uid={pod.uid}", f"the API server recorded: {deletes}")
         pods = await self.pods_until(
-            OTA_DS, lambda ps: _replaced(ps, node, pod.uid, NEW) and by_node(ps)[node][0].need_upgrade == "False",
-            f"the pod on {node} replaced by a Ready {NEW} pod with PodNeedUpgrade=False")
+            OTA_DS, lambda ps: _replaced(ps, node, pod.uid, OTA_NEW) and by_node(ps)[node][0].need_upgrade == "False",
+            f"the pod on {node} replaced by a Ready {OTA_NEW} pod with PodNeedUpgrade=False")
         await self.show_pods(OTA_DS, ota=True)
-        self.n.ok(f"{pod.name} replaced by {by_node(pods)[node][0].name}: {NEW}, PodNeedUpgrade=False")
+        self.n.ok(f"{pod.name} replaced by {by_node(pods)[node][0].name}: {OTA_NEW}, PodNeedUpgrade=False")
         rest = by_node(pods).get(NO_AGENT_NODE, [])
         self.n.check(len(rest) == 1 and rest[0].uid == before[NO_AGENT_NODE].uid and rest[0].image == OLD
                      and rest[0].need_upgrade == "True",
