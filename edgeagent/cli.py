@@ -297,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     _window_flags(run)
     _switch(run, "--auto-prepull", help="ask for the image pre-pull of each new revision of this node's pods "
             "by itself (once per pod and revision, remembered across restarts)")
+    _add(run, "--ready-timeout", help="seconds a deleted pod's replacement has to be Ready on the new revision "
+         "before the upgrade counts as failed", default=300.0, type=_positive_float)
+    _switch(run, "--auto-upgrade", help="upgrade this node's pods whose PodNeedUpgrade is True by itself, one at "
+            "a time, whenever the node is open; a replacement not Ready within --ready-timeout holds the node "
+            "(AutoUpgradeFailed) until released")
     _logging_flags(run)
 
     ctl = _command(sub, "controller", "run the cloud-side controller",
@@ -420,6 +425,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             probe_timeout=args.probe_timeout, failures_to_disconnect=args.failures_to_disconnect,
             successes_to_connect=args.successes_to_connect, maintenance_windows=windows, timezone=timezone,
             auto_prepull=args.auto_prepull, log=_log(args),
+            ready_timeout=args.ready_timeout, auto_upgrade=args.auto_upgrade,
         )
         return _call("edgeagent.agent.app", cfg)
     if command == "controller":

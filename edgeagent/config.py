@@ -43,6 +43,10 @@ class AgentConfig:
     auto_prepull: bool = False
     timezone: str = ""
     log: LogConfig = field(default_factory=LogConfig)
+    # Verified outcomes: how long a deleted pod's replacement has to be Ready on the new revision.
+    ready_timeout: float = 300.0
+    # Upgrade this node's pods by itself, one at a time, whenever the site policy says the node is open.
+    auto_upgrade: bool = False
 
 
 @dataclass(frozen=True)

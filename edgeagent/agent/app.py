@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from datetime import tzinfo
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -29,7 +30,7 @@ from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.policy import Clock, PolicyStatus, SitePolicy
 from edgeagent.agent.sdnotify import SdNotifier
-from edgeagent.agent.state import ACTIVE_STATES, StateStore, StateUnavailable
+from edgeagent.agent.state import ACTIVE_STATES, VERIFYING, StateStore, StateUnavailable
 from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent
@@ -114,6 +115,7 @@ class Agent:
         self.cache: PodCache | None = None
         self.link: LinkMonitor | None = None
         self.state: StateStore | None = None
+        self.outcomes: Any = None  # edgeagent.agent.outcomes.Outcomes once serving
         self._runner: web.AppRunner | None = None
         self._server_stopped = False
 
@@ -163,6 +165,7 @@ class Agent:
         # Imported here: these modules belong to the upgrade half of the agent and import this one's parts.
         from edgeagent.agent.drainer import Drainer
         from edgeagent.agent.http import create_app
+        from edgeagent.agent.outcomes import Outcomes
         from edgeagent.agent.upgrade import UpgradeService
 
         cfg = self.cfg
@@ -192,9 +195,14 @@ class Agent:
         upgrades = UpgradeService(
             client=client, cache=cache, link=link, state=state, node_name=cfg.node_name,
             upgrade_timeout=cfg.upgrade_timeout, request_timeout=cfg.request_timeout, metrics=metrics,
+            ready_timeout=cfg.ready_timeout,
         )
         drainer = Drainer(client=client, link=link, state=state, node_name=cfg.node_name,
-                          request_timeout=cfg.request_timeout, metrics=metrics, policy=policy)
+                          request_timeout=cfg.request_timeout, metrics=metrics, policy=policy,
+                          ready_timeout=cfg.ready_timeout)
+        outcomes = Outcomes(cfg=cfg, client=client, state=state, informer=informer, cache=cache, link=link,
+                            upgrades=upgrades, metrics=metrics, policy=policy)
+        self.outcomes = outcomes
         upgrades.on_queued.append(drainer.notify)
         upgrades.on_queued.append(link.notify)
         policy.add_listener(lambda status: _on_open(status, drainer.notify, link.notify))  # ?when=open entries
@@ -233,6 +241,8 @@ class Agent:
                     tg.create_task(held.run(), name="upgrade-held")
                     if self.auto_prepull is not None:
                         tg.create_task(self.auto_prepull.run(), name="auto-prepull")
+                    for task_name, coro in outcomes.tasks().items():
+                        tg.create_task(coro, name=task_name)
                     tg.create_task(self.notifier.run_watchdog(), name="watchdog")
                     tg.create_task(self._wait_stop(stop), name="shutdown")
             except* _Shutdown:
@@ -278,7 +288,8 @@ def site_windows(cfg: AgentConfig) -> tuple[tuple[Window, ...], tzinfo]:
 
 
 async def _waiting(state: StateStore, policy: SitePolicy) -> int:
-    """Requests that wait for the cloud (queued, or running when a crash interrupted them).
+    """Requests that wait for the cloud (queued, or running when a crash interrupted them), or for a live pod
+    cache (verifying: a failure verdict needs to know the cache is not frozen by a silent cut).
 
     A `?when=open` request waits for the site, not the cloud, while the node is held: it must not keep the
     link probing for the days until its window (the policy's listener wakes the monitor when it opens).
@@ -287,7 +298,7 @@ async def _waiting(state: StateStore, policy: SitePolicy) -> int:
     active = sum(counts.get(name, 0) for name in ACTIVE_STATES)
     if active and not policy.is_open():
         active -= sum(1 for entry in await state.pending() if entry.when_open)
-    return active
+    return active + counts.get(VERIFYING, 0)
 
 
 def _on_open(status: PolicyStatus, *wake: Callable[[], None]) -> None:

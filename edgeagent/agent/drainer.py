@@ -5,6 +5,7 @@ be gone, replaced by the DaemonSet controller (new UID), or no longer need an up
 end `obsolete`, and the replacement is never touched. The delete carries the queued UID as a
 precondition, which also makes a retry after a crash mid-entry (left `running`) safe.
 
+A successful delete makes the entry `verifying`: the verifier decides whether it succeeded.
 Errors the cloud means (4xx) end `failed` with its message; errors of the moment (5xx, 429, timeouts)
 put the entry back to `queued` with exponential backoff, and wait for the link again.
 """
@@ -23,7 +24,7 @@ from edgeagent.agent.state import (
     OBSOLETE,
     QUEUED,
     RUNNING,
-    SUCCEEDED,
+    VERIFYING,
     InvalidTransition,
     StateStore,
     StateUnavailable,
@@ -38,6 +39,7 @@ from edgeagent.agent.upgrade import (
     is_retryable,
     publish_queue_counts,
 )
+from edgeagent.agent.verifier import record_deleted
 from edgeagent.aio import wait_event
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import (
@@ -72,7 +74,7 @@ class Drainer:
     def __init__(self, *, client: KubeClient, link: WaitableLink, state: StateStore, node_name: str,
                  request_timeout: float, metrics: UpgradeMetrics | None = None, concurrency: int = 4,
                  poll_interval: float = 1.0, backoff_initial: float = 0.5, backoff_max: float = 60.0,
-                 policy: OpenGate | None = None) -> None:
+                 policy: OpenGate | None = None, ready_timeout: float = 300.0) -> None:
         self._client = client
         self._link = link
         self._state = state
@@ -86,6 +88,7 @@ class Drainer:
         self._not_before: dict[str, float] = {}
         # `?when=open` entries wait for the site policy; the policy's listener wakes us when it opens.
         self._policy = policy
+        self._ready_timeout = ready_timeout
         self._wake = asyncio.Event()
 
     def notify(self) -> None:
@@ -154,44 +157,51 @@ class Drainer:
         attempts = entry.attempts + 1
         entry = await self._state.set_state(entry.id, RUNNING, "re-checking against the cloud", attempts=attempts)
         try:
-            state, message = await self._decide_and_delete(entry)
+            state, message, deleted = await self._decide_and_delete(entry)
         except _Retry as retry:
             delay = self._backoff(attempts)
             self._not_before[entry.id] = time.monotonic() + delay
             await self._state.set_state(entry.id, QUEUED, f"retrying in {delay:.1f}s: {retry}")
             return
         self._not_before.pop(entry.id, None)
-        await self._state.set_state(entry.id, state, message)
+        if deleted is not None:
+            await record_deleted(self._state, entry.id, deleted, self._ready_timeout, message)
+        else:
+            await self._state.set_state(entry.id, state, message)
         if self._metrics is not None:
             self._metrics.upgrade_outcome(f"queued_{state}")
 
-    async def _decide_and_delete(self, entry: UpgradeRequest) -> tuple[str, str]:
+    async def _decide_and_delete(self, entry: UpgradeRequest) -> tuple[str, str, JSON | None]:
+        """(state, message, the deleted pod or None); after a delete the verifier decides the outcome."""
         path = pod_path(entry.namespace, entry.name)
         try:
             pod = await self._call(self._client.get(path, timeout=self._timeout), f"GET {entry.key}")
         except KubeError as exc:
             if exc.code == 404:
-                return OBSOLETE, f"pod {entry.key} no longer exists"
-            return self._answered(exc, "reading")
+                return OBSOLETE, f"pod {entry.key} no longer exists", None
+            return (*self._answered(exc, "reading"), None)
         uid = uid_of(pod)
         if uid != entry.uid:
-            return OBSOLETE, f"pod {entry.key} was replaced (uid {entry.uid} is now {uid}); the new pod is not touched"
+            return OBSOLETE, (f"pod {entry.key} was replaced (uid {entry.uid} is now {uid}); "
+                              "the new pod is not touched"), None
         if not condition_is_true(pod, CONDITION_POD_NEED_UPGRADE):
-            return OBSOLETE, f"pod {entry.key} no longer needs an upgrade ({CONDITION_POD_NEED_UPGRADE} is not True)"
+            return OBSOLETE, (f"pod {entry.key} no longer needs an upgrade "
+                              f"({CONDITION_POD_NEED_UPGRADE} is not True)"), None
         image = image_not_ready(pod)
         if image is not None:
             return FAILED, (f"pod {entry.key}: the image of the current version is not ready "
-                            f"({CONDITION_POD_IMAGE_READY} {image.get('status')!r} for {image.get('message')!r})")
+                            f"({CONDITION_POD_IMAGE_READY} {image.get('status')!r} for {image.get('message')!r})"), None
         try:
             await self._call(self._client.delete(path, {"preconditions": {"uid": entry.uid}}, timeout=self._timeout),
                              f"DELETE {entry.key}")
         except KubeError as exc:
             if exc.code == 404:
-                return OBSOLETE, f"pod {entry.key} no longer exists"
+                return OBSOLETE, f"pod {entry.key} no longer exists", None
             if exc.code == 409:
-                return OBSOLETE, f"pod {entry.key} was replaced; the new pod is not touched: {exc.message}"
-            return self._answered(exc, "deleting")
-        return SUCCEEDED, f"Start updating pod {entry.key}: deleted (uid {entry.uid})"
+                return OBSOLETE, f"pod {entry.key} was replaced; the new pod is not touched: {exc.message}", None
+            return (*self._answered(exc, "deleting"), None)
+        return VERIFYING, (f"Start updating pod {entry.key}: deleted (uid {entry.uid}); waiting for its "
+                           "replacement to be Ready on the new revision"), pod
 
     async def _call(self, call: Awaitable[JSON], what: str) -> JSON:
         """Await a cloud call; unreachability or a transient answer becomes _Retry (after telling the link)."""

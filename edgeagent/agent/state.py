@@ -1,4 +1,4 @@
-"""The agent's durable state: the last pod snapshot and the offline upgrade queue, in one SQLite file.
+"""The agent's durable state: the pod snapshot, every upgrade request and the unsent Events, in one SQLite file.
 
 Why SQLite in WAL mode with `synchronous=FULL`: a `202 Accepted` promises that the request survives a
 power cut or `kill -9`, so the commit must reach the disk before we answer; WAL keeps snapshot writes
@@ -33,11 +33,14 @@ DB_NAME = "edgeagent.db"
 
 QUEUED = "queued"
 RUNNING = "running"
+# The pod was deleted; the verifier waits for its replacement to be Ready on the new revision.
+VERIFYING = "verifying"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 CANCELLED = "cancelled"
 OBSOLETE = "obsolete"
-STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, OBSOLETE)
+STATES = (QUEUED, RUNNING, VERIFYING, SUCCEEDED, FAILED, CANCELLED, OBSOLETE)
+# Waiting for the cloud (the drainer's work); at most one per pod.
 ACTIVE_STATES = (QUEUED, RUNNING)
 TERMINAL_STATES = (SUCCEEDED, FAILED, CANCELLED, OBSOLETE)
 
@@ -46,7 +49,7 @@ KEEP_FINISHED = 1000
 
 _CORRUPT_ERRORS = {"SQLITE_NOTADB", "SQLITE_CORRUPT"}
 
-_SCHEMA = [
+_SCHEMA_V1 = [
     """CREATE TABLE snapshot (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         resource_version TEXT NOT NULL,
@@ -84,6 +87,58 @@ _SITE_POLICY = [
     "ALTER TABLE requests ADD COLUMN when_open INTEGER NOT NULL DEFAULT 0",
 ]
 
+# Verified outcomes (agent/verifier.py, agent/events.py): the `verifying` state, what the verifier needs to
+# recognise the deleted pod's replacement (revision, template generation, DaemonSet uid, wanted revision,
+# deadline), why a request failed, where it came from, and the outbox of Events not yet sent to the cloud.
+# SQLite cannot change a CHECK constraint in place, so the requests table is rebuilt; every row is kept.
+_VERIFIED_OUTCOMES = [
+    """CREATE TABLE requests_v2 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        uid TEXT NOT NULL,
+        node TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN
+            ('queued','running','verifying','succeeded','failed','cancelled','obsolete')),
+        message TEXT NOT NULL DEFAULT '',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        when_open INTEGER NOT NULL DEFAULT 0,
+        origin TEXT NOT NULL DEFAULT 'queued',
+        reason TEXT NOT NULL DEFAULT '',
+        revision TEXT NOT NULL DEFAULT '',
+        generation TEXT NOT NULL DEFAULT '',
+        owner_uid TEXT NOT NULL DEFAULT '',
+        target TEXT NOT NULL DEFAULT '',
+        deadline REAL,
+        replacement TEXT NOT NULL DEFAULT ''
+    )""",
+    """INSERT INTO requests_v2 (seq, id, namespace, name, uid, node, state, message, attempts, created, updated,
+                                when_open)
+        SELECT seq, id, namespace, name, uid, node, state, message, attempts, created, updated, when_open
+        FROM requests""",
+    "DROP TABLE requests",
+    "ALTER TABLE requests_v2 RENAME TO requests",
+    """CREATE UNIQUE INDEX requests_one_active_per_pod ON requests (namespace, name)
+        WHERE state IN ('queued', 'running')""",
+    "CREATE INDEX requests_state ON requests (state, seq)",
+    """CREATE TABLE event_outbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        pod TEXT NOT NULL,
+        pod_uid TEXT NOT NULL,
+        type TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        message TEXT NOT NULL,
+        first REAL NOT NULL,
+        last REAL NOT NULL,
+        count INTEGER NOT NULL DEFAULT 1
+    )""",
+]
+
+
 # One step per schema version, applied in order from the file's `user_version`: an existing agent's
 # file is upgraded in place, and a step is never edited once merged (add a new one instead).
 # `--auto-prepull` (agent/autoprepull.py): the (pod, revision) pairs it has asked a pre-pull for.
@@ -96,7 +151,7 @@ _AUTO_PREPULL = [
     )""",
 ]
 
-_MIGRATIONS: list[list[str]] = [_SCHEMA, _SITE_POLICY, _AUTO_PREPULL]
+_MIGRATIONS: list[list[str]] = [_SCHEMA_V1, _SITE_POLICY, _AUTO_PREPULL, _VERIFIED_OUTCOMES]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _log = log.get("edgeagent.state")
@@ -134,6 +189,19 @@ class UpgradeRequest:
     updated: float
     # `?when=open`: the drainer applies it only while the site policy says the node is open.
     when_open: bool = False
+    # "online" (answered 200), "queued" (answered 202), "auto" (--auto-upgrade), or another caller's word.
+    origin: str = "queued"
+    # Why it failed, in the replacement's words when there is one (e.g. "ImagePullBackOff").
+    reason: str = ""
+    # What the verifier needs: the deleted pod's controller-revision-hash and pod-template-generation,
+    # its DaemonSet's uid, the revision PodNeedUpgrade asked for, and when to give up (epoch seconds).
+    revision: str = ""
+    generation: str = ""
+    owner_uid: str = ""
+    target: str = ""
+    deadline: float | None = None
+    # The replacement pod the verifier judged (namespace/name), once one was seen.
+    replacement: str = ""
 
     @property
     def key(self) -> str:
@@ -145,9 +213,11 @@ class UpgradeRequest:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        del out["generation"], out["owner_uid"]  # internal to the verifier
         out["created"] = _rfc3339(self.created)
         out["updated"] = _rfc3339(self.updated)
         out["whenOpen"] = out.pop("when_open")
+        out["deadline"] = None if self.deadline is None else _rfc3339(self.deadline)
         return out
 
 
@@ -159,13 +229,24 @@ def _new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-_COLUMNS = "id, namespace, name, uid, node, state, message, attempts, created, updated, when_open"
+_COLUMNS = ("id, namespace, name, uid, node, state, message, attempts, created, updated, when_open, origin, "
+            "reason, revision, generation, owner_uid, target, deadline, replacement")
+
+# A committed state change: (before, after); before is None for a new request.
+Change = tuple["UpgradeRequest | None", "UpgradeRequest"]
+# Runs inside the transaction that makes the change (the Events outbox: the Event is stored with it).
+TxHook = Callable[[sqlite3.Connection, "UpgradeRequest | None", "UpgradeRequest"], None]
+# Runs on the event loop after the commit (the verifier, the auto-upgrader).
+Listener = Callable[["UpgradeRequest | None", "UpgradeRequest"], None]
 
 
 def _row(row: tuple[Any, ...]) -> UpgradeRequest:
-    (request_id, namespace, name, uid, node, state, message, attempts, created, updated, when_open) = row
+    (request_id, namespace, name, uid, node, state, message, attempts, created, updated, when_open,
+     origin, reason, revision, generation, owner_uid, target, deadline, replacement) = row
     return UpgradeRequest(request_id, namespace, name, uid, node, state, message, attempts, created, updated,
-                          when_open=bool(when_open))
+                          when_open=bool(when_open), origin=origin, reason=reason, revision=revision,
+                          generation=generation, owner_uid=owner_uid, target=target, deadline=deadline,
+                          replacement=replacement)
 
 
 def _is_corruption(exc: sqlite3.Error) -> bool:
@@ -197,6 +278,8 @@ class StateStore:
         # Every write retries opening a degraded store; log that once per episode, not per retry.
         self._unwritable = Episode()
         self.clock: Callable[[], float] = time.monotonic
+        self.tx_hooks: list[TxHook] = []
+        self.listeners: list[Listener] = []
 
     # ---------------------------------------------------------------- opening
 
@@ -451,17 +534,46 @@ class StateStore:
 
         await self._call(_save)
 
-    # ---------------------------------------------------------------- queue
+    # ---------------------------------------------------------------- requests
+
+    async def _transact(self, fn: Callable[[sqlite3.Connection, list[Change]], T]) -> T:
+        """One write transaction that may change requests' states; listeners hear of them after the commit."""
+        changes: list[Change] = []
+
+        def run(conn: sqlite3.Connection) -> T:
+            changes.clear()  # a retried transaction starts over
+            return fn(conn, changes)
+
+        result = await self._call(lambda: self._write(run))
+        for before, after in changes:
+            for listener in self.listeners:
+                try:
+                    listener(before, after)
+                except Exception:
+                    _log.exception("request_listener_failed", id=after.id)
+        return result
+
+    def _changed(self, conn: sqlite3.Connection, changes: list[Change], before: UpgradeRequest | None,
+                 request_id: str) -> UpgradeRequest:
+        after = self._get_for_update(conn, request_id)
+        for hook in self.tx_hooks:
+            hook(conn, before, after)
+        changes.append((before, after))
+        return after
 
     async def enqueue(self, namespace: str, name: str, uid: str, node: str, *,
-                      message: str = "queued: cloud unreachable",
-                      when_open: bool = False) -> tuple[UpgradeRequest, bool]:
-        """Durably queue an upgrade; returns (entry, created_new). Committed (fsynced) when this returns.
+                      message: str = "queued: cloud unreachable", state: str = QUEUED,
+                      origin: str = "queued", when_open: bool = False) -> tuple[UpgradeRequest, bool]:
+        """Durably record an upgrade request; returns (entry, created_new). Committed (fsynced) when this returns.
 
-        The same pod already queued or running gives back that entry. A queued entry for an earlier
-        incarnation of the pod (different UID) would only end obsolete, so it is superseded instead.
+        `state` is `queued` (the drainer applies it) or `running` (the caller deletes the pod now). The same
+        pod already queued or running gives back that entry. A queued entry for an earlier incarnation of
+        the pod (different UID) would only end obsolete, so it is superseded instead.
         """
-        def _tx(conn: sqlite3.Connection) -> tuple[UpgradeRequest, bool]:
+        if state not in ACTIVE_STATES:
+            raise ValueError(f"a new request is queued or running, not {state!r}")
+
+        def _tx(conn: sqlite3.Connection, changes: list[Change]) -> tuple[UpgradeRequest, bool]:
             now = time.time()
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM requests WHERE namespace = ? AND name = ? AND state IN (?, ?)",
@@ -475,13 +587,14 @@ class StateStore:
                     "UPDATE requests SET state = ?, message = ?, updated = ? WHERE id = ?",
                     (OBSOLETE, f"superseded: pod was replaced (uid {uid})", now, existing.id),
                 )
-            request = UpgradeRequest(_new_id(), namespace, name, uid, node, QUEUED, message, 0, now, now,
-                                     when_open=when_open)
+                self._changed(conn, changes, existing, existing.id)
+            request_id = _new_id()
             conn.execute(
-                f"INSERT INTO requests ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (request.id, request.namespace, request.name, request.uid, request.node, request.state,
-                 request.message, request.attempts, request.created, request.updated, int(request.when_open)),
+                "INSERT INTO requests (id, namespace, name, uid, node, state, message, attempts, created, updated, "
+                "origin, when_open) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
+                (request_id, namespace, name, uid, node, state, message, now, now, origin, int(when_open)),
             )
+            request = self._changed(conn, changes, None, request_id)
             conn.execute(
                 "DELETE FROM requests WHERE state IN (?, ?, ?, ?) AND seq NOT IN "
                 "(SELECT seq FROM requests WHERE state IN (?, ?, ?, ?) ORDER BY seq DESC LIMIT ?)",
@@ -489,9 +602,10 @@ class StateStore:
             )
             return request, True
 
-        request, created = await self._call(lambda: self._write(_tx))
+        request, created = await self._transact(_tx)
         if created:
-            _log.info("upgrade_queued", id=request.id, pod=request.key, uid=request.uid)
+            _log.info("upgrade_recorded", id=request.id, pod=request.key, uid=request.uid, state=request.state,
+                      origin=origin)
         return request, created
 
     async def list_requests(self) -> list[UpgradeRequest]:
@@ -523,6 +637,12 @@ class StateStore:
             lambda c: [_row(r) for r in c.execute(
                 f"SELECT {_COLUMNS} FROM requests WHERE state IN (?, ?) ORDER BY seq ASC", ACTIVE_STATES)], []))
 
+    async def verifying(self) -> list[UpgradeRequest]:
+        """Requests whose pod was deleted and whose replacement is not judged yet, oldest first."""
+        return await self._call(lambda: self._read(
+            lambda c: [_row(r) for r in c.execute(
+                f"SELECT {_COLUMNS} FROM requests WHERE state = ? ORDER BY seq ASC", (VERIFYING,))], []))
+
     async def counts(self) -> dict[str, int]:
         """Number of requests per state (every state present, zeros included)."""
         def _counts(conn: sqlite3.Connection) -> dict[str, int]:
@@ -534,38 +654,71 @@ class StateStore:
         return await self._call(lambda: self._read(_counts, dict.fromkeys(STATES, 0)))
 
     async def set_state(self, request_id: str, state: str, message: str = "", *,
-                        attempts: int | None = None) -> UpgradeRequest:
-        """Move a request on. A finished request never changes again, so a late drainer cannot undo a cancel."""
+                        attempts: int | None = None, reason: str | None = None,
+                        replacement: str | None = None) -> UpgradeRequest:
+        """Move a request on. A finished request never changes again, so a late drainer cannot undo a cancel.
+
+        Entering `verifying` goes through `start_verifying`, which records what the verifier needs.
+        """
         if state not in STATES:
             raise ValueError(f"unknown request state {state!r}")
 
-        def _tx(conn: sqlite3.Connection) -> UpgradeRequest:
+        def _tx(conn: sqlite3.Connection, changes: list[Change]) -> UpgradeRequest:
+            current = self._get_for_update(conn, request_id)
+            if current.state in TERMINAL_STATES or (current.state == VERIFYING and state in ACTIVE_STATES):
+                raise InvalidTransition(current, state)
+            conn.execute(
+                "UPDATE requests SET state = ?, message = ?, attempts = ?, updated = ?, reason = ?, replacement = ? "
+                "WHERE id = ?",
+                (state, message, current.attempts if attempts is None else attempts, time.time(),
+                 current.reason if reason is None else reason,
+                 current.replacement if replacement is None else replacement, request_id))
+            return self._changed(conn, changes, current, request_id)
+
+        updated = await self._transact(_tx)
+        _log.info("upgrade_request_state", id=updated.id, pod=updated.key, state=state, message=message,
+                  attempts=updated.attempts, reason=updated.reason or None)
+        return updated
+
+    async def start_verifying(self, request_id: str, message: str, *, revision: str, generation: str,
+                              owner_uid: str, target: str, deadline: float) -> UpgradeRequest:
+        """The pod was deleted: from now on the verifier follows its replacement until `deadline`."""
+        def _tx(conn: sqlite3.Connection, changes: list[Change]) -> UpgradeRequest:
             current = self._get_for_update(conn, request_id)
             if current.state in TERMINAL_STATES:
-                raise InvalidTransition(current, state)
-            new_attempts = current.attempts if attempts is None else attempts
-            conn.execute("UPDATE requests SET state = ?, message = ?, attempts = ?, updated = ? WHERE id = ?",
-                         (state, message, new_attempts, time.time(), request_id))
-            return self._get_for_update(conn, request_id)
+                raise InvalidTransition(current, VERIFYING)
+            conn.execute(
+                "UPDATE requests SET state = ?, message = ?, updated = ?, revision = ?, generation = ?, "
+                "owner_uid = ?, target = ?, deadline = ? WHERE id = ?",
+                (VERIFYING, message, time.time(), revision, generation, owner_uid, target, deadline, request_id))
+            return self._changed(conn, changes, current, request_id)
 
-        updated = await self._call(lambda: self._write(_tx))
-        _log.info("upgrade_request_state", id=updated.id, pod=updated.key, state=state, message=message,
-                  attempts=updated.attempts)
+        updated = await self._transact(_tx)
+        _log.info("upgrade_request_state", id=updated.id, pod=updated.key, state=VERIFYING, message=message)
         return updated
 
     async def cancel(self, request_id: str) -> UpgradeRequest:
         """Cancel a request that is still queued; raises UnknownRequest or InvalidTransition otherwise."""
-        def _tx(conn: sqlite3.Connection) -> UpgradeRequest:
+        def _tx(conn: sqlite3.Connection, changes: list[Change]) -> UpgradeRequest:
             current = self._get_for_update(conn, request_id)
             if current.state != QUEUED:
                 raise InvalidTransition(current, CANCELLED)
             conn.execute("UPDATE requests SET state = ?, message = ?, updated = ? WHERE id = ?",
                          (CANCELLED, "cancelled by request", time.time(), request_id))
-            return self._get_for_update(conn, request_id)
+            return self._changed(conn, changes, current, request_id)
 
-        cancelled = await self._call(lambda: self._write(_tx))
+        cancelled = await self._transact(_tx)
         _log.info("upgrade_request_cancelled", id=cancelled.id, pod=cancelled.key)
         return cancelled
+
+    # ---------------------------------------------------------------- generic access for other modules
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """One write transaction on the state thread, for a module that owns its own table (the Events outbox)."""
+        return await self._call(lambda: self._write(fn))
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T], empty: T) -> T:
+        return await self._call(lambda: self._read(fn, empty))
 
     @staticmethod
     def _get_for_update(conn: sqlite3.Connection, request_id: str) -> UpgradeRequest:

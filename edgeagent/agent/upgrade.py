@@ -6,6 +6,9 @@ have replaced the pod, and the replacement must not be deleted. Offline (or when
 answer within `upgrade_timeout`), the same checks run on the cached pod and the request is committed
 to the state store before `202` is answered; the drainer applies it when the link returns.
 
+Every accepted request is recorded, online ones too: as `running` before the DELETE, `verifying` after it
+(the verifier decides how it ends), so that its outcome is verified and reported as Events like a queued one.
+
 Unlike YurtHub, which answers 503 while disconnected and deletes without a precondition.
 """
 
@@ -19,7 +22,18 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from edgeagent import log
-from edgeagent.agent.state import StateStore, StateUnavailable, UpgradeRequest
+from edgeagent.agent.state import (
+    FAILED,
+    OBSOLETE,
+    RUNNING,
+    InvalidTransition,
+    StateStore,
+    StateUnavailable,
+    UnknownRequest,
+    UpgradeRequest,
+)
+from edgeagent.agent.state import QUEUED as QUEUED_STATE
+from edgeagent.agent.verifier import record_deleted
 from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import (
     CONDITION_POD_IMAGE_READY,
@@ -193,7 +207,7 @@ class UpgradeService:
 
     def __init__(self, *, client: KubeClient, cache: PodLookup, link: Link, state: StateStore,
                  node_name: str, upgrade_timeout: float, request_timeout: float,
-                 metrics: UpgradeMetrics | None = None) -> None:
+                 metrics: UpgradeMetrics | None = None, ready_timeout: float = 300.0) -> None:
         self._client = client
         self._cache = cache
         self._link = link
@@ -202,20 +216,22 @@ class UpgradeService:
         self._upgrade_timeout = upgrade_timeout
         self._request_timeout = request_timeout
         self._metrics = metrics
+        self._ready_timeout = ready_timeout
         # Called after a new entry is committed, so the drainer need not wait for its next poll.
         self.on_queued: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------ upgrade
 
-    async def upgrade(self, namespace: str, name: str) -> Outcome:
-        outcome = await self._upgrade(namespace, name)
+    async def upgrade(self, namespace: str, name: str, *, origin: str = "online") -> Outcome:
+        """`origin` is recorded with the request ("online" for the HTTP API, "auto" for --auto-upgrade)."""
+        outcome = await self._upgrade(namespace, name, origin)
         _log.info("upgrade_request", pod=f"{namespace}/{name}", code=outcome.http_status,
                   status=outcome.status_word, message=outcome.message, id=outcome.request_id)
         if self._metrics is not None:
             self._metrics.upgrade_outcome(outcome.status_word)
         return outcome
 
-    async def _upgrade(self, namespace: str, name: str) -> Outcome:
+    async def _upgrade(self, namespace: str, name: str, origin: str) -> Outcome:
         invalid = validate_names(namespace, name)
         if invalid is not None:
             return invalid
@@ -247,23 +263,74 @@ class UpgradeService:
         if existing is not None and existing.uid == uid:
             # Already queued (the link came back, the drainer is on it): one request per pod.
             return _outcome(202, _already(existing), existing.id)
+        record = await self._record(namespace, name, uid, origin)
+        if record is not None and record.state != RUNNING:
+            return _outcome(202, _already(record), record.id)
+        request_id = record.id if record is not None else None
         try:
             async with asyncio.timeout(deadline.left()):
                 await self._client.delete(path, {"preconditions": {"uid": uid}}, timeout=deadline.left())
         except KubeError as exc:
             if exc.code == 404:
-                return _outcome(404, f"pod {key} was deleted meanwhile")
+                return await self._ended(request_id, OBSOLETE, _outcome(404, f"pod {key} was deleted meanwhile"))
             if exc.code == 409:
-                return _outcome(409, f"pod {key} was replaced meanwhile (uid {uid} no longer exists); "
-                                     "the new pod was not deleted")
+                return await self._ended(request_id, OBSOLETE, _outcome(
+                    409, f"pod {key} was replaced meanwhile (uid {uid} no longer exists); the new pod was not deleted"))
             if is_retryable(exc):
-                return await self._enqueue(namespace, name, uid, f"the cloud answered {exc.code}: {exc.message}")
-            return self._cloud_refused("deleting", key, exc)
+                return await self._requeue(request_id, namespace, name, uid,
+                                           f"the cloud answered {exc.code}: {exc.message}")
+            return await self._ended(request_id, FAILED, self._cloud_refused("deleting", key, exc))
         except (KubeUnreachable, TimeoutError) as exc:
             reason = f"DELETE {key} failed: {describe_failure(exc)}"
             self._link.report_failure(reason)
+            return await self._requeue(request_id, namespace, name, uid, reason)
+        if request_id is not None:
+            try:
+                await record_deleted(self._state, request_id, pod, self._ready_timeout,
+                                     f"Start updating pod {key}: deleted (uid {uid}); waiting for its replacement "
+                                     "to be Ready on the new revision")
+            except (StateUnavailable, InvalidTransition, UnknownRequest) as exc:
+                _log.error("upgrade_verification_unrecorded", id=request_id, pod=key, error=str(exc))
+        return _outcome(200, f"Start updating pod {key}", request_id)
+
+    async def _record(self, namespace: str, name: str, uid: str, origin: str) -> UpgradeRequest | None:
+        """Record the request as `running` before the DELETE, so that it is verified and reported.
+
+        A store that cannot be written must not stop OpenYurt's explicit upgrade: the pod is still deleted,
+        the answer simply carries no id (and says nothing it cannot keep).
+        """
+        try:
+            record, _created = await self._state.enqueue(namespace, name, uid, self._node, state=RUNNING,
+                                                         origin=origin, message="deleting the pod")
+        except StateUnavailable as exc:
+            _log.error("upgrade_unrecorded", pod=f"{namespace}/{name}", error=str(exc),
+                       hint="the pod is deleted, but its outcome is not verified")
+            return None
+        return record
+
+    async def _ended(self, request_id: str | None, state: str, outcome: Outcome) -> Outcome:
+        if request_id is not None:
+            try:
+                await self._state.set_state(request_id, state, outcome.message)
+            except (StateUnavailable, InvalidTransition, UnknownRequest) as exc:
+                _log.error("upgrade_outcome_unrecorded", id=request_id, error=str(exc))
+        return Outcome(outcome.http_status, outcome.status_word, outcome.message, request_id)
+
+    async def _requeue(self, request_id: str | None, namespace: str, name: str, uid: str, reason: str) -> Outcome:
+        """The DELETE did not get through: the recorded request goes to the queue for the drainer."""
+        if request_id is None:
             return await self._enqueue(namespace, name, uid, reason)
-        return _outcome(200, f"Start updating pod {key}")
+        key = f"{namespace}/{name}"
+        try:
+            request = await self._state.set_state(request_id, QUEUED_STATE, f"queued: {reason}")
+        except (StateUnavailable, InvalidTransition, UnknownRequest) as exc:
+            return _outcome(503, f"the cloud cannot be reached ({reason}) and the upgrade request for pod {key} "
+                                 f"could not be stored: {exc}; nothing was queued")
+        await publish_queue_counts(self._state, self._metrics)
+        for callback in self.on_queued:
+            callback()
+        return _outcome(202, f"Upgrade of pod {key} queued as request {request.id}: {reason}; it is applied "
+                             "when the cloud is reachable again", request.id)
 
     @staticmethod
     def _cloud_refused(doing: str, key: str, exc: KubeError) -> Outcome:

@@ -108,12 +108,16 @@ class Run:
 
         async def all_terminal() -> list[dict[str, Any]] | None:
             mine = [r for r in await requests(http, self.agent) if r["id"] in ids]
-            return mine if len(mine) == len(ids) and all(r["state"] in TERMINAL for r in mine) else None
+            # Past the queue: final, or deleted and `verifying` (these pods' template never changes, so no
+            # replacement is on a newer revision before --ready-timeout).
+            return mine if len(mine) == len(ids) and all(r["state"] in TERMINAL | {"verifying"} for r in mine) \
+                else None
 
         entries: list[dict[str, Any]] = await eventually(all_terminal, timeout=30,
                                                          what=f"trial {trial}: every entry terminal")
         assert {r["id"] for r in entries} == ids, f"trial {trial}: entries lost"
-        odd = [(r["name"], r["state"], r["message"]) for r in entries if r["state"] not in ("succeeded", "obsolete")]
+        odd = [(r["name"], r["state"], r["message"]) for r in entries
+               if r["state"] not in ("verifying", "succeeded", "obsolete")]
         assert odd == [], f"trial {trial}: {odd}"
         deleted = {d["uid"] for d in sim.store.deletes[first_record:] if d["outcome"] in ("graceful", "deleted")}
         assert uids <= deleted, f"trial {trial}: pods asked for but never deleted: {uids - deleted}"

@@ -157,7 +157,8 @@ async def test_list_newest_first_pending_oldest_first(store: StateStore) -> None
     assert [r.id for r in await store.list_requests()] == list(reversed(ids))
     assert [r.id for r in await store.pending()] == [ids[0], ids[2], ids[3], ids[4]]
     counts = await store.counts()
-    assert counts == {"queued": 3, "running": 1, "succeeded": 1, "failed": 0, "cancelled": 0, "obsolete": 0}
+    assert counts == {"queued": 3, "running": 1, "verifying": 0, "succeeded": 1, "failed": 0, "cancelled": 0,
+                      "obsolete": 0}
 
 
 async def test_set_state_records_message_attempts_and_refuses_leaving_a_final_state(store: StateStore) -> None:
@@ -197,7 +198,8 @@ async def test_to_json_has_rfc3339_times(store: StateStore) -> None:
     req, _ = await store.enqueue("default", "a", "uid-a", "n1")
     body = req.to_json()
     assert set(body) == {"id", "namespace", "name", "uid", "node", "state", "message", "attempts",
-                         "created", "updated", "whenOpen"}
+                         "created", "updated", "whenOpen", "origin", "reason", "revision", "target", "deadline",
+                         "replacement"}
     assert body["created"].endswith("Z") and "T" in body["created"]
 
 

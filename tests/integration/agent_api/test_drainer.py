@@ -49,6 +49,15 @@ async def finished(http: aiohttp.ClientSession, agent: Agent, request_id: str) -
     return await eventually(probe, what=f"request {request_id} finished")
 
 
+async def applied(http: aiohttp.ClientSession, agent: Agent, request_id: str) -> dict[str, Any]:
+    """The entry once the drainer is done with it: its pod deleted (`verifying`, the verifier's turn) or final."""
+    async def probe() -> dict[str, Any] | None:
+        e = await entry(http, agent, request_id)
+        return e if e["state"] in ("verifying", "succeeded", "failed", "cancelled", "obsolete") else None
+
+    return await eventually(probe, what=f"request {request_id} applied")
+
+
 async def offline_agent_with(world: World, agent_factory: AgentFactory, pods: list[dict[str, Any]],
                              **fields: Any) -> Agent:
     """A connected agent that has cached `pods`, then loses its link."""
@@ -184,11 +193,12 @@ async def test_cancelled_entry_is_not_applied(world: World, agent_factory: Agent
     other = await orphan_ds_pod(world.admin, "other")
     agent = await offline_agent_with(world, agent_factory, [keep, other])
     cancelled = await queue(http, agent, keep)
-    applied = await queue(http, agent, other)
+    other_id = await queue(http, agent, other)
     async with http.delete(f"{agent.url}/openyurt.io/v1/upgrades/{cancelled}") as resp:
         assert resp.status == 200
     await world.sim.connect(NODE)
-    assert (await finished(http, agent, applied))["state"] == "succeeded"  # the drainer has run
+    # The drainer has run: the orphan pod is deleted; nobody replaces it, so it stays verifying.
+    assert (await applied(http, agent, other_id))["state"] == "verifying"
     assert (await entry(http, agent, cancelled))["state"] == "cancelled"
     assert (await world.pod())["metadata"]["uid"] == keep["metadata"]["uid"]
     assert {d["name"] for d in world.agent_deletes() if d["precondition_uid"]} == {"other"}
@@ -204,9 +214,10 @@ async def test_a_hundred_entries_drain_oldest_first(world: World, agent_factory:
     async def all_done() -> bool:
         async with http.get(f"{agent.url}/openyurt.io/v1/upgrades") as resp:
             items = (await resp.json())["items"]
-        return all(i["state"] == "succeeded" for i in items) and len(items) == 100
+        # Deleted (orphans get no replacement, so the verifier keeps them `verifying`).
+        return all(i["state"] == "verifying" for i in items) and len(items) == 100
 
-    await eventually(all_done, timeout=30, what="100 entries succeeded")
+    await eventually(all_done, timeout=30, what="100 entries applied")
     # First delete per pod is the agent's (the kubelet's final removal follows it).
     order = list(dict.fromkeys(d["name"] for d in world.agent_deletes() if d["precondition_uid"]))
     assert sorted(order) == [f"p{i:03d}" for i in range(100)]

@@ -67,7 +67,9 @@ async def test_connected_upgrade_deletes_with_uid_precondition_and_pod_is_replac
     assert delete["precondition_uid"] == old["metadata"]["uid"]
     new = await eventually(lambda: world.replaced(old), what="pod replaced by the DaemonSet controller")
     assert new["spec"]["nodeName"] == NODE
-    assert await requests(http, agent) == []  # nothing queued on the happy path
+    # Recorded too (issue 12), but never queued: it went straight to the delete.
+    [entry] = await requests(http, agent)
+    assert entry["origin"] == "online" and entry["state"] in ("verifying", "succeeded") and entry["attempts"] == 0
 
 
 # ---------------------------------------------------------------------- 202
@@ -229,7 +231,10 @@ async def test_cloud_refusing_the_delete_is_502_with_its_message(
     status, body = await call(http, agent, pod, as_json=True)
     assert status == 502 and body["status"] == "BadGateway"
     assert message in body["message"]
-    assert await requests(http, agent) == []
+    # Recorded (it was accepted and tried), ended failed with the cloud's word; never queued.
+    [entry] = await requests(http, agent)
+    assert (entry["id"], entry["state"], entry["origin"]) == (body["id"], "failed", "online")
+    assert message in entry["message"]
     assert (await world.pod())["metadata"]["uid"] == pod["metadata"]["uid"]
 
 

@@ -1,0 +1,229 @@
+"""Upgrade Events (issue 12): one core/v1 Event on the pod per transition, with the node as source.host and the
+time it happened; transitions decided offline reach the cloud after the link returns, with their own times.
+
+Read back from the simulated cluster's store over its API: what the cloud really received.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from edgeagent.agent.events import EventReporter
+from edgeagent.agent.state import StateStore, UpgradeRequest
+from edgeagent.kube.client import KubeClient
+from tests.integration.agent_api.conftest import (
+    NODE,
+    AgentFactory,
+    World,
+    orphan_ds_pod,
+    wait_cached,
+    wait_connected,
+    write_kubeconfig,
+)
+from tests.integration.agent_api.faulty_proxy import FaultyProxy
+from tests.integration.agent_api.outcomes_support import final_entry, upgrade_json
+from tests.waiting import eventually
+
+JSON = dict[str, Any]
+
+
+async def agent_events(admin: KubeClient, uid: str) -> list[JSON]:
+    """The edgeagent Events about the pod with this uid, oldest first."""
+    items = (await admin.get("/api/v1/namespaces/default/events"))["items"]
+    mine = [e for e in items if e["involvedObject"].get("uid") == uid and e["source"].get("component") == "edgeagent"]
+    return sorted(mine, key=lambda e: (e["firstTimestamp"], e["metadata"]["name"]))
+
+
+def seconds(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def check_event(event: JSON, pod: JSON, reason: str, type_: str) -> None:
+    assert event["reason"] == reason and event["type"] == type_, event
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
+                                       "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+    assert event["source"] == {"component": "edgeagent", "host": NODE}
+    assert (event["reportingComponent"], event["reportingInstance"]) == ("edgeagent", NODE)
+    assert event["count"] == 1 and event["firstTimestamp"] == event["lastTimestamp"]
+
+
+async def test_online_upgrade_sends_started_then_succeeded_once_each(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), ready_timeout=30)
+    await wait_connected(agent)
+    old = await world.pod()
+    await wait_cached(agent, old)
+    status, body = await upgrade_json(http, agent, old)
+    assert status == 200, body
+    done = await final_entry(http, agent, body["id"])
+    assert done["state"] == "succeeded"
+
+    uid = old["metadata"]["uid"]
+    events = await eventually(lambda: _events_with(world.admin, uid, 2), what="two Events")
+    started, succeeded = events
+    check_event(started, old, "UpgradeStarted", "Normal")
+    check_event(succeeded, old, "UpgradeSucceeded", "Normal")
+    assert body["id"] in started["message"] and "deleted" in started["message"]
+    assert succeeded["firstTimestamp"] == seconds(parse(done["updated"]))  # when it happened
+    assert parse(done["created"]) - 1 < parse(started["firstTimestamp"]) <= parse(succeeded["firstTimestamp"])
+    assert agent.outcomes is not None
+    await eventually(lambda: agent.outcomes.events.sent == 2, what="the reporter counted two sent")
+
+
+async def _events_with(admin: KubeClient, uid: str, n: int) -> list[JSON] | None:
+    events = await agent_events(admin, uid)
+    assert len(events) <= n, events  # never more than one per transition
+    return events if len(events) == n else None
+
+
+async def test_failed_verification_sends_a_warning_with_the_reason(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    orphan = await orphan_ds_pod(world.admin, "lonely")
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), ready_timeout=1)
+    await wait_connected(agent)
+    await wait_cached(agent, orphan)
+    status, body = await upgrade_json(http, agent, orphan)
+    assert status == 200, body
+    assert (await final_entry(http, agent, body["id"]))["state"] == "failed"
+    started, failed = await eventually(lambda: _events_with(world.admin, orphan["metadata"]["uid"], 2),
+                                       what="two Events")
+    check_event(started, orphan, "UpgradeStarted", "Normal")
+    check_event(failed, orphan, "UpgradeFailed", "Warning")
+    assert "no replacement pod appeared" in failed["message"]
+
+
+async def test_transitions_decided_offline_arrive_after_reconnect_with_their_times(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), ready_timeout=30)
+    await wait_connected(agent)
+    old = await world.pod()
+    await wait_cached(agent, old)
+    await world.sim.disconnect(NODE, "blackhole")
+    # The online read hangs on the blackholed link and times out: queued (202).
+    status, body = await upgrade_json(http, agent, old)
+    assert status == 202, body
+    await wait_connected(agent, False)
+    queued_at = time.time()
+    # Let the clock move to a later second, so that a time stamped at sending would differ.
+    await eventually(lambda: time.time() >= queued_at + 1.2, timeout=5, what="a later second")
+    assert await agent_events(world.admin, old["metadata"]["uid"]) == []
+    assert agent.outcomes is not None
+    assert [e.reason for e in await agent.outcomes.events.pending()] == ["UpgradeQueued"]
+
+    await world.sim.connect(NODE)
+    reconnected_at = time.time()
+    done = await final_entry(http, agent, body["id"])
+    assert done["state"] == "succeeded"
+    queued, started, succeeded = await eventually(lambda: _events_with(world.admin, old["metadata"]["uid"], 3),
+                                                  what="three Events")
+    check_event(queued, old, "UpgradeQueued", "Normal")
+    check_event(started, old, "UpgradeStarted", "Normal")
+    check_event(succeeded, old, "UpgradeSucceeded", "Normal")
+    assert queued["firstTimestamp"] == seconds(parse(done["created"]))  # stamped when queued, not when sent
+    assert parse(queued["firstTimestamp"]) < int(reconnected_at)
+    assert await agent.outcomes.events.pending() == []
+
+
+async def test_event_creation_refused_never_fails_the_upgrade(
+        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession,
+        proxy: FaultyProxy) -> None:
+    proxy.fail("POST", r"/events", 403, 'events is forbidden: User "system:node:edge-1" cannot create resource')
+    agent = await agent_factory(kubeconfig=write_kubeconfig(tmp_path / "proxied.kubeconfig", proxy.url),
+                                ready_timeout=30)
+    await wait_connected(agent)
+    old = await world.pod()
+    await wait_cached(agent, old)
+    status, body = await upgrade_json(http, agent, old)
+    assert status == 200, body
+    assert (await final_entry(http, agent, body["id"]))["state"] == "succeeded"
+    assert agent.outcomes is not None
+    await eventually(lambda: agent.outcomes.events.dropped == 2, what="both Events refused and dropped")
+    assert await agent.outcomes.events.pending() == []
+
+
+# ---------------------------------------------------------------------- reporter on its own
+
+
+class _Link:
+    def __init__(self) -> None:
+        self.connected = True
+
+    async def wait_connected(self) -> None:
+        return None
+
+    def report_failure(self, reason: str) -> None:
+        self.connected = False
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[StateStore]:
+    s = await StateStore.open(tmp_path / "state")
+    yield s
+    await s.close()
+
+
+def _request(state: str, **fields: Any) -> UpgradeRequest:
+    base: dict[str, Any] = {"id": "r1", "namespace": "default", "name": "p", "uid": "uid-p", "node": NODE,
+                            "state": state, "message": "m", "attempts": 0, "created": 1_700_000_000.0,
+                            "updated": 1_700_000_000.0}
+    return UpgradeRequest(**{**base, **fields})
+
+
+async def test_repeats_are_aggregated_into_one_event_with_a_count(world: World, store: StateStore) -> None:
+    reporter = EventReporter(client=world.admin, state=store, link=_Link(), node_name=NODE, request_timeout=5)
+
+    async def occur(at: float) -> None:
+        def tx(conn: sqlite3.Connection) -> None:
+            reporter.store_event(conn, None, _request("failed", updated=at))
+
+        await store.write(tx)
+
+    await occur(1_700_000_000.0)
+    await occur(1_700_000_010.0)
+    [row] = await reporter.pending()
+    assert row.count == 2
+    await reporter.send_pending()
+    [event] = await agent_events(world.admin, "uid-p")
+    assert (event["count"], event["firstTimestamp"], event["lastTimestamp"]) == \
+        (2, "2023-11-14T22:13:20Z", "2023-11-14T22:13:30Z")
+    # A repeat after sending raises the count of the same Event, as client-go's recorder does.
+    await occur(1_700_000_020.0)
+    await reporter.send_pending()
+    [event] = await agent_events(world.admin, "uid-p")
+    assert (event["count"], event["lastTimestamp"]) == (3, "2023-11-14T22:13:40Z")
+
+
+async def test_outbox_is_bounded_dropping_the_oldest(world: World, store: StateStore) -> None:
+    link = _Link()
+    link.connected = False
+    reporter = EventReporter(client=world.admin, state=store, link=link, node_name=NODE, request_timeout=5,
+                             capacity=3)
+    for i in range(5):
+        def tx(conn: sqlite3.Connection, i: int = i) -> None:
+            reporter.store_event(conn, None, _request("obsolete", id=f"r{i}", uid=f"uid-{i}",
+                                                       updated=1_700_000_000.0 + i))
+
+        await store.write(tx)
+    assert [e.pod_uid for e in await reporter.pending()] == ["uid-2", "uid-3", "uid-4"]
+    assert reporter.dropped == 2
+    link.connected = True
+    assert await reporter.send_pending()
+    sent = [e for i in range(5) for e in await agent_events(world.admin, f"uid-{i}")]
+    assert [e["involvedObject"]["uid"] for e in sent] == ["uid-2", "uid-3", "uid-4"]
+    conn = sqlite3.connect(store.path)
+    try:
+        assert conn.execute("SELECT count(*) FROM event_outbox").fetchone()[0] == 0
+    finally:
+        conn.close()
