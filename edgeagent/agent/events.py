@@ -9,7 +9,9 @@ of, its Events.
 
 Repeats are aggregated the way client-go's event recorder does: an Event with the same involved object,
 type, reason and message as one already sent (or still waiting) gets its `count` raised and its
-`lastTimestamp` moved instead of a new object. Event names are `<pod>.<first time in ns, hex>`, like the
+`lastTimestamp` moved (a merge patch) instead of a new object; where the agent may not patch (deploy/
+grants only create, since its messages name their request and so never repeat after sending) a new Event
+carries the repeat. Event names are `<pod>.<first time in ns, hex>`, like the
 recorder's, so a resend after a crash mid-send meets `409 AlreadyExists` and counts as sent.
 """
 
@@ -105,8 +107,8 @@ class PendingEvent:
     def key(self) -> tuple[str, str, str, str, str, str]:
         return (self.namespace, self.pod, self.pod_uid, self.type, self.reason, self.message)
 
-    def name(self) -> str:
-        return f"{self.pod}.{int(self.first * 1e9):x}"
+    def name(self, at: float | None = None) -> str:
+        return f"{self.pod}.{int((self.first if at is None else at) * 1e9):x}"
 
 
 def event_object(ev: PendingEvent, node: str, *, name: str, count: int) -> JSON:
@@ -144,6 +146,8 @@ class EventMetrics:
         self.dropped = Counter("edgeagent_events_dropped",
                                "Upgrade Events never sent: outbox overflow or refused by the cloud.", ["why"],
                                registry=registry)
+        for why in ("overflow", "refused"):
+            self.dropped.labels(why=why)
         self.pending = Gauge("edgeagent_events_pending", "Upgrade Events waiting in the outbox for the link.",
                              registry=registry)
 
@@ -270,9 +274,20 @@ class EventReporter:
                     self._remember(ev.key, name, count + ev.count)
                     return
                 except KubeError as exc:
-                    if exc.code != 404:
+                    if exc.code not in (403, 404):
                         raise
-                    # Gone (events expire): start a new one, as the recorder does.
+                    # Gone (events expire): start a new one, as the recorder does. Not allowed to patch
+                    # (deploy/ grants only create: the agent's messages carry the request id, so a repeat
+                    # after sending does not happen in its own flow): a new Event keeps the count honest.
+                    name = ev.name(at=ev.last)
+                    try:
+                        await self._client.create(base, event_object(ev, self._node, name=name, count=ev.count),
+                                                  timeout=self._timeout)
+                    except KubeError as again:
+                        if again.code != 409:
+                            raise
+                    self._remember(ev.key, name, ev.count)
+                    return
             name = ev.name()
             try:
                 await self._client.create(base, event_object(ev, self._node, name=name, count=ev.count),

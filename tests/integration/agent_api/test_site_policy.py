@@ -53,9 +53,9 @@ class UpgradeHeldPatches:
         store.patch = patch  # type: ignore[method-assign]
 
 
-async def policy_agent(world: World, agent_factory: AgentFactory, clock: FakeClock) -> Agent:
+async def policy_agent(world: World, agent_factory: AgentFactory, clock: FakeClock, **fields: Any) -> Agent:
     agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), clock=clock,
-                                maintenance_windows=(WINDOW,), timezone="UTC")
+                                maintenance_windows=(WINDOW,), timezone="UTC", **fields)
     await wait_connected(agent)
     return agent
 
@@ -139,7 +139,9 @@ def deletions_of(world: World, name: str) -> list[JSON]:
 async def test_when_open_is_queued_outside_the_window_and_applied_by_the_drainer_when_it_opens(
         world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
     clock = FakeClock(OPENING - timedelta(hours=2))
-    agent = await policy_agent(world, agent_factory, clock)
+    # A short --ready-timeout: the orphan below gets no replacement, and its verification (which keeps the
+    # link probing, as it waits for a live cache) should end soon.
+    agent = await policy_agent(world, agent_factory, clock, ready_timeout=2.0)
     assert agent.policy is not None
     pod = await world.pod()
     name = pod["metadata"]["name"]
@@ -164,7 +166,8 @@ async def test_when_open_is_queued_outside_the_window_and_applied_by_the_drainer
     await wait_connected(agent)
 
     async def drained() -> bool:
-        return (await entry(http, agent, plain))["state"] not in ("queued", "running")
+        # Applied, and its verification over (the orphan is never replaced: failed at --ready-timeout).
+        return (await entry(http, agent, plain))["state"] not in ("queued", "running", "verifying")
 
     await eventually(drained, what="the plain queued request drained")
     assert deletions_of(world, "other")
