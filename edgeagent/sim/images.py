@@ -130,6 +130,13 @@ class NodeImages:
         self._pulls: dict[str, asyncio.Task[None]] = {}
         self.dirty = False  # status.images not yet published
 
+    def seed(self, node: JSON) -> None:
+        """Take over the images a node object lists (its tag names; digests are recomputed)."""
+        for entry in (node.get("status") or {}).get("images") or []:
+            for name in entry.get("names") or []:
+                if "@" not in str(name):
+                    self._present.setdefault(normalize_image(str(name)), str(name))
+
     def has(self, image: str) -> bool:
         return normalize_image(image) in self._present
 

@@ -221,6 +221,8 @@ class Kubelet:
         except ApiError as exc:
             if exc.code != 409:
                 raise
+            # A node that existed (a sim restarted on its --dir): its runtime still has what it pulled.
+            self.images.seed(self.store.entry(NODES, None, self.name).obj)
         self.heartbeat()
 
     async def run(self) -> None:

@@ -820,6 +820,7 @@ def _exposed_metric_names() -> set[str]:
     from edgeagent.agent.events import EventMetrics
     from edgeagent.agent.metrics import AgentMetrics
     from edgeagent.controller.metrics import ControllerMetrics
+    from edgeagent.controller.prepull import PrepullMetrics
     from edgeagent.kube.client import CredentialHealth
 
     agent = AgentMetrics()
@@ -827,7 +828,9 @@ def _exposed_metric_names() -> set[str]:
     agent.track_credentials(CredentialHealth())
     EventMetrics(agent.registry)  # registered by the agent's Events reporter
     names: set[str] = set()
-    for body, _ in (agent.render(), ControllerMetrics().render()):
+    controller = ControllerMetrics()
+    PrepullMetrics(controller.registry)  # registered on the controller's registry when pre-pull is on
+    for body, _ in (agent.render(), controller.render()):
         for line in body.decode().splitlines():
             if line.startswith("# TYPE "):
                 family = line.split()[2]

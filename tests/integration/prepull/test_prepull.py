@@ -371,3 +371,23 @@ async def test_one_pull_per_node_at_a_time(sim_factory: SimFactory, admin_of: An
         await eventually(both_pulled, timeout=20, what="both pulled")
     assert len(recorder.created) == 2
     assert recorder.max_per_node == 1
+
+
+async def test_only_the_leader_pre_pulls(sim_factory: SimFactory, admin_of: Any, controllers: Controllers) -> None:
+    sim = await sim_factory(nodes=1)
+    admin = await admin_of(sim)
+    hash_ = await roll_out(admin, sim, ["registry.local/app:1"], ["registry.local/app:2"])
+    apps = [await controllers.start(sim, leader_elect=True, lease_namespace="kube-system", **FAST_PREPULL)
+            for _ in range(2)]
+    pod = await eventually(lambda: need_upgrade(admin, "edge-1", hash_), what="PodNeedUpgrade True")
+    await request_pull(admin, pod, hash_)
+
+    async def pulled() -> bool:
+        state = image_ready((await live_pods(admin))["edge-1"])
+        return state is not None and state[:2] == ("True", "PullImageSuccess")
+
+    await eventually(pulled, timeout=20, what="pulled")
+    leaders = [app for app in apps if app.is_leader]
+    assert len(leaders) == 1
+    assert leaders[0].metrics.writes("job_create") == 1
+    assert sum(app.metrics.writes("job_create") for app in apps) == 1

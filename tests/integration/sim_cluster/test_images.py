@@ -3,6 +3,7 @@ crashing images, `status.images`, and `POST /sim/v1/images` — over real HTTP."
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from edgeagent.kube.client import KubeClient, KubeError, Timeouts
 from edgeagent.kube.images import node_has_images
 from edgeagent.kube.objects import get_condition
-from tests.conftest import SimFactory
+from edgeagent.sim.cluster import SimCluster
+from tests.conftest import SimFactory, fast_sim_config
 from tests.waiting import eventually
 
 JSON = dict[str, Any]
@@ -173,3 +175,24 @@ async def _phase(admin: KubeClient, name: str, phase: str) -> bool:
 
 async def _reason(admin: KubeClient, name: str, reason: str) -> bool:
     return waiting_reason(await admin.get(f"{PODS}/{name}")) == reason
+
+
+async def test_a_restarted_sim_keeps_what_its_nodes_pulled(tmp_path: Path) -> None:
+    config = fast_sim_config(tmp_path / "sim", nodes=1, image_pull_seconds=0.1)
+    first = SimCluster(config)
+    await first.start()
+    try:
+        assert not first.nodes.kubelet("edge-1").images.has("registry.local/kept:1")
+        async with await KubeClient.connect(first.admin_kubeconfig) as admin:
+            await admin.create(PODS, pod("a", "registry.local/kept:1"))
+            await eventually(lambda: _phase(admin, "a", "Running"), what="a running")
+    finally:
+        await first.stop()
+    second = SimCluster(config)
+    await second.start()
+    try:
+        assert second.nodes.kubelet("edge-1").images.has("registry.local/kept:1")
+        async with await KubeClient.connect(second.admin_kubeconfig) as admin:
+            assert node_has_images(await admin.get("/api/v1/nodes/edge-1"), ["registry.local/kept:1"])
+    finally:
+        await second.stop()
