@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, one after the other on this machine, then the ratios and the goals.
 
 Each script runs as its own process and prints `name value unit` lines (and `# ` notes), passed
-through as they come; at the end the goals of issue 6 are checked against the figures. The scripts
+through as they come; at the end the goals of issues 6 and 15 are checked against the figures. The scripts
 run one at a time because the machine has 2 cores: two benchmarks at once would measure each other.
 A script that fails or runs past its time limit is reported, the others still run, and the exit code
 is 1.
@@ -39,6 +39,8 @@ SCRIPTS = (
     Script("offline_start.py", limit=120),
     Script("reconnect_drain.py", limit=180),
     Script("disconnect_detection.py", limit=180),
+    Script("idle_link_cost.py", limit=330),
+    Script("reconnect_cost.py", limit=120),
     Script("controller_scale.py", limit=330),
     Script("rbac_overhead.py", limit=120),
     Script("prepull.py", limit=240),
@@ -62,6 +64,15 @@ GOALS = (
     Goal("reconnect drain of 100 entries <= 2 s (median)", "reconnect_drain_100_p50", lambda v: v <= 2000),
     Goal("reconnect drain of 100 entries <= 2 s (every trial)", "reconnect_drain_100_max", lambda v: v <= 2000),
     Goal("watch propagation p99 <= 50 ms", "watch_propagation_p99", lambda v: v <= 50),
+    # Issue 15.
+    Goal("idle link, 110 pods, nothing queued <= 0.1 MB/h", "idle_link_bytes_per_hour", lambda v: v <= 0.1),
+    Goal("upgrade during a blackhole answered 202 within --upgrade-timeout + 1 s (4 s)",
+         "upgrade_202_during_blackhole_max", lambda v: v <= 4000),
+    Goal("blackhole with an entry queued reported within 3 probe intervals (6 s)",
+         "disconnect_detect_blackhole_after_queued_max", lambda v: v <= 6000),
+    Goal("reconnect after a partition: bytes <= 1.5x the changed objects", "reconnect_bytes_ratio_to_changed",
+         lambda v: v <= 1.5),
+    Goal("reconnect after a partition: no relist", "reconnect_relists", lambda v: v == 0),
 )
 
 
@@ -147,7 +158,7 @@ def _is_number(text: str) -> bool:
 
 
 def goals(figures: dict[str, tuple[float, str]]) -> list[str]:
-    lines = ["# --- goals (issue 6)"]
+    lines = ["# --- goals (issues 6 and 15)"]
     for goal in GOALS:
         found = figures.get(goal.figure)
         if found is None:

@@ -128,3 +128,28 @@ async def test_an_entry_waiting_on_a_busy_cloud_keeps_the_link_probed(
         await eventually(lambda: _entry(http, agent, body["id"], "succeeded"), what="the queued request drained")
     finally:
         await counted.close()
+
+
+async def test_after_a_partition_the_watch_resumes_instead_of_relisting(
+        world: World, agent_factory: AgentFactory, counted: CountingProxy, tmp_path: Path) -> None:
+    agent = await agent_factory(kubeconfig=write_kubeconfig(tmp_path / "counted.kubeconfig", counted.url))
+    old = await world.pod()
+    await wait_cached(agent, old)
+    await eventually(lambda: _idle(agent), what="probes paused")
+    assert agent.informer is not None
+    relists = agent.informer.relists
+    await world.sim.disconnect(NODE, "refuse")
+    await wait_connected(agent, False)
+    name = old["metadata"]["name"]
+    await world.admin.patch(f"/api/v1/namespaces/default/pods/{name}", {"metadata": {"labels": {"moved": "on"}}},
+                            "application/merge-patch+json")
+    counted.reset()
+    await world.sim.connect(NODE)
+
+    def labelled() -> bool:
+        cached = agent.cache.get("default", name) if agent.cache is not None else None
+        return cached is not None and cached["metadata"].get("labels", {}).get("moved") == "on"
+
+    await eventually(labelled, what="the change made during the partition in the cache")
+    assert agent.informer.relists == relists
+    assert not [r for r in counted.counts.requests if "/pods" in r and "watch=" not in r], counted.counts.requests
