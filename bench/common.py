@@ -188,6 +188,17 @@ class Sim:
         listing = await self.request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
         return list(listing["items"])
 
+    async def wait_running(self, node: str, count: int, timeout: float = 60) -> None:
+        """Until the kubelet reports `count` pods on `node` Running: its status writes are over."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = await self.node_pods(node)
+            if len(pods) == count and all((p.get("status") or {}).get("phase") == "Running" for p in pods):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{count} pods on {node} not Running after {timeout}s")
+            await asyncio.sleep(0.2)
+
     async def disconnect(self, node: str, mode: str) -> None:
         await self.request("POST", f"/sim/v1/nodes/{node}/disconnect?mode={mode}")
 

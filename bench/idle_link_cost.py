@@ -48,6 +48,7 @@ async def bench(window: float, pods: int) -> None:
         agent = Agent(work, sim, NODE, kubeconfig=kubeconfig)
         try:
             await sim.create_pods([bench_pod(f"app-{i:04d}", NODE, owner="edge-app") for i in range(pods)])
+            await sim.wait_running(NODE, pods)  # the kubelet's status writes are not idle traffic
             await agent.start()
             await agent.wait_pods(pods)
 

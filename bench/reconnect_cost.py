@@ -61,6 +61,7 @@ async def bench(pods: int, changes: int) -> None:
         names = [f"app-{i:04d}" for i in range(pods)]
         try:
             await sim.create_pods([bench_pod(n, NODE, owner="edge-app") for n in names])
+            await sim.wait_running(NODE, pods)  # the kubelet's status writes are not idle traffic
             await agent.start()
             await agent.wait_pods(pods)
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from edgeagent import log
+from edgeagent.controller import trim
 from edgeagent.controller.events import NORMAL, WARNING, EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
@@ -118,10 +119,13 @@ class Controller:
         self._clock = clock
         self._log = log.get("edgeagent.controller")
         opts = informer_options or {}
-        self.daemonsets = Informer(client, "/apis/apps/v1/daemonsets", name="daemonsets", **opts)
-        self.pods = Informer(client, "/api/v1/pods", name="pods", **opts)
-        self.nodes = Informer(client, "/api/v1/nodes", name="nodes", **opts)
-        self.revisions = Informer(client, "/apis/apps/v1/controllerrevisions", name="controllerrevisions", **opts)
+        # Each cache keeps only what the controller reads (edgeagent/controller/trim.py).
+        self.daemonsets = Informer(client, "/apis/apps/v1/daemonsets", name="daemonsets",
+                                   transform=trim.strip_managed_fields, **opts)
+        self.pods = Informer(client, "/api/v1/pods", name="pods", transform=trim.pod, **opts)
+        self.nodes = Informer(client, "/api/v1/nodes", name="nodes", transform=trim.node, **opts)
+        self.revisions = Informer(client, "/apis/apps/v1/controllerrevisions", name="controllerrevisions",
+                                  transform=trim.strip_managed_fields, **opts)
         self.queue = WorkQueue()
         self.jobs: Informer | None = None
         self.prepull: PrePuller | None = None

@@ -68,6 +68,7 @@ class Informer:
         idle_timeout: float = 60.0,
         backoff_initial: float = 0.2,
         backoff_max: float = 10.0,
+        transform: Callable[[JSON], JSON] | None = None,
     ) -> None:
         self._client = client
         self._path = path
@@ -82,6 +83,9 @@ class Informer:
         self._idle_timeout = idle_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
+        # Applied to every object before it is cached (like client-go's TransformFunc): a controller that
+        # holds tens of thousands of objects keeps only the fields it reads. Selectors match the full object.
+        self._transform = transform
         self._handlers: list[Handler] = []
         self._health_listeners: list[Callable[[bool], None]] = []
         self._kick = asyncio.Event()
@@ -123,6 +127,7 @@ class Informer:
             if isinstance(obj, dict) and self.matches(obj):
                 key = key_of(obj)
                 old = self.items.get(key)
+                obj = obj if self._transform is None else self._transform(obj)
                 self.items[key] = obj
                 self._emit(ADDED if old is None else MODIFIED, obj, old)
         self.resource_version = resource_version
@@ -227,7 +232,7 @@ class Informer:
                     page = await self._client.get(self._path, query=query)
                     for obj in page.get("items") or []:
                         if isinstance(obj, dict) and self.matches(obj):
-                            fresh[key_of(obj)] = obj
+                            fresh[key_of(obj)] = obj if self._transform is None else self._transform(obj)
                     page_meta = page.get("metadata") or {}
                     list_rv = str(page_meta.get("resourceVersion") or list_rv)
                     token = str(page_meta.get("continue") or "")
@@ -296,7 +301,10 @@ class Informer:
         key = key_of(obj)
         old = self.items.get(key)
         if etype in (ADDED, MODIFIED):
-            if not self.matches(obj):
+            matches = self.matches(obj)
+            if matches and self._transform is not None:
+                obj = self._transform(obj)
+            if not matches:
                 # Stopped matching (the server should have said DELETED): never keep serving it.
                 if old is not None:
                     del self.items[key]
@@ -311,7 +319,7 @@ class Informer:
         elif etype == DELETED:
             if old is not None:
                 del self.items[key]
-                self._emit(DELETED, obj, old)
+                self._emit(DELETED, obj if self._transform is None else self._transform(obj), old)
         else:
             self._log.warning("unknown watch event type ignored", type=etype)
         if rv:

@@ -115,20 +115,27 @@ class Link:
 
     async def start(self, port: int = 0) -> None:
         """Listen on `port` (0: any free one; a restarted sim passes the port its node kubeconfig names)."""
-        self._reservation = self._socket(port)
-        self._port = int(self._reservation.getsockname()[1])
-        await self._listen()
+        sock = self._socket(port)
+        self._port = int(sock.getsockname()[1])
+        self._server = await asyncio.start_server(self._accept, sock=sock, backlog=128)
 
     async def _listen(self) -> None:
         if self._server is not None:
             return
         sock = self._socket(self._port)
         self._server = await asyncio.start_server(self._accept, sock=sock, backlog=128)
+        # The listener holds the port now: one descriptor per link while connected (a 10,000-node sim
+        # would otherwise need two each and run out of them).
+        if self._reservation is not None:
+            self._reservation.close()
+            self._reservation = None
 
     async def _unlisten(self) -> None:
         """Stop listening and reset every connection (in this order: no new one can slip in between)."""
         server, self._server = self._server, None
         if server is not None:
+            if self._reservation is None and not self._closed:
+                self._reservation = self._socket(self._port)  # bound, not listening: connects are refused
             server.close()
         self._reset_all()
         if server is not None:

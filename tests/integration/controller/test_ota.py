@@ -72,3 +72,22 @@ async def test_ota_flags_outdated_pods_and_clears_the_flag_on_replacement(
     assert app.metrics.writes("pod_delete") == 0  # OTA never deletes
     # One write per condition change: 3 False, 3 True, 1 False on the replacement; none repeated.
     assert app.metrics.writes("condition_patch") == 7
+
+
+async def test_the_controller_caches_trimmed_pods_and_nodes(
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
+) -> None:
+    """Issue 15: at 10,000 nodes the caches must hold only what the controller reads (controller/trim.py)."""
+    await create_daemonset(admin, daemonset_manifest("nginx", strategy="OTA"))
+    await eventually(lambda: all_running(admin, "nginx", 3), what="3 pods running")
+    app = await controllers.start(sim)
+    assert app.controller is not None
+    controller = app.controller
+    await eventually(lambda: len(controller.pods.items) >= 3 and len(controller.nodes.items) == 3,
+                     what="pods and nodes cached")
+    for pod in controller.pods.items.values():
+        assert set(pod["spec"]) <= {"nodeName", "affinity", "containers", "initContainers"}, pod["spec"]
+        assert set(pod["status"]) <= {"phase", "conditions"}, pod["status"]
+    for node in controller.nodes.items.values():
+        assert list(node["status"]) == ["conditions"]
+        assert [c["type"] for c in node["status"]["conditions"]] == ["Ready"]
