@@ -46,7 +46,7 @@ def test_pod_keeps_what_the_controller_reads() -> None:
 
 
 def test_node_keeps_metadata_spec_and_the_ready_condition() -> None:
-    full = {
+    full: dict[str, Any] = {
         "metadata": {"name": "n1", "labels": {"zone": "a"}, "managedFields": MANAGED},
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
         "status": {"capacity": {"cpu": "4"}, "nodeInfo": {"bootID": "b"}, "images": [{"names": ["x"]}],
