@@ -7,7 +7,13 @@ two in turn: 5 alternating slices of 2 s each (after 0.5 s of warm-up per slice)
 server in all, so that a change in other load on the machine hits both alike instead of skewing the
 ratio. The agent's RSS is sampled every 0.1 s while it is loaded.
 
-    .venv/bin/python bench/agent_http.py [--duration 10] [--slices 5] [--connections 32] [--counts 110,1000]
+With `--generator wrk` (the default) the load comes from wrk (Debian package `wrk`, installed by the
+script when it runs as root, else it says how), one thread pinned to one core while the agent and the
+bare app are pinned to the other: 5 pairs of 4 s runs (agent, then bare) per pod count after 1 s of
+warm-up each; every response's size is checked against the body. `--generator python` is the old
+aiohttp client pool below, which saturates before either server and compresses the ratio toward 1.
+
+    .venv/bin/python bench/agent_http.py [--generator wrk] [--pairs 5] [--seconds 4] [--counts 110,1000]
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import wrk
 from bench.common import Agent, Sim, bench_pod, median, note, percentile, report, rss_mb, workdir
 from edgeagent.demo.processes import child_env, free_port
 
@@ -124,9 +131,78 @@ async def measure(count: int, agent: Agent, work: Path, duration: float, slices:
         note(f"the pod list changed during the {count}-pod run (bodies of other sizes count as errors)")
 
 
-async def bench(counts: list[int], duration: float, slices: int, connections: int) -> None:
-    note(f"load generator: bench/loadgen.py (aiohttp client pool, own process), {connections} connections, "
-         f"{duration:g} s measured per server in {slices} alternating slices")
+async def measure_wrk(count: int, agent: Agent, sim: Sim, work: Path, pairs: int, seconds: float,
+                      connections: int) -> None:
+    """`pairs` times (agent run, bare run) of `seconds` each with wrk on one core, the server on the other."""
+    binary = wrk.ensure()
+    pinning = wrk.cores()
+    await agent.wait_pods(count)
+    await agent.wait_for("pods running", functools.partial(_all_running, agent, count), timeout=60)
+    await asyncio.sleep(2.0)
+    idle = [rss_mb(agent.pid)]
+    for _ in range(4):
+        await asyncio.sleep(0.25)
+        idle.append(rss_mb(agent.pid))
+    report(f"agent_rss_idle_{count}_pods", median(idle), "MiB")
+    status, body = await agent.get("/pods")
+    assert status == 200
+    body_file = work / f"pods-{count}.json"
+    body_file.write_bytes(body)
+    report(f"get_pods_{count}_body", len(body) / 1024, "KiB")
+    bare, bare_url = await start_bare(body_file)
+    client_core = server_core = None
+    if pinning is not None:
+        client_core, server_core = pinning
+        for pid in (agent.pid, bare.pid):
+            wrk.pin(pid, server_core)
+        wrk.pin(sim.proc.pid, client_core)  # idle meanwhile (the agent serves from its cache)
+    runs: dict[str, list[wrk.Run]] = {"agent": [], "bare": []}
+    samples: list[float] = []
+    urls = {"agent": agent.url + "/pods", "bare": bare_url}
+    try:
+        for url in urls.values():  # warm-up: connections, caches, the allocator
+            await wrk.run(binary, url, duration=1, connections=connections, core=client_core)
+        for _ in range(pairs):
+            for name, url in urls.items():
+                task = asyncio.create_task(wrk.run(binary, url, duration=seconds, connections=connections,
+                                                   core=client_core))
+                while not task.done():
+                    if name == "agent":
+                        samples.append(rss_mb(agent.pid))
+                    await asyncio.wait({task}, timeout=0.1)
+                result = task.result()
+                per_request = result.read_bytes / max(1, result.requests)
+                if result.errors or abs(per_request - len(body)) > 0.02 * len(body) + 512:
+                    raise RuntimeError(f"{name}: {result.errors} errors, {per_request:.0f} B per response for a "
+                                       f"{len(body)} B body")
+                runs[name].append(result)
+    finally:
+        bare.terminate()
+        await bare.wait()
+    for name, results in runs.items():
+        prefix = f"{name}_get_pods_{count}"
+        rps = sum(r.requests for r in results) / sum(r.seconds for r in results)
+        report(f"{prefix}_rps", rps, "requests/s")
+        report(f"{prefix}_p50", median([r.p50_ms for r in results]), "ms")
+        report(f"{prefix}_p99", max(r.p99_ms for r in results), "ms")
+    ratios = [a.rps / b.rps for a, b in zip(runs["agent"], runs["bare"], strict=True)]
+    note(f"{count} pods: agent/bare per pair: {', '.join(f'{r:.3f}' for r in ratios)}")
+    report(f"get_pods_{count}_ratio_agent_to_bare",
+           sum(r.requests for r in runs["agent"]) / sum(r.requests for r in runs["bare"]), "ratio")
+    report(f"agent_rss_load_{count}_pods", max(samples), "MiB")
+
+
+async def bench(counts: list[int], duration: float, slices: int, connections: int, generator: str,
+                pairs: int, seconds: float) -> None:
+    if generator == "wrk":
+        wrk.ensure()
+        pinning = wrk.cores()
+        where = f"wrk pinned to core {pinning[0]}, servers to core {pinning[1]}" if pinning else "unpinned (1 core)"
+        note(f"load generator: wrk -t1 -c{connections}, {where}; {pairs} pairs of {seconds:g} s runs "
+             "(agent, then bare aiohttp) per pod count, after 1 s of warm-up each")
+    else:
+        note(f"load generator: bench/loadgen.py (aiohttp client pool, own process), {connections} connections, "
+             f"{duration:g} s measured per server in {slices} alternating slices")
     async with workdir("http") as work:
         sim = Sim(work, nodes=len(counts))
         await sim.start()
@@ -137,7 +213,10 @@ async def bench(counts: list[int], duration: float, slices: int, connections: in
                 agent = Agent(work, sim, node)
                 await agent.start()
                 try:
-                    await measure(count, agent, work, duration, slices, connections)
+                    if generator == "wrk":
+                        await measure_wrk(count, agent, sim, work, pairs, seconds, connections)
+                    else:
+                        await measure(count, agent, work, duration, slices, connections)
                 finally:
                     await agent.stop()
         finally:
@@ -158,8 +237,17 @@ def main() -> int:
     parser.add_argument("--slices", type=int, default=5, help="alternations between agent and bare app")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--counts", default="110,1000", help="pod counts, comma-separated")
+    parser.add_argument("--generator", choices=("wrk", "python"), default="wrk",
+                        help="wrk (Debian package, pinned) or the bench's own Python loadgen.py")
+    parser.add_argument("--pairs", type=int, default=5, help="wrk: agent/bare run pairs")
+    parser.add_argument("--seconds", type=float, default=4.0, help="wrk: seconds per run")
     args = parser.parse_args()
-    asyncio.run(bench([int(c) for c in args.counts.split(",")], args.duration, args.slices, args.connections))
+    try:
+        asyncio.run(bench([int(c) for c in args.counts.split(",")], args.duration, args.slices, args.connections,
+                          args.generator, args.pairs, args.seconds))
+    except wrk.WrkMissing as exc:
+        print(f"agent_http.py: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

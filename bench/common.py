@@ -121,10 +121,10 @@ class Sim:
         self.url = ""
         self.http: aiohttp.ClientSession | None = None
 
-    async def start(self) -> None:
+    async def start(self, timeout: float = 30) -> None:
         await self.proc.start()
         admin = self.dir / "admin.kubeconfig"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + timeout
         while not admin.exists():  # written last, atomically, once the API server listens
             if not self.proc.running or time.monotonic() > deadline:
                 raise RuntimeError(f"sim did not start: {self.proc.log_tail()}")

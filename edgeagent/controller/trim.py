@@ -13,12 +13,36 @@ the reconciler's decisions against untrimmed objects).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 JSON = dict[str, Any]
 
 _POD_STATUS = ("phase", "conditions")
 _CONTAINER = ("name", "image")
+# Conditions the kubelet and node controller write that the controller never reads. Everything else is
+# kept (Ready, and the conditions this project and others publish: PodNeedUpgrade, PodImageReady, ...).
+_POD_CONDITIONS_DROPPED = frozenset({"PodReadyToStartContainers", "Initialized", "ContainersReady",
+                                     "PodScheduled", "DisruptionTarget"})
+_NODE_CONDITIONS_DROPPED = frozenset({"MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
+# Strings up to this long are interned: namespaces, label values, condition types and statuses, owner
+# kinds and names repeat across tens of thousands of objects, and one copy each is enough.
+_INTERN_MAX = 64
+
+
+def _shared(value: Any) -> Any:
+    """A copy in which short strings (keys and values) are the interned, shared ones."""
+    if isinstance(value, str):
+        return sys.intern(value) if len(value) <= _INTERN_MAX else value
+    if isinstance(value, dict):
+        return {sys.intern(k) if isinstance(k, str) else k: _shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    return value
+
+
+def _conditions(status: JSON, dropped: frozenset[str]) -> list[JSON]:
+    return [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in dropped]
 
 
 def _metadata(obj: JSON) -> JSON:
@@ -37,39 +61,46 @@ def _containers(items: Any) -> list[JSON]:
 
 
 def pod(obj: JSON) -> JSON:
-    """metadata (no managedFields); spec: nodeName, node affinity, container names and images;
-    status: phase and conditions."""
+    """metadata (no managedFields); spec: nodeName (else the node affinity that pins the pod), container
+    names and images; status: phase and the conditions other than the kubelet's own bookkeeping."""
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     assert isinstance(spec, dict)
     kept_spec: JSON = {}
-    if "nodeName" in spec:
+    if spec.get("nodeName"):
         kept_spec["nodeName"] = spec["nodeName"]
-    affinity = spec.get("affinity")
-    if isinstance(affinity, dict) and "nodeAffinity" in affinity:
-        kept_spec["affinity"] = {"nodeAffinity": affinity["nodeAffinity"]}
+    else:
+        affinity = spec.get("affinity")
+        if isinstance(affinity, dict) and "nodeAffinity" in affinity:
+            kept_spec["affinity"] = {"nodeAffinity": affinity["nodeAffinity"]}
     for field in ("containers", "initContainers"):
         if field in spec:
             kept_spec[field] = _containers(spec[field])
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     assert isinstance(status, dict)
-    out: JSON = {"metadata": _metadata(obj), "spec": kept_spec,
-                 "status": {k: status[k] for k in _POD_STATUS if k in status}}
+    kept_status: JSON = {k: status[k] for k in _POD_STATUS if k in status}
+    if "conditions" in kept_status:
+        kept_status["conditions"] = _conditions(status, _POD_CONDITIONS_DROPPED)
+    out: JSON = {"metadata": _metadata(obj), "spec": kept_spec, "status": kept_status}
     for field in ("apiVersion", "kind"):
         if field in obj:
             out[field] = obj[field]
-    return out
+    return dict(_shared(out))
 
 
 def node(obj: JSON) -> JSON:
-    """metadata (no managedFields), spec (taints, unschedulable: small), and only the Ready condition."""
+    """metadata (no managedFields); spec without the pod CIDRs (taints, unschedulable); status: the
+    conditions other than the resource-pressure ones (capacity, images, addresses, nodeInfo dropped)."""
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     assert isinstance(status, dict)
-    ready = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"]
-    out: JSON = {"metadata": _metadata(obj), "spec": obj.get("spec") or {}, "status": {"conditions": ready}}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    out: JSON = {"metadata": _metadata(obj),
+                 "spec": {k: v for k, v in spec.items() if k not in ("podCIDR", "podCIDRs", "providerID")},
+                 "status": {"conditions": _conditions(status, _NODE_CONDITIONS_DROPPED)}}
     for field in ("apiVersion", "kind"):
         if field in obj:
             out[field] = obj[field]
-    return out
+    return dict(_shared(out))
 
 
 def strip_managed_fields(obj: JSON) -> JSON:

@@ -25,7 +25,8 @@ def _pod() -> dict[str, Any]:
                  "affinity": {"nodeAffinity": {"required": True}, "podAntiAffinity": {"big": True}}},
         "status": {"phase": "Running", "podIP": "10.0.0.1",
                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                                  {"type": "PodNeedUpgrade", "status": "True", "message": "controllerrevision: h2"}],
+                                  {"type": "PodNeedUpgrade", "status": "True", "message": "controllerrevision: h2"},
+                                  {"type": "ContainersReady", "status": "True"}],
                    "containerStatuses": [{"name": "c", "ready": True, "state": {"running": {}}}]},
     }
 
@@ -38,23 +39,35 @@ def test_pod_keeps_what_the_controller_reads() -> None:
     assert "managedFields" not in kept["metadata"]
     assert {k: v for k, v in kept["metadata"].items()} == {k: v for k, v in full["metadata"].items()
                                                            if k != "managedFields"}
-    assert kept["spec"] == {"nodeName": "n1", "containers": [{"name": "c", "image": "app:1"}],
-                            "affinity": {"nodeAffinity": {"required": True}}}
-    assert kept["status"] == {"phase": "Running", "conditions": full["status"]["conditions"]}
+    assert kept["spec"] == {"nodeName": "n1", "containers": [{"name": "c", "image": "app:1"}]}
+    assert kept["status"] == {"phase": "Running", "conditions": full["status"]["conditions"][:2]}
     assert node_of(kept) == node_of(full) and is_pod_ready(kept) == is_pod_ready(full)
     assert get_condition(kept, "PodNeedUpgrade") == get_condition(full, "PodNeedUpgrade")
+
+
+def test_an_unbound_pod_keeps_the_affinity_that_pins_it() -> None:
+    full = _pod()
+    del full["spec"]["nodeName"]
+    kept = trim.pod(full)
+    assert kept["spec"]["affinity"] == {"nodeAffinity": {"required": True}}
+
+
+def test_short_strings_are_shared_between_trimmed_objects() -> None:
+    first, second = trim.pod(_pod()), trim.pod(_pod())
+    assert first["status"]["conditions"][0]["type"] is second["status"]["conditions"][0]["type"]
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
 
 
 def test_node_keeps_metadata_spec_and_the_ready_condition() -> None:
     full: dict[str, Any] = {
         "metadata": {"name": "n1", "labels": {"zone": "a"}, "managedFields": MANAGED},
-        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "podCIDR": "10.0.0.0/24"},
         "status": {"capacity": {"cpu": "4"}, "nodeInfo": {"bootID": "b"}, "images": [{"names": ["x"]}],
                    "conditions": [{"type": "MemoryPressure", "status": "False"},
                                   {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
     }
     kept = trim.node(full)
-    assert kept == {"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": full["spec"],
+    assert kept == {"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"taints": full["spec"]["taints"]},
                     "status": {"conditions": [full["status"]["conditions"][1]]}}
     assert is_node_ready(kept) and node_ready_changed_at(kept) == node_ready_changed_at(full)
 
