@@ -346,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
          default=60.0, type=_positive_float)
     _add(sim, "--image-pull-seconds", help="seconds a node takes to pull an image it does not have",
          default=0.5, type=_non_negative_float)
+    _add(sim, "--history", help="watch events kept for resuming watches and paging lists (older: 410 Expired); "
+         "a large cluster's heartbeats need more to cover the minutes a real API server keeps",
+         default=10000, type=_count)
     _add(sim, "--authorization", help="none: anyone may do anything; rbac: bearer tokens, RBAC and the Node "
          "authorizer as on kube-apiserver", default="none", type=_authorization_mode)
     _logging_flags(sim)
@@ -442,7 +445,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = SimConfig(nodes=args.nodes, bind=args.bind, port=args.port, dir=args.dir,
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
-                        image_pull_seconds=args.image_pull_seconds,
+                        image_pull_seconds=args.image_pull_seconds, history=args.history,
                         authorization=args.authorization, log=_log(args))
         return _call("edgeagent.sim.app", cfg)
     if command == "healthcheck":

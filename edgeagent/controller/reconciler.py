@@ -131,7 +131,7 @@ class Controller:
         self.prepull: PrePuller | None = None
         if prepull is not None and prepull.enabled:
             self.jobs = Informer(client, "/apis/batch/v1/jobs", label_selector=f"{LABEL_PREPULL}=true", name="jobs",
-                                 **opts)
+                                 transform=trim.strip_managed_fields, **opts)
             self.prepull = PrePuller(client, prepull, self.events, self.metrics.registry, self.metrics.write,
                                      self.queue.add, self.queue.add_after, clock)
         self.expectations = Expectations()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from edgeagent.controller.prepull import LABEL_PREPULL
+
 JSON = dict[str, Any]
 
 _POD_STATUS = ("phase", "conditions")
@@ -60,9 +62,16 @@ def _containers(items: Any) -> list[JSON]:
     return [{k: c[k] for k in _CONTAINER if k in c} for c in items if isinstance(c, dict)]
 
 
+def _is_prepull_pod(obj: JSON) -> bool:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return isinstance(labels, dict) and labels.get(LABEL_PREPULL) == "true"
+
+
 def pod(obj: JSON) -> JSON:
     """metadata (no managedFields); spec: nodeName (else the node affinity that pins the pod), container
-    names and images; status: phase and the conditions other than the kubelet's own bookkeeping."""
+    names and images; status: phase and the conditions other than the kubelet's own bookkeeping (and, for
+    a pre-pull Job's pod, its container statuses)."""
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     assert isinstance(spec, dict)
     kept_spec: JSON = {}
@@ -80,6 +89,8 @@ def pod(obj: JSON) -> JSON:
     kept_status: JSON = {k: status[k] for k in _POD_STATUS if k in status}
     if "conditions" in kept_status:
         kept_status["conditions"] = _conditions(status, _POD_CONDITIONS_DROPPED)
+    if _is_prepull_pod(obj) and "containerStatuses" in status:
+        kept_status["containerStatuses"] = status["containerStatuses"]  # prepull.py reads why a pull waits
     out: JSON = {"metadata": _metadata(obj), "spec": kept_spec, "status": kept_status}
     for field in ("apiVersion", "kind"):
         if field in obj:
@@ -89,7 +100,8 @@ def pod(obj: JSON) -> JSON:
 
 def node(obj: JSON) -> JSON:
     """metadata (no managedFields); spec without the pod CIDRs (taints, unschedulable); status: the
-    conditions other than the resource-pressure ones (capacity, images, addresses, nodeInfo dropped)."""
+    conditions other than the resource-pressure ones, and the images' names (capacity, addresses,
+    nodeInfo, image sizes dropped)."""
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     assert isinstance(status, dict)
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
@@ -97,6 +109,9 @@ def node(obj: JSON) -> JSON:
     out: JSON = {"metadata": _metadata(obj),
                  "spec": {k: v for k, v in spec.items() if k not in ("podCIDR", "podCIDRs", "providerID")},
                  "status": {"conditions": _conditions(status, _NODE_CONDITIONS_DROPPED)}}
+    images = status.get("images")
+    if isinstance(images, list):  # prepull.py judges a pre-pull by the node's own image list
+        out["status"]["images"] = [{"names": i.get("names") or []} for i in images if isinstance(i, dict)]
     for field in ("apiVersion", "kind"):
         if field in obj:
             out[field] = obj[field]

@@ -224,6 +224,9 @@ class Store:
         self._compacted_rv = self._rv
         # Called with each commit before it becomes visible (durable state); raising aborts the write.
         self.persist: Callable[[WatchEvent], None] | None = None
+        # Owner UID -> the objects that name it in ownerReferences, so a deletion's cascade visits its
+        # dependents instead of every object (at 30,000 pods the scan cost more than the rest of a delete).
+        self._dependents: dict[str, set[tuple[str, tuple[str, str]]]] = {}
         self._subscribers: dict[str, set[Subscription]] = {plural: set() for plural in RESOURCES}
         self._subscribers_all: set[Subscription] = set()
         self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -471,14 +474,38 @@ class Store:
         if self._subscribers_all or any(self._subscribers.values()):
             raise RuntimeError("restore() must run before anyone watches the store")
         self._objects = {plural: {} for plural in RESOURCES}
+        self._dependents = {}
         for plural, items in objects.items():
             res = RESOURCES[plural]
             for obj in items:
-                self._objects[plural][self._key_of(res, obj)] = StoredObject(obj)
+                key = self._key_of(res, obj)
+                self._objects[plural][key] = StoredObject(obj)
+                self._index_owners(plural, key, None, obj)
         self._sorted_keys.clear()
         self._history.clear()
         self._rv = resource_version
         self._compacted_rv = resource_version
+
+    @staticmethod
+    def _owner_uids(obj: JSON | None) -> set[str]:
+        if obj is None:
+            return set()
+        refs = _meta(obj).get("ownerReferences") or []
+        return {str(r["uid"]) for r in refs if isinstance(r, dict) and r.get("uid")}
+
+    def _index_owners(self, plural: str, key: tuple[str, str], before: JSON | None, after: JSON | None) -> None:
+        was, now = self._owner_uids(before), self._owner_uids(after)
+        if was == now:
+            return
+        entry = (plural, key)
+        for uid in was - now:
+            dependents = self._dependents.get(uid)
+            if dependents is not None:
+                dependents.discard(entry)
+                if not dependents:
+                    del self._dependents[uid]
+        for uid in now - was:
+            self._dependents.setdefault(uid, set()).add(entry)
 
     def _commit(self, res: Resource, type_: str, obj: JSON, old: JSON | None) -> WatchEvent:
         rv = self._rv + 1
@@ -492,13 +519,16 @@ class Store:
         self._rv = rv
         table = self._objects[res.plural]
         key = self._key_of(res, obj)
+        previous = table.get(key)
         if type_ == "DELETED":
             table.pop(key, None)
             self._sorted_keys.pop(res.plural, None)
+            self._index_owners(res.plural, key, previous.obj if previous else None, None)
         else:
             if key not in table:
                 self._sorted_keys.pop(res.plural, None)
             table[key] = StoredObject(obj)
+            self._index_owners(res.plural, key, previous.obj if previous else None, obj)
         if self._history_limit:
             self._history.append(event)
             while len(self._history) > self._history_limit:
@@ -877,21 +907,22 @@ class Store:
         """The garbage collector's job, done at once: dependents of a deleted owner go (or are orphaned)."""
         owner_uid = _meta(owner).get("uid")
         orphan = options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True
-        for dep_res in RESOURCES.values():
-            if dep_res is NAMESPACES:
+        order = {plural: index for index, plural in enumerate(RESOURCES)}
+        dependents = sorted(self._dependents.get(str(owner_uid), ()), key=lambda e: (order[e[0]], _key_string(e[1])))
+        for plural, key in dependents:
+            dep_res = RESOURCES[plural]
+            stored = self._objects[plural].get(key)
+            if dep_res is NAMESPACES or stored is None:
                 continue
-            for key, stored in list(self._objects[dep_res.plural].items()):
-                refs = _meta(stored.obj).get("ownerReferences") or []
-                if not any(isinstance(r, dict) and r.get("uid") == owner_uid for r in refs):
-                    continue
-                if orphan:
-                    obj = {**stored.obj, "metadata": dict(_meta(stored.obj))}
-                    obj["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != owner_uid]
-                    if not obj["metadata"]["ownerReferences"]:
-                        del obj["metadata"]["ownerReferences"]
-                    self._commit(dep_res, "MODIFIED", obj, stored.obj)
-                elif not _meta(stored.obj).get("deletionTimestamp"):
-                    self.delete(dep_res, key[0] or None, key[1], {"propagationPolicy": "Background"})
+            refs = _meta(stored.obj).get("ownerReferences") or []
+            if orphan:
+                obj = {**stored.obj, "metadata": dict(_meta(stored.obj))}
+                obj["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != owner_uid]
+                if not obj["metadata"]["ownerReferences"]:
+                    del obj["metadata"]["ownerReferences"]
+                self._commit(dep_res, "MODIFIED", obj, stored.obj)
+            elif not _meta(stored.obj).get("deletionTimestamp"):
+                self.delete(dep_res, key[0] or None, key[1], {"propagationPolicy": "Background"})
 
     # ------------------------------------------------------------------------------------------ helpers
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 
@@ -148,3 +149,19 @@ def test_every_subcommand_help_page_has_a_description(capsys: pytest.CaptureFixt
             cli.main([*command.split(), "--help"])
         page = capsys.readouterr().out
         assert parser.description.split(".")[0] in " ".join(page.split()), command
+
+
+def test_sim_history_reaches_the_sim_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: a 10,000-node sim needs a longer watch history than the default (bench/controller_scale.py)."""
+    seen: list[Any] = []
+
+    def call(module: str, cfg: Any) -> int:
+        seen.append(cfg)
+        return 0
+
+    monkeypatch.setattr(cli, "_call", call)
+    assert cli.main(["sim", "--history", "250000"]) == 0
+    assert seen[0].history == 250000
+    monkeypatch.setenv("EDGEAGENT_HISTORY", "12345")
+    assert cli.main(["sim"]) == 0
+    assert seen[1].history == 12345

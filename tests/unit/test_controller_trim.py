@@ -7,6 +7,7 @@ from typing import Any
 
 from edgeagent.controller import trim
 from edgeagent.controller.pods import node_of, node_ready_changed_at
+from edgeagent.controller.prepull import LABEL_PREPULL
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready
 
 MANAGED = [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {"f:conditions": {}}}}]
@@ -62,13 +63,14 @@ def test_node_keeps_metadata_spec_and_the_ready_condition() -> None:
     full: dict[str, Any] = {
         "metadata": {"name": "n1", "labels": {"zone": "a"}, "managedFields": MANAGED},
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "podCIDR": "10.0.0.0/24"},
-        "status": {"capacity": {"cpu": "4"}, "nodeInfo": {"bootID": "b"}, "images": [{"names": ["x"]}],
+        "status": {"capacity": {"cpu": "4"}, "nodeInfo": {"bootID": "b"},
+                   "images": [{"names": ["x"], "sizeBytes": 1}],
                    "conditions": [{"type": "MemoryPressure", "status": "False"},
                                   {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
     }
     kept = trim.node(full)
     assert kept == {"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"taints": full["spec"]["taints"]},
-                    "status": {"conditions": [full["status"]["conditions"][1]]}}
+                    "status": {"conditions": [full["status"]["conditions"][1]], "images": [{"names": ["x"]}]}}
     assert is_node_ready(kept) and node_ready_changed_at(kept) == node_ready_changed_at(full)
 
 
@@ -77,3 +79,10 @@ def test_small_kinds_lose_only_managed_fields() -> None:
     assert trim.strip_managed_fields(ds) == {"metadata": {"name": "a"}, "spec": ds["spec"]}
     plain = {"metadata": {"name": "a"}}
     assert trim.strip_managed_fields(plain) is plain
+
+
+def test_a_prepull_job_pod_keeps_its_container_statuses() -> None:
+    full = _pod()
+    assert "containerStatuses" not in trim.pod(full)["status"]
+    full["metadata"]["labels"][LABEL_PREPULL] = "true"
+    assert trim.pod(full)["status"]["containerStatuses"] == full["status"]["containerStatuses"]
