@@ -19,6 +19,7 @@ import shlex
 import signal
 import socket
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,17 @@ def die_with_parent() -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-def free_port() -> int:
-    """A port nothing listens on right now, so the demo never collides with a real agent on 10267."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_port(avoid: Collection[int] = ()) -> int:
+    """A port nothing listens on right now, so the demo never collides with a real agent on 10267.
+
+    `avoid`: ports already handed out but perhaps not bound yet; the kernel may offer one of them again.
+    """
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in avoid:
+            return port
 
 
 def child_env() -> dict[str, str]:

@@ -88,6 +88,7 @@ class Demo:
         self.procs: dict[str, Proc] = {}
         self.agent_ports: dict[str, int] = {}
         self.deadline: asyncio.Timeout | None = None
+        self.ports_given: set[int] = set()  # handed to a child that may not have bound it yet
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -191,7 +192,10 @@ class Demo:
                 "--log-format", "json"]
 
     def agent_proc(self, node: str) -> Proc:
-        port = self.agent_ports.setdefault(node, free_port())
+        if node not in self.agent_ports:
+            self.agent_ports[node] = free_port(self.ports_given)
+            self.ports_given.add(self.agent_ports[node])
+        port = self.agent_ports[node]
         args = ["run", "--node-name", node, "--kubeconfig", str(self.sim.node_kubeconfig(node)),
                 "--port", str(port), "--state-dir", str(self.workdir / "agents" / node), *AGENT_FLAGS,
                 "--log-format", "json"]
@@ -269,7 +273,8 @@ class Demo:
                     "`edgeagent controller` plays the part of OpenYurt's daemonPodUpdater controller "
                     "(yurt-manager): a separate process on the admin kubeconfig that keeps PodNeedUpgrade on "
                     "OTA pods and rolls AdvancedRollingUpdate DaemonSets on Ready nodes.")
-        metrics_port = free_port()
+        metrics_port = free_port(self.ports_given)
+        self.ports_given.add(metrics_port)
         proc = Proc("controller", self.controller_args(metrics_port), self.logs / "controller.log")
         self.procs["controller"] = proc
         await proc.start()
