@@ -102,7 +102,12 @@ def _front_middleware(metrics: AgentMetrics, token: str | None) -> Any:
     async def middleware(request: web.Request, handler: auth.Handler) -> web.StreamResponse:
         started = time.perf_counter()
         try:
-            response = await _guarded(request, handler, token)
+            if request.method == "GET" and request.match_info.http_exception is None and not request.body_exists:
+                # A read of a matched route (GET /pods above all): only mutating methods need the token, and
+                # there is no body to bound, so the hot path goes straight to the handler.
+                response = await handler(request)
+            else:
+                response = await _guarded(request, handler, token)
         except web.HTTPException as exc:
             response = _http_error(request, exc)
         except Exception as exc:

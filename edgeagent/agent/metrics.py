@@ -70,6 +70,7 @@ class AgentMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.requests = Counter("edgeagent_http_requests", "HTTP requests answered, by route, method and code.",
                                 ["path", "method", "code"], registry=r)
         self.request_seconds = Histogram("edgeagent_http_request_duration_seconds",
@@ -122,8 +123,16 @@ class AgentMetrics:
     def observe_request(self, path: str, method: str, code: int, seconds: float) -> None:
         """`path` must be the route pattern (e.g. `/openyurt.io/v1/namespaces/{ns}/pods/{name}/upgrade`),
         never the raw URL: one series per pod name would grow without bound."""
-        self.requests.labels(path=path, method=method, code=str(code)).inc()
-        self.request_seconds.labels(path=path, method=method).observe(seconds)
+        # Resolved once per (route, method, code): labels() validates, builds a key and takes a lock on
+        # every call, which was a measurable share of a cached GET /pods (issue 15).
+        key = (path, method, code)
+        children = self._request_children.get(key)
+        if children is None:
+            children = (self.requests.labels(path=path, method=method, code=str(code)),
+                        self.request_seconds.labels(path=path, method=method))
+            self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def upgrade_outcome(self, outcome: str) -> None:
         self.upgrades.labels(outcome=outcome).inc()
