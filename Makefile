@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean test-system
+.PHONY: demo test lint bench bench-quick clean test-system
 
 # The first run downloads the dependencies from PyPI (up to a minute): pip lists each package as it comes.
 $(STAMP): pyproject.toml
@@ -33,6 +33,9 @@ test-system: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+bench-quick: $(STAMP)
+	$(BIN)/python bench/run_all.py --quick
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
