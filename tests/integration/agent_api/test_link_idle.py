@@ -154,3 +154,17 @@ async def test_after_a_partition_the_watch_resumes_instead_of_relisting(
     assert agent.informer.relists == relists
     lists = [r for r in counted.counts.requests if r.startswith("GET /api/v1/pods") and "watch=" not in r]
     assert not lists, counted.counts.requests
+
+
+async def test_the_agent_cache_stores_repeated_strings_once(
+        world: World, agent_factory: AgentFactory, tmp_path: Path) -> None:
+    """Issue 15 (agent RSS at 1,000 pods): equal pods, with namespaces, label keys and the like shared."""
+    await world.admin.create("/api/v1/namespaces/default/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "second", "labels": {"app": "x"}},
+        "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox:1"}]}})
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE))
+    await eventually(lambda: agent.cache is not None and len(agent.cache.pods()) == 2, what="both pods cached")
+    assert agent.cache is not None
+    first, second = agent.cache.pods()
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
+    assert first["spec"]["nodeName"] is second["spec"]["nodeName"]
