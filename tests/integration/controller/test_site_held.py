@@ -17,7 +17,7 @@ from edgeagent.agent.held import current
 from edgeagent.config import RolloutConfig
 from edgeagent.controller import rollout
 from edgeagent.kube.client import KubeClient
-from edgeagent.kube.objects import is_terminating
+from edgeagent.kube.objects import is_pod_ready, is_terminating
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.agent_api.conftest import AgentFactory, agent_factory, wait_connected
 from tests.integration.controller.conftest import (
@@ -89,6 +89,11 @@ async def test_node_outside_its_window_is_never_deleted_then_catches_up_when_it_
 
         await eventually(published, what=f"UpgradeHeld {want} on {node}")
 
+    # edge-3's held pod is also not Ready: held pods must not eat the budget (max-unavailable 1) even then.
+    (edge3,) = [p for p in await pods_of(admin, "web") if p["spec"].get("nodeName") == "edge-3"]
+    await admin.patch(f"/api/v1/namespaces/default/pods/{edge3['metadata']['name']}/status",
+                      {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+
     await controllers.start(sim)
     recorder = TerminationRecorder(admin, "web")
     async with recorder:
@@ -96,10 +101,13 @@ async def test_node_outside_its_window_is_never_deleted_then_catches_up_when_it_
 
         async def others_upgraded() -> bool:
             images = await images_by_node(admin, "web")
-            return images.get("edge-1") == NEW and images.get("edge-2") == NEW and await all_running(admin, "web", 3)
+            live = [p for p in await pods_of(admin, "web") if not is_terminating(p)]
+            ready = {p["spec"].get("nodeName") for p in live if is_pod_ready(p)}
+            return images.get("edge-1") == NEW and images.get("edge-2") == NEW and {"edge-1", "edge-2"} <= ready
 
         await eventually(others_upgraded, timeout=30, what="edge-1 and edge-2 upgraded")
         assert (await images_by_node(admin, "web"))["edge-3"] == OLD
+        assert not is_pod_ready(await admin.get(f"/api/v1/namespaces/default/pods/{edge3['metadata']['name']}"))
         assert sorted(recorder.nodes()) == ["edge-1", "edge-2"], recorder.terminations
         assert recorder.max_disrupted == 1, recorder.history
 
