@@ -182,3 +182,18 @@ def test_durations_and_times() -> None:
         parse_time("2026-11-22T18:00:00")
     with pytest.raises(ValueError, match="not RFC 3339"):
         parse_time("tomorrow")
+
+
+async def test_a_hold_with_until_ends_by_itself_on_the_policy_timer(store: StateStore) -> None:
+    policy = SitePolicy(store, (), BERLIN)
+    await policy.load()
+    heard: list[PolicyStatus] = []
+    policy.add_listener(heard.append)
+    await policy.hold("short", datetime.now(UTC) + timedelta(seconds=1))
+    runner = asyncio.create_task(policy.run())
+    try:
+        await asyncio.wait_for(policy.wait_open(), 30)
+        await eventually(lambda: heard[-1].reason == OPEN, timeout=10)
+        assert [s.reason for s in heard] == [HELD_BY_OPERATOR, OPEN]
+    finally:
+        await cancel_and_wait(runner)
