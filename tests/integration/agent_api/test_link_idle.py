@@ -18,6 +18,7 @@ import pytest
 
 from bench.counting_proxy import CountingProxy
 from edgeagent.agent.app import Agent
+from edgeagent.kube.objects import get_condition
 from tests.integration.agent_api.conftest import (
     FAST_AGENT,
     NODE,
@@ -135,6 +136,13 @@ async def test_after_a_partition_the_watch_resumes_instead_of_relisting(
     agent = await agent_factory(kubeconfig=write_kubeconfig(tmp_path / "counted.kubeconfig", counted.url))
     old = await world.pod()
     await wait_cached(agent, old)
+
+    def published() -> bool:
+        # The agent's own first write (UpgradeHeld, agent/held.py) is in the cache: nothing left to send.
+        cached = agent.cache.get("default", old["metadata"]["name"]) if agent.cache is not None else None
+        return cached is not None and get_condition(cached, "UpgradeHeld") is not None
+
+    await eventually(published, what="UpgradeHeld published and seen")
     await eventually(lambda: _idle(agent), what="probes paused")
     assert agent.informer is not None
     relists = agent.informer.relists
