@@ -33,6 +33,7 @@ KEY_LINES = [
     "PodImageReady=True (PullImageSuccess): nginx:1.19.6 is on edge-1, nothing was upgraded",
     "[ok] 202: queued until the node is open",
     "still runs: the held node waits",
+    "is Ready on revision",  # the upgrades listing: succeeded once the replacement is Ready (verified)
     "[ok] the agent on edge-2 reports its cloud link disconnected",
     "[ok] 202 with the id of the queued request",
     "[ok] the agent died of SIGKILL",
