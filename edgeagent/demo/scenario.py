@@ -256,7 +256,9 @@ class Demo:
                     "as in a real partition). Nodes that miss heartbeats for 2 s turn NotReady (40 s in a real "
                     "cluster).")
         config = SimConfig(nodes=len(NODES), dir=self.workdir / "cluster", heartbeat_interval=0.25, node_grace=2.0,
-                           pod_startup=0.2, pod_termination=0.2)
+                           pod_startup=0.2, pod_termination=0.2,
+                           # Pods re-reported after their node's return, scaled like node_grace (real: seconds).
+                           pod_resync_delay=0.5)
         self.sim = SimCluster(config, node_names=NODES)
         await self.sim.start()
         self.client = await KubeClient.connect(self.sim.admin_kubeconfig, Timeouts(connect=3.0, request=5.0))
