@@ -192,3 +192,17 @@ async def _label_pods(directory: Path, value: str) -> None:
         for name in await _truth(directory):
             await admin.request("PATCH", f"{PODS}/{name}", body={"metadata": {"labels": {"restarted": value}}},
                                 content_type="application/merge-patch+json")
+
+
+async def test_sim_refuses_an_unreadable_state_file_with_one_clear_line(tmp_path: Path) -> None:
+    directory = tmp_path / "sim"
+    directory.mkdir()
+    (directory / "sim-state.db").write_bytes(b"not a database" * 300)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "edgeagent.cli", "sim", "--dir", str(directory), "--nodes", "1",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env())
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 1
+    lines = [line for line in err.decode().splitlines() if line.startswith("edgeagent sim: error:")]
+    assert len(lines) == 1 and "sim-state.db is not a readable sim state database" in lines[0], err.decode()
+    assert not (directory / "admin.kubeconfig").exists()
