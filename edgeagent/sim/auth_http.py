@@ -8,7 +8,8 @@ NodeRestriction admission checks. Denials are 403 Status bodies with kube-apiser
 (without credentials) in `denials`, so tests can tell which call a missing rule broke.
 
 The endpoints that only make sense with authentication live here too: TokenRequest (`kubectl create
-token`), SelfSubjectAccessReview (`kubectl auth can-i`) and SelfSubjectReview (`kubectl auth whoami`).
+token`), SelfSubjectAccessReview (`kubectl auth can-i`), SelfSubjectRulesReview (`kubectl auth can-i --list`)
+and SelfSubjectReview (`kubectl auth whoami`).
 They also work in `none` mode, where every access review answers allowed. `/sim/v1/...` (the sim's own
 link controls) is not part of the Kubernetes API and stays open.
 """
@@ -38,8 +39,8 @@ from edgeagent.sim.auth import (
     service_account_user,
     split_service_account,
 )
-from edgeagent.sim.auth_node import NodeAuthorizer, admit
-from edgeagent.sim.auth_rbac import Decision, RBACAuthorizer
+from edgeagent.sim.auth_node import NODE_RULES, NodeAuthorizer, admit
+from edgeagent.sim.auth_rbac import Decision, RBACAuthorizer, Rule
 from edgeagent.sim.auth_request import Attributes, forbidden_message, request_attributes
 from edgeagent.sim.resources import PODS, SERVICE_ACCOUNTS
 from edgeagent.sim.store import Store
@@ -205,6 +206,7 @@ class AuthLayer:
         """Registered before the generic REST routes, which would otherwise claim these paths."""
         app.router.add_post("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", self._token_request)
         app.router.add_post(f"/apis/{_AUTHZ}/v1/selfsubjectaccessreviews", self._self_access_review)
+        app.router.add_post(f"/apis/{_AUTHZ}/v1/selfsubjectrulesreviews", self._self_rules_review)
         app.router.add_post(f"/apis/{_AUTHN}/v1/selfsubjectreviews", self._self_subject_review)
 
     def _user(self, request: web.Request) -> UserInfo:
@@ -268,6 +270,28 @@ class AuthLayer:
             status["reason"] = decision.reason
         return _json({"kind": "SelfSubjectAccessReview", "apiVersion": f"{_AUTHZ}/v1",
                       "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}, 201)
+
+    async def _self_rules_review(self, request: web.Request) -> web.Response:
+        """`kubectl auth can-i --list`: the rules that apply to the caller in spec.namespace."""
+        body = await _body(request, auth_proto.self_subject_rules_review)
+        spec = body.get("spec") or {}
+        namespace = str(spec.get("namespace") or "")
+        user = self._user(request)
+        errors_seen: list[str] = []
+        if not self.enforcing or MASTERS in user.groups:
+            rules = [Rule.of({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+                     Rule.of({"verbs": ["*"], "nonResourceURLs": ["*"]})]
+        else:
+            rules = list(NODE_RULES) if node_name_of(user) is not None else []
+            found, errors_seen = self.rbac.rules_for(user, namespace)
+            rules += found
+        status: JSON = {"resourceRules": [r.json() for r in rules if not r.urls],
+                        "nonResourceRules": [r.json() for r in rules if r.urls], "incomplete": bool(errors_seen)}
+        if errors_seen:
+            status["evaluationError"] = "; ".join(errors_seen)
+        return _json({"kind": "SelfSubjectRulesReview", "apiVersion": f"{_AUTHZ}/v1",
+                      "metadata": {"creationTimestamp": None}, "spec": {"namespace": namespace}, "status": status},
+                     201)
 
     async def _self_subject_review(self, request: web.Request) -> web.Response:
         user = self._user(request)

@@ -1,9 +1,10 @@
-"""The two protobuf bodies kubectl sends to the auth endpoints, decoded into their JSON form.
+"""The protobuf bodies kubectl sends to the auth endpoints, decoded into their JSON form.
 
-kubectl's typed clients post TokenRequest (`kubectl create token`) and SelfSubjectAccessReview (`kubectl auth
-can-i`) as `application/vnd.kubernetes.protobuf`: the `k8s\\0` magic, then a runtime.Unknown whose field 2 holds
-the object. Only the fields these endpoints read are mapped (numbers as in k8s.io/api's generated.proto);
-responses go back as JSON, which kubectl accepts.
+kubectl's typed clients post TokenRequest (`kubectl create token`), SelfSubjectAccessReview (`kubectl auth
+can-i`) and SelfSubjectRulesReview (`kubectl auth can-i --list`) as `application/vnd.kubernetes.protobuf`:
+the `k8s\\0` magic, then a runtime.Unknown whose field 2 holds the object. Only the fields these endpoints read
+are mapped (numbers as in k8s.io/api's generated.proto, checked against what kubectl 1.32 sends); responses go
+back as JSON, which kubectl accepts.
 """
 
 from __future__ import annotations
@@ -101,3 +102,8 @@ def self_subject_access_review(body: bytes) -> JSON:
     if non_resource is not None:
         out["nonResourceAttributes"] = {"path": _str(non_resource, 1), "verb": _str(non_resource, 2)}
     return {"spec": out}
+
+
+def self_subject_rules_review(body: bytes) -> JSON:
+    spec = _msg(_unwrap(body), 2) or {}
+    return {"spec": {"namespace": _str(spec, 1)}}

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from edgeagent.sim.auth import AUTHENTICATED, MASTERS, SA_PREFIX, UNAUTHENTICATED
+from edgeagent.sim.auth import AUTHENTICATED, MASTERS, SA_PREFIX, UNAUTHENTICATED, UserInfo
 from edgeagent.sim.auth_request import Attributes
 from edgeagent.sim.resources import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES
 from edgeagent.sim.store import Store, Subscription
@@ -83,6 +83,15 @@ class Rule:
     def of(cls, rule: JSON) -> Rule:
         return cls(_strings(rule.get("verbs")), _strings(rule.get("apiGroups")), _strings(rule.get("resources")),
                    _strings(rule.get("resourceNames")), _strings(rule.get("nonResourceURLs")))
+
+    def json(self) -> JSON:
+        """As a SelfSubjectRulesReview lists it."""
+        if self.urls:
+            return {"verbs": list(self.verbs), "nonResourceURLs": list(self.urls)}
+        body: JSON = {"verbs": list(self.verbs), "apiGroups": list(self.api_groups), "resources": list(self.resources)}
+        if self.resource_names:
+            body["resourceNames"] = list(self.resource_names)
+        return body
 
     def allows(self, attrs: Attributes) -> bool:
         if "*" not in self.verbs and attrs.verb not in self.verbs:
@@ -228,6 +237,22 @@ class RBACAuthorizer:
             source = (f'{binding_kind} "{shown}" of {kind} "{role_name}" to '
                       f"{_describe_subject(subject, namespace or '')}")
             index.add(key, _Grant(namespace, source, rules, error))
+
+    def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[Rule], list[str]]:
+        """Every rule that applies to `user` in `namespace` ("" for cluster-wide only), and resolution errors."""
+        index = self._current()
+        grants = list(index.by_user.get(user.name, ()))
+        for group in user.groups:
+            grants.extend(index.by_group.get(group, ()))
+        rules: list[Rule] = []
+        errors: list[str] = []
+        for grant in grants:
+            if grant.namespace is not None and grant.namespace != namespace:
+                continue
+            if grant.error:
+                errors.append(grant.error)
+            rules.extend(grant.rules)
+        return rules, errors
 
     def authorize(self, attrs: Attributes) -> Decision:
         index = self._current()

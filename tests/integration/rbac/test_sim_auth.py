@@ -436,3 +436,20 @@ async def test_node_create_with_a_yaml_body_is_judged_not_rejected_as_undecodabl
         body = await resp.json()
     assert (resp.status, body["reason"]) == (403, "Forbidden")
     assert 'node "edge-1" can only create mirror pods' in body["message"]
+
+
+@pytest.mark.kubectl
+async def test_kubectl_auth_can_i_list(sim: SimCluster, admin: KubeClient, tmp_path: Path) -> None:
+    """SelfSubjectRulesReview: the rules of the (impersonated) caller in a namespace, as kubectl tabulates them."""
+    await apply_deploy(admin, load_deploy())
+    agent = "--as=system:serviceaccount:edgeagent-system:edgeagent-agent"
+    code, out, err = await _kubectl(sim.admin_kubeconfig, tmp_path, "auth", "can-i", "--list", "-n",
+                                    "kube-node-lease", agent)
+    assert code == 0, err
+    rows = {(line.split()[0], line[line.rindex("["):].strip()) for line in out.splitlines()[1:] if line[:1] != " "}
+    assert {("pods", "[get list watch delete]"), ("pods/status", "[patch]"),
+            ("leases.coordination.k8s.io", "[get]")} <= rows, out
+    code, out, err = await _kubectl(sim.admin_kubeconfig, tmp_path, "auth", "can-i", "--list", "-n", "default", agent)
+    assert "leases.coordination.k8s.io" not in out  # the Role is bound in kube-node-lease only
+    code, out, err = await _kubectl(sim.node_kubeconfig("edge-1"), tmp_path, "auth", "can-i", "--list")
+    assert code == 0 and "pods/status" in out and "[update patch]" in out, out
