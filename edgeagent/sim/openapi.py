@@ -52,6 +52,34 @@ _PRIMITIVES: dict[str, JSON] = {
 }
 
 
+# kubernetes_asyncio's models carry field descriptions but none for a kind itself, nor for fields whose type is
+# another object; kubectl explain shows these instead of "<empty>" (our words, not the API's).
+KIND_DESCRIPTIONS = {
+    "Pod": "A group of containers that run together on one node.",
+    "Node": "A machine (here: a simulated edge node) that runs pods.",
+    "Namespace": "A scope for names; most objects live in one.",
+    "Event": "A report of something that happened to an object.",
+    "ServiceAccount": "An identity for processes that run in pods.",
+    "ConfigMap": "Configuration data as key-value pairs.",
+    "Secret": "Sensitive data (passwords, tokens, keys) as key-value pairs, base64-encoded.",
+    "Service": "A stable address and port for a set of pods.",
+    "DaemonSet": "Runs one copy of a pod on each (selected) node.",
+    "Deployment": "Runs a number of replicas of a pod and replaces them on updates.",
+    "ControllerRevision": "An immutable snapshot of a DaemonSet's pod template, one per revision.",
+    "Lease": "A lease, for leader election and node heartbeats.",
+    "Job": "Runs pods until a number of them completed successfully.",
+    "ClusterRole": "A set of permissions valid in the whole cluster.",
+    "ClusterRoleBinding": "Grants a ClusterRole's permissions to users, groups or service accounts, cluster-wide.",
+    "Role": "A set of permissions within one namespace.",
+    "RoleBinding": "Grants a Role's or ClusterRole's permissions within one namespace.",
+}
+REF_FIELD_DESCRIPTIONS = {
+    "metadata": "Standard object metadata: name, namespace, labels, annotations, owner references, ...",
+    "spec": "What the object should be: its desired state.",
+    "status": "What the object is: its most recently observed state, written by the system.",
+}
+
+
 def _package(group: str, version: str) -> str:
     return f"io.k8s.api.{group.split('.', 1)[0] if group else 'core'}.{version}"
 
@@ -118,13 +146,19 @@ class _Builder:
         self.definitions[name] = schema
         for attribute, type_ in cls.openapi_types.items():
             prop = self.type_schema(type_, group, ref_prefix)
-            if description := _description(cls, attribute):
+            name_in_json = cls.attribute_map[attribute]
+            description = _description(cls, attribute)
+            if not description and "$ref" in prop:
+                description = REF_FIELD_DESCRIPTIONS.get(name_in_json, "")
+            if description:
                 if "$ref" in prop and ref_prefix == V3_REFS:  # as the real v3 documents describe a reference
                     prop = {"allOf": [prop]}
                 prop["description"] = description
-            schema["properties"][cls.attribute_map[attribute]] = prop
+            schema["properties"][name_in_json] = prop
         if gvk is not None:
             schema[GVK_EXTENSION] = [gvk]
+            if gvk["kind"] in KIND_DESCRIPTIONS:
+                schema["description"] = KIND_DESCRIPTIONS[gvk["kind"]]
         return name
 
 

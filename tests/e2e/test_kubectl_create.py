@@ -123,6 +123,9 @@ async def test_explain_reads_the_served_schemas(kubectl: Kubectl) -> None:
     out = await kubectl("explain", "pods.spec.containers.image")
     assert out.startswith("KIND:       Pod\nVERSION:    v1\n")
     assert "FIELD: image <string>" in out and "Container image name." in out
+    out = await kubectl("explain", "pods")
+    assert "DESCRIPTION:\n    A group of containers that run together on one node." in out
+    assert "metadata\t<ObjectMeta>\n    Standard object metadata" in out
     out = await kubectl("explain", "daemonsets.spec.updateStrategy")
     assert "GROUP:      apps" in out and "FIELD: updateStrategy <DaemonSetUpdateStrategy>" in out
     assert "type\t<string>" in out
