@@ -34,6 +34,7 @@ from edgeagent.sim.jobs import JobController
 from edgeagent.sim.kubelet import NodeLifecycleController, NodeSimulator
 from edgeagent.sim.links import CUT_MODES, Link
 from edgeagent.sim.persist import Snapshot, StateFile
+from edgeagent.sim.ports import free_stable_port
 from edgeagent.sim.server import ServerSettings, create_app
 from edgeagent.sim.store import Store
 
@@ -141,7 +142,9 @@ class SimCluster:
             self.tls = ensure_server_tls(self.dir, self.config.bind)
         # A restarted sim keeps its ports, so the kubeconfigs running clients loaded stay valid.
         kept_port = snapshot.api_port if snapshot is not None and not self.config.port else None
-        site = web.TCPSite(self._runner, self.config.bind, kept_port or self.config.port,
+        # Port 0: one below the ephemeral range, so that a restart can bind it again (see sim/ports.py).
+        site = web.TCPSite(self._runner, self.config.bind,
+                           kept_port or self.config.port or free_stable_port(self.config.bind),
                            ssl_context=self.tls.context() if self.tls is not None else None)
         try:
             await site.start()

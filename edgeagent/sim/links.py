@@ -18,6 +18,7 @@ from typing import Literal
 
 from edgeagent import log
 from edgeagent.aio import cancel_and_wait
+from edgeagent.sim.ports import bind_stable
 
 Mode = Literal["connected", "refuse", "blackhole"]
 MODES: tuple[str, ...] = ("connected", "refuse", "blackhole")
@@ -114,8 +115,9 @@ class Link:
         return sock
 
     async def start(self, port: int = 0) -> None:
-        """Listen on `port` (0: any free one; a restarted sim passes the port its node kubeconfig names)."""
-        sock = self._socket(port)
+        """Listen on `port` (0: a free one below the ephemeral range, see sim/ports.py; a restarted sim passes
+        the port its node kubeconfig names)."""
+        sock = self._socket(port) if port else bind_stable(self._socket)
         self._port = int(sock.getsockname()[1])
         self._server = await asyncio.start_server(self._accept, sock=sock, backlog=128)
 

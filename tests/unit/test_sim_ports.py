@@ -1,0 +1,53 @@
+"""The sim's listeners take ports below the ephemeral range, so a restarted sim can bind them again."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from edgeagent.sim import ports
+from edgeagent.sim.links import Link
+
+
+def test_ports_come_from_below_the_ephemeral_range() -> None:
+    floor = ports.ephemeral_floor()
+    for _ in range(20):
+        port = ports.free_stable_port("127.0.0.1")
+        assert 20000 <= port < floor
+
+
+def test_a_taken_port_is_skipped() -> None:
+    taken: list[int] = []
+
+    def bind(port: int) -> int:
+        if not taken:
+            taken.append(port)
+            raise OSError(98, "Address already in use")
+        return port
+
+    port = ports.bind_stable(bind, rng=random.Random(1))
+    assert port != taken[0] and port < ports.ephemeral_floor()
+
+
+async def test_a_link_listens_below_the_ephemeral_range_and_can_listen_there_again() -> None:
+    link = Link("edge-1", "127.0.0.1", 1, bind="127.0.0.1")
+    await link.start()
+    port = link.port
+    assert port < ports.ephemeral_floor()
+    await link.close()
+    again = Link("edge-1", "127.0.0.1", 1, bind="127.0.0.1")
+    await again.start(port)
+    assert again.port == port
+    await again.close()
+
+
+def test_no_room_below_falls_back_to_the_ephemeral_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ports, "ephemeral_floor", lambda: 20500)  # fewer than 1000 ports below: not worth it
+    asked: list[int] = []
+
+    def bind(port: int) -> int:
+        asked.append(port)
+        return port
+
+    assert ports.bind_stable(bind) == 0 and asked == [0]
