@@ -187,6 +187,7 @@ async def measure_wrk(count: int, agent: Agent, sim: Sim, work: Path, pairs: int
         report(f"{prefix}_p99", max(r.p99_ms for r in results), "ms")
     ratios = [a.rps / b.rps for a, b in zip(runs["agent"], runs["bare"], strict=True)]
     note(f"{count} pods: agent/bare per pair: {', '.join(f'{r:.3f}' for r in ratios)}")
+    report(f"get_pods_{count}_ratio_median_of_pairs", median(ratios), "ratio")
     report(f"get_pods_{count}_ratio_agent_to_bare",
            sum(r.requests for r in runs["agent"]) / sum(r.requests for r in runs["bare"]), "ratio")
     report(f"agent_rss_load_{count}_pods", max(samples), "MiB")
