@@ -199,6 +199,23 @@ class Sim:
                 raise RuntimeError(f"{count} pods on {node} not Running after {timeout}s")
             await asyncio.sleep(0.2)
 
+    async def wait_quiet(self, node: str, quiet: float = 3.0, timeout: float = 120) -> None:
+        """Until no pod on `node` has changed for `quiet` seconds: start-up writes (the kubelet's statuses, the
+        agent publishing `UpgradeHeld` on every DaemonSet pod) are over."""
+        deadline = time.monotonic() + timeout
+        last, since = "", time.monotonic()
+        while True:
+            listing = await self.request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
+            newest = max((int(p["metadata"]["resourceVersion"]) for p in listing["items"]), default=0)
+            now = time.monotonic()
+            if str(newest) != last:
+                last, since = str(newest), now
+            elif now - since >= quiet:
+                return
+            if now > deadline:
+                raise RuntimeError(f"pods on {node} still changing after {timeout}s")
+            await asyncio.sleep(0.25)
+
     async def disconnect(self, node: str, mode: str) -> None:
         await self.request("POST", f"/sim/v1/nodes/{node}/disconnect?mode={mode}")
 

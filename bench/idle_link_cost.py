@@ -57,6 +57,9 @@ async def bench(window: float, pods: int) -> None:
                 return bool(link["connected"]) and link["probe"].get("active") is False
 
             await agent.wait_for("the link monitor idle (connected, not probing)", idle, timeout=60, interval=0.1)
+            # Once per start the agent publishes UpgradeHeld on every DaemonSet pod (a PATCH each): not idle cost.
+            await sim.wait_quiet(NODE)
+            await agent.wait_for("the link monitor still idle", idle, timeout=60, interval=0.1)
             proxy.reset()
             started = time.monotonic()
             await asyncio.sleep(window)

@@ -70,6 +70,9 @@ async def bench(pods: int, changes: int) -> None:
                 return bool(link["connected"]) and link["probe"].get("active") is False
 
             await agent.wait_for("the link monitor idle", idle, timeout=60, interval=0.1)
+            # Once per start the agent publishes UpgradeHeld on every DaemonSet pod (a PATCH each): not idle cost.
+            await sim.wait_quiet(NODE)
+            await agent.wait_for("the link monitor still idle", idle, timeout=60, interval=0.1)
             relists_before = await relists(agent)
 
             await sim.disconnect(NODE, "refuse")
