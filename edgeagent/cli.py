@@ -35,7 +35,9 @@ _LOG_FORMATS = ("auto", "json", "console")
 
 # Flags that make a command *do* something rather than configure it: they never read the environment,
 # so a variable left exported (EDGEAGENT_CANCEL=…) cannot turn a listing into a cancellation.
-ACTION_FLAGS = {("upgrades", "--cancel")}
+# The hold's own parameters belong to that one request too: an exported EDGEAGENT_FOR must not turn every
+# later `edgeagent hold` into a timed one.
+ACTION_FLAGS = {("upgrades", "--cancel"), ("hold", "--reason"), ("hold", "--until"), ("hold", "--for")}
 
 
 class UsageError(Exception):
@@ -386,9 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
     hold = _command(sub, "hold", "hold all upgrades of this node",
                     "Asks the local agent (POST /v1/hold) to accept no upgrade until released; works while the "
                     "cloud is unreachable and survives restarts. Prints the node's site policy afterwards.")
-    _add(hold, "--reason", help="why; shown in the pods' UpgradeHeld condition", default="")
-    _add(hold, "--until", help="release by itself at this RFC 3339 time (e.g. 2026-11-22T18:00:00Z)", default="")
-    _add(hold, "--for", help="release by itself after this long (90s, 30m, 2h, 1d, 1h30m)", default="")
+    # Parameters of this one request, like --cancel: no environment variable (see ACTION_FLAGS).
+    hold.add_argument("--reason", help="why; shown in the pods' UpgradeHeld condition (no environment variable)")
+    hold.add_argument("--until", help="release by itself at this RFC 3339 time (e.g. 2026-11-22T18:00:00Z; "
+                                      "no environment variable)")
+    hold.add_argument("--for", help="release by itself after this long (90s, 30m, 2h, 1d, 1h30m; "
+                                    "no environment variable)")
     _client_flags(hold)
     release = _command(sub, "release", "release this node's hold",
                        "Asks the local agent (DELETE /v1/hold) to drop the hold, an operator's or an "
@@ -471,7 +476,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         module = importlib.import_module("edgeagent.agent.hold_cli")
         if command == "release":
             return int(module.release(client))
-        return int(module.hold(client, args.reason, _hold_until(args)))
+        return int(module.hold(client, args.reason or "", _hold_until(args)))
     if command == "rollout":
         cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
                             watch=args.watch, timeout=args.timeout)

@@ -54,8 +54,10 @@ def by_node(pods: list[JSON]) -> dict[str, JSON]:
     return {p["spec"]["nodeName"]: p for p in pods}
 
 
-async def settled(admin: KubeClient, name: str = "agent", *, image: str | None = None, nodes: int = 3) -> list[JSON]:
-    """Every node runs exactly one Ready, non-terminating pod (of `image`) and the status says so."""
+async def settled(admin: KubeClient, name: str = "agent", *, image: str | None = None, nodes: int = 3,
+                  on: list[str] | None = None) -> list[JSON]:
+    """Every node runs exactly one Ready, non-terminating pod (of `image`) and the status says so; `on`: the
+    pods are on exactly these nodes (a change of placement must be waited for, not the state before it)."""
 
     async def probe() -> list[JSON] | None:
         pods = await pods_of(admin, name)
@@ -66,6 +68,7 @@ async def settled(admin: KubeClient, name: str = "agent", *, image: str | None =
             and len(by_node(pods)) == nodes
             and all(is_pod_ready(p) and "deletionTimestamp" not in p["metadata"] for p in pods)
             and (image is None or all(p["spec"]["containers"][0]["image"] == image for p in pods))
+            and (on is None or sorted(by_node(pods)) == sorted(on))
             and status.get("observedGeneration") == ds["metadata"]["generation"]
             and status.get("numberAvailable") == nodes
             and status.get("updatedNumberScheduled") == nodes
@@ -333,8 +336,8 @@ async def test_node_selector_and_affinity_choose_nodes(sim: SimCluster, admin: K
     # Relabelling moves the daemon: a new pod where it now fits, the old one deleted where it no longer does.
     await admin.patch("/api/v1/nodes/edge-3", {"metadata": {"labels": {"role": "gateway"}}}, CONTENT_MERGE_PATCH)
     await admin.patch("/api/v1/nodes/edge-2", {"metadata": {"labels": {"role": None}}}, CONTENT_MERGE_PATCH)
-    assert sorted(by_node(await settled(admin, "gw", nodes=1))) == ["edge-3"]
-    assert sorted(by_node(await settled(admin, "edge", nodes=2))) == ["edge-1", "edge-2"]
+    await settled(admin, "gw", nodes=1, on=["edge-3"])
+    await settled(admin, "edge", nodes=2, on=["edge-1", "edge-2"])
 
 
 async def test_no_new_pod_on_an_unreachable_node_but_the_old_one_stays(sim: SimCluster, admin: KubeClient) -> None:
