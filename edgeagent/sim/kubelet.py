@@ -188,6 +188,7 @@ class Kubelet:
         self.host_ip = node_ip(index)
         self._reachable = reachable
         self._ready = True
+        self._pending_resync = False  # healthy again after set_ready(False): re-report pods after the node
         self._wake = asyncio.Event()
         self._was_reachable = False
         self._registered = False
@@ -206,8 +207,14 @@ class Kubelet:
         return self._reachable()
 
     def set_ready(self, ready: bool) -> None:
-        """Simulate the kubelet's own health (e.g. runtime down): it posts Ready=False until set back."""
+        """Simulate the kubelet's own health (e.g. runtime down): it posts Ready=False until set back.
+
+        The node lifecycle controller marks the pods NotReady when Ready leaves True; once healthy again the
+        kubelet re-reports them, like after a link's return, a few seconds after the node itself."""
+        was = self._ready
         self._ready = ready
+        if ready and not was:
+            self._pending_resync = True
         self.wake()
 
     def wake(self) -> None:
@@ -267,6 +274,9 @@ class Kubelet:
                 self.resync()
             else:
                 self._schedule_resync()
+        elif self._pending_resync:
+            self._schedule_resync()
+        self._pending_resync = False
 
     def _schedule_resync(self) -> None:
         """The link came back: Lease and Ready went out just now; pod statuses follow a few seconds later.
@@ -490,6 +500,7 @@ class NodeLifecycleController:
         self.store = store
         self.clock = clock
         self.grace = config.node_grace
+        self._ready_status: dict[str, str] = {}  # node -> its Ready status as last seen
         self.period = max(0.05, min(config.node_grace / 4, 5.0))
         self._observed: dict[str, tuple[str, float]] = {}  # node -> (renewTime, monotonic when seen)
         self._last_check: float | None = None
@@ -509,8 +520,21 @@ class NodeLifecycleController:
         async for event in subscription:
             if event.type != "DELETED":
                 self.reconcile_taints(event.object)
+                self._follow_ready(event.object)
             else:
                 self._observed.pop(name_of(event.object), None)
+                self._ready_status.pop(name_of(event.object), None)
+
+    def _follow_ready(self, node: JSON) -> None:
+        """Ready leaving True (the kubelet posting False, or Unknown) marks the node's pods NotReady, as the real
+        controller does for any such transition (monitorNodeHealth), not only for a silent node."""
+        name = name_of(node)
+        cond = get_condition(node, "Ready")
+        status = str(cond.get("status")) if cond else "Unknown"
+        before = self._ready_status.get(name)
+        self._ready_status[name] = status
+        if before == "True" and status != "True":
+            self._mark_pods_not_ready(name)
 
     async def _monitor(self) -> None:
         while True:

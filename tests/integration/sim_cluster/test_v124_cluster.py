@@ -99,3 +99,34 @@ async def test_kubectl_describe_ds_lists_the_controllers_events(
     for words in lines:
         assert words[0] == "Normal" and words[1] == "SuccessfulCreate"
         assert "daemonset-controller" in words and "Created" in words
+
+
+async def test_a_node_whose_kubelet_posts_not_ready_gets_its_pods_marked_not_ready(
+        sim_factory: Any) -> None:
+    """The node lifecycle controller marks pods NotReady on any transition of Ready away from True (not only when
+    the node goes silent); the kubelet, healthy again, re-reports them after the node (pod_resync_delay)."""
+    sim: SimCluster = await sim_factory(pod_resync_delay=1.0)
+    admin = await KubeClient.connect(sim.admin_kubeconfig)
+    try:
+        await admin.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                  "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "x:1"}]}})
+
+        async def pod_ready(want: str) -> bool:
+            pod = await admin.get(f"{PODS}/p")
+            ready = [c for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"]
+            return bool(ready) and ready[0]["status"] == want
+
+        async def node_ready(want: str) -> bool:
+            node = await admin.get("/api/v1/nodes/edge-1")
+            return any(c["type"] == "Ready" and c["status"] == want for c in node["status"]["conditions"])
+
+        await eventually(lambda: pod_ready("True"), what="pod Ready")
+        sim.set_node_ready("edge-1", False)
+        await eventually(lambda: node_ready("False"), what="edge-1 posts Ready=False")
+        await eventually(lambda: pod_ready("False"), what="its pod marked NotReady")
+        sim.set_node_ready("edge-1", True)
+        await eventually(lambda: node_ready("True"), what="edge-1 Ready again")
+        assert await pod_ready("False"), "the pod came back in the same step as its node"
+        await eventually(lambda: pod_ready("True"), what="the kubelet re-reported the pod")
+    finally:
+        await admin.close()
