@@ -55,7 +55,7 @@ async def test_pulled_image_is_listed_and_a_second_pod_skips_the_pull(sim_factor
 
 
 async def test_missing_image_backs_off_then_starts_when_it_appears(sim_factory: SimFactory) -> None:
-    sim = await sim_factory()
+    sim = await sim_factory(image_pull_seconds=0.5)
     admin = await connect(sim)
     try:
         body = await admin.request("POST", "/sim/v1/images", body={"image": "nope:1", "missing": True})
