@@ -6,8 +6,8 @@ run one at a time because the machine has 2 cores: two benchmarks at once would 
 A script that fails or runs past its time limit is reported, the others still run, and the exit code
 is 1.
 
-The full run (`make bench`) counts the idle link for 180 s and rolls 10,000 nodes; `--quick`
-(`make bench-quick`) counts 60 s and uses 2,000 nodes (docs/benchmarks.md has the times).
+The full run (`make bench`, about 8-10 minutes) counts the idle link for 180 s and rolls 10,000 nodes;
+`--quick` (`make bench-quick`) counts 60 s and uses 2,000 nodes.
 
     .venv/bin/python bench/run_all.py [--quick] [--only NAME,NAME] [--out FILE]
 """
