@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ class FakeTime:
     """A clock that moves only when the code under test sleeps; a sleep past `end` never returns."""
 
     def __init__(self, end: float = float("inf")) -> None:
-        self.now = 1000.0
+        # From the real monotonic clock on: the store logged its first failure at open() with that clock, and a
+        # fake clock behind it (a machine up for more than a fixed start value) would never reach a reminder.
+        self.now = time.monotonic()
         self.end = self.now + end
         self.done = asyncio.Event()
 
