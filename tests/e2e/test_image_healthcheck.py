@@ -54,10 +54,9 @@ async def _process(*args: str, env: dict[str, str]) -> AsyncIterator[asyncio.sub
                 await proc.wait()
 
 
-def _as_seen_in_proc(pid: int) -> tuple[list[str], dict[str, str]]:
-    found = healthcheck.find_process(exclude=[p for p in _all_pids() if p != pid])
-    assert found is not None, f"pid {pid} not recognised as an edgeagent process"
-    return found
+def _as_seen_in_proc(pid: int) -> tuple[list[str], dict[str, str]] | None:
+    """None until `pid` runs edgeagent: it starts as `/bin/sh -c 'umask … && exec python -m edgeagent.cli …'`."""
+    return healthcheck.find_process(exclude=[p for p in _all_pids() if p != pid])
 
 
 def _all_pids() -> list[int]:
@@ -65,8 +64,9 @@ def _all_pids() -> list[int]:
 
 
 async def _health(pid: int) -> tuple[int, str]:
-    argv, environ = _as_seen_in_proc(pid)
-    return await asyncio.to_thread(healthcheck.health_of, argv, environ, 2.0)
+    found = _as_seen_in_proc(pid)
+    assert found is not None, f"pid {pid} not recognised as an edgeagent process"
+    return await asyncio.to_thread(healthcheck.health_of, *found, 2.0)
 
 
 def test_dockerfile_healthcheck_runs_edgeagent_healthcheck() -> None:
@@ -95,7 +95,10 @@ async def test_agent_started_with_a_port_flag_is_probed_on_that_port(sim: SimClu
 
 
 async def _healthy(pid: int) -> tuple[int, str] | None:
-    result = await _health(pid)
+    found = _as_seen_in_proc(pid)
+    if found is None:  # the shell has not exec'd edgeagent yet
+        return None
+    result = await asyncio.to_thread(healthcheck.health_of, *found, 2.0)
     return result if result[0] == healthcheck.EXIT_HEALTHY else None
 
 
