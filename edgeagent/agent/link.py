@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from edgeagent import log
@@ -31,6 +30,7 @@ from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.aio import wait_event
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.informer import Informer
+from edgeagent.kube.timeutil import format_micro_time
 
 _log = log.get("edgeagent.link")
 
@@ -38,7 +38,7 @@ LEASE_NAMESPACE = "kube-node-lease"
 
 
 def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None if ts is None else format_micro_time(ts)
 
 
 class LinkMonitor:

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from edgeagent import log
-from edgeagent.controller.timeutil import format_micro_time, format_time
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import meta, name_of, namespace_of, uid_of
+from edgeagent.kube.timeutil import format_micro_time, format_time
 
 JSON = dict[str, Any]
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from edgeagent import log
 from edgeagent.aio import cancel_and_wait
-from edgeagent.controller.timeutil import format_micro_time
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.timeutil import format_micro_time
 
 JSON = dict[str, Any]
 

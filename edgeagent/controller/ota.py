@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgeagent.controller.revisions import is_pod_updated
-from edgeagent.controller.timeutil import format_time
 from edgeagent.kube.objects import (
     CONDITION_POD_NEED_UPGRADE,
     get_condition,
@@ -21,6 +20,7 @@ from edgeagent.kube.objects import (
     uid_of,
     version_message,
 )
+from edgeagent.kube.timeutil import format_time
 
 JSON = dict[str, Any]
 

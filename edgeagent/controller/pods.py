@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from edgeagent.controller.timeutil import parse_time
 from edgeagent.kube.objects import get_condition, is_terminating, meta
+from edgeagent.kube.timeutil import parse_time
 
 JSON = dict[str, Any]
 

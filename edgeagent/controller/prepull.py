@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from edgeagent import log
 from edgeagent.controller.events import NORMAL, WARNING, EventRecorder
-from edgeagent.controller.timeutil import format_time, parse_time
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.images import node_has_images, normalize_image
 from edgeagent.kube.objects import (
@@ -43,6 +42,7 @@ from edgeagent.kube.objects import (
     uid_of,
     version_message,
 )
+from edgeagent.kube.timeutil import format_time, parse_time
 
 JSON = dict[str, Any]
 

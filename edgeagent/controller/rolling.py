@@ -47,8 +47,8 @@ from edgeagent.controller.pods import (
 )
 from edgeagent.controller.revisions import is_pod_updated
 from edgeagent.controller.settings import RollSettings
-from edgeagent.controller.timeutil import parse_time
 from edgeagent.kube.objects import get_condition, is_node_ready, is_terminating, labels_of, name_of, uid_of
+from edgeagent.kube.timeutil import parse_time
 
 JSON = dict[str, Any]
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
+
+from edgeagent.kube.timeutil import parse_time
 
 JSON = dict[str, Any]
 Cell = str | int | bool
@@ -32,19 +33,6 @@ UNKNOWN = "<unknown>"
 
 
 # ---------------------------------------------------------------------------------------------- time
-
-
-def parse_timestamp(value: object) -> float | None:
-    """metav1.Time / MicroTime text → epoch seconds; None for a missing ("zero") or unreadable time."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 def human_duration(seconds: float) -> str:
@@ -85,7 +73,7 @@ def human_duration(seconds: float) -> str:
 
 def since(value: object, now: float) -> str:
     """Age of a timestamp field, `<unknown>` when the field is unset."""
-    at = parse_timestamp(value)
+    at = parse_time(value)
     return UNKNOWN if at is None else human_duration(now - at)
 
 
@@ -207,7 +195,7 @@ def _is_true(conditions: object, type_: str) -> bool:
 
 def _finished_at(container_status: JSON) -> float | None:
     terminated = _dict(_dict(container_status.get("lastState")).get("terminated"))
-    return parse_timestamp(terminated.get("finishedAt")) if terminated else None
+    return parse_time(terminated.get("finishedAt")) if terminated else None
 
 
 def _later(a: float | None, b: float | None) -> float | None:
@@ -470,7 +458,7 @@ def job_cells(job: JSON, now: float) -> list[Cell]:
         completions = f"{succeeded}/1 of {_int(spec.get('parallelism'))}"
     else:
         completions = f"{succeeded}/1"
-    started, finished = parse_timestamp(status.get("startTime")), parse_timestamp(status.get("completionTime"))
+    started, finished = parse_time(status.get("startTime")), parse_time(status.get("completionTime"))
     duration = ""
     if started is not None:
         duration = human_duration((finished if finished is not None else now) - started)
@@ -518,10 +506,10 @@ EVENT_COLUMNS = (
 
 def event_cells(event: JSON, now: float) -> list[Cell]:
     first = since(event.get("firstTimestamp"), now)
-    if parse_timestamp(event.get("firstTimestamp")) is None:
+    if parse_time(event.get("firstTimestamp")) is None:
         first = since(event.get("eventTime"), now)
     last = since(event.get("lastTimestamp"), now)
-    if parse_timestamp(event.get("lastTimestamp")) is None:
+    if parse_time(event.get("lastTimestamp")) is None:
         last = first
     count = _int(event.get("count"))
     series = event.get("series")
@@ -659,7 +647,7 @@ DEFAULT_COLUMNS = (
 
 
 def default_cells(obj: JSON, now: float) -> list[Cell]:
-    created = parse_timestamp(_meta(obj).get("creationTimestamp"))
+    created = parse_time(_meta(obj).get("creationTimestamp"))
     text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)) if created is not None else ""
     return [_name(obj), text]
 

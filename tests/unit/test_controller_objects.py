@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgeagent.controller.pods import available_at, group_by_node, is_available, node_of
-from edgeagent.controller.timeutil import format_micro_time, format_time, parse_time
+from edgeagent.kube.timeutil import format_micro_time, format_time, parse_time
 
 JSON = dict[str, Any]
 

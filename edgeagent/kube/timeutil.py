@@ -1,4 +1,5 @@
-"""Kubernetes timestamps as epoch seconds, so that planning can compare them with an injected clock."""
+"""Kubernetes timestamps as epoch seconds (and back), shared by the controller, the agent and the sim, so that
+planning can compare them with an injected clock."""
 
 from __future__ import annotations
 
