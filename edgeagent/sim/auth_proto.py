@@ -11,48 +11,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeagent.sim import protobuf
+from edgeagent.sim.protobuf import MAGIC
+
 JSON = dict[str, Any]
-MAGIC = b"k8s\x00"
 Fields = dict[int, list[int | bytes]]
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 def fields(data: bytes) -> Fields:
-    """Field number -> values (ints for varints, bytes for length-delimited); fixed-width values are skipped."""
+    """Field number -> values (ints for varints, bytes for length-delimited); fixed-width values are skipped.
+
+    The wire format is read by `sim/protobuf.py`, which `kubectl create` bodies use too; grouped by number here
+    because these messages are read by field, not in order.
+    """
     out: Fields = {}
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
+    for number, wire, value in protobuf.fields(data):
+        if wire in (0, 2):
             out.setdefault(number, []).append(value)
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > len(data):
-                raise ValueError("truncated field")
-            out.setdefault(number, []).append(data[pos:pos + length])
-            pos += length
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
     return out
 
 
