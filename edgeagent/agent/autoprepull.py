@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from edgeagent import log
 from edgeagent.agent.cache import PodCache
 from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.passes import run_passes
 from edgeagent.agent.state import StateStore, StateUnavailable
-from edgeagent.aio import wait_event
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.objects import (
     CONDITION_POD_IMAGE_READY,
@@ -81,21 +81,14 @@ class AutoPrepuller:
         link.add_listener(lambda connected: self._wake.set() if connected else None)
 
     async def run(self) -> None:
-        retry = RETRY_INITIAL
-        while True:
-            await self._link.wait_connected()
-            self._wake.clear()
-            try:
-                complete = await self.ask_once()
-            except StateUnavailable as exc:
-                _log.warning("auto_prepull_state_unavailable", error=str(exc))
-                complete = False
-            if complete:
-                retry = RETRY_INITIAL
-                await self._wake.wait()
-            else:
-                await wait_event(self._wake, retry)
-                retry = min(RETRY_MAX, retry * 2)
+        def failed(exc: Exception) -> bool:
+            if not isinstance(exc, StateUnavailable):
+                return False
+            _log.warning("auto_prepull_state_unavailable", error=str(exc))
+            return True
+
+        await run_passes(self.ask_once, link=self._link, wake=self._wake, initial=RETRY_INITIAL, cap=RETRY_MAX,
+                         failed=failed)
 
     async def ask_once(self) -> bool:
         """One pass over the cached pods; True when nothing is left to retry."""

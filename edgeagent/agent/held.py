@@ -21,8 +21,8 @@ from typing import Any
 from edgeagent import log
 from edgeagent.agent.cache import PodCache
 from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.passes import run_passes
 from edgeagent.agent.policy import PolicyStatus, SitePolicy
-from edgeagent.aio import wait_event
 from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.objects import (
@@ -109,21 +109,13 @@ class HeldPublisher:
         self._wake.set()
 
     async def run(self) -> None:
-        retry = RETRY_INITIAL
-        while True:
-            await self._link.wait_connected()
-            self._wake.clear()
-            try:
-                complete = await self.publish_once()
-            except Exception:  # one bad pass must not end publishing; the next wake-up tries again
-                _log.exception("upgrade_held_publish_failed")
-                complete = False
-            if complete:
-                retry = RETRY_INITIAL
-                await self._wake.wait()
-            else:
-                await wait_event(self._wake, retry)
-                retry = min(RETRY_MAX, retry * 2)
+        def failed(exc: Exception) -> bool:
+            # One bad pass must not end publishing; the next wake-up tries again.
+            _log.exception("upgrade_held_publish_failed")  # called inside the except block
+            return True
+
+        await run_passes(self.publish_once, link=self._link, wake=self._wake, initial=RETRY_INITIAL,
+                         cap=RETRY_MAX, failed=failed)
 
     async def publish_once(self) -> bool:
         """Patch every pod whose condition differs; True when nothing is left to retry."""
