@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from edgeagent.aio import cancel_and_wait
 
@@ -109,3 +111,49 @@ class CountingProxy:
             if dst.can_write_eof():
                 with contextlib.suppress(OSError):
                     dst.write_eof()
+
+
+@dataclass
+class CountedNode:
+    """An agent synced to `NODE`'s pods, talking to the sim through a CountingProxy, its link monitor idle."""
+
+    sim: Any
+    agent: Any
+    proxy: CountingProxy
+
+    async def link_idle(self) -> bool:
+        link = (await self.agent.readyz())["link"]
+        return bool(link["connected"]) and link["probe"].get("active") is False
+
+
+@contextlib.asynccontextmanager
+async def counted_idle_node(tag: str, node: str, pod_names: list[str]) -> AsyncIterator[CountedNode]:
+    """The set-up the link-cost benches share (idle_link_cost.py, reconnect_cost.py): sim with the real server's
+    bookmark cadence, the node's pods running, the agent behind the proxy synced, and every start-up write (the
+    kubelet's statuses, the agent's UpgradeHeld patches) over before anything is counted."""
+    from bench.common import Agent, Sim, bench_pod, proxied_kubeconfig, realistic_bookmark_args, server_of, workdir
+
+    async with workdir(tag) as work:
+        sim = Sim(work, extra=realistic_bookmark_args())
+        await sim.start()
+        host, port = server_of(sim.kubeconfig(node))
+        proxy = CountingProxy(host, port)
+        await proxy.start()
+        kubeconfig = proxied_kubeconfig(sim.kubeconfig(node), work / "counted.kubeconfig", proxy.url)
+        agent = Agent(work, sim, node, kubeconfig=kubeconfig)
+        counted = CountedNode(sim, agent, proxy)
+        try:
+            await sim.create_pods([bench_pod(name, node, owner="edge-app") for name in pod_names])
+            await sim.wait_running(node, len(pod_names))  # the kubelet's status writes are not idle traffic
+            await agent.start()
+            await agent.wait_pods(len(pod_names))
+            await agent.wait_for("the link monitor idle (connected, not probing)", counted.link_idle, timeout=60,
+                                 interval=0.1)
+            # Once per start the agent publishes UpgradeHeld on every DaemonSet pod (a PATCH each): not idle cost.
+            await sim.wait_quiet(node)
+            await agent.wait_for("the link monitor still idle", counted.link_idle, timeout=60, interval=0.1)
+            yield counted
+        finally:
+            await agent.stop()
+            await proxy.close()
+            await sim.stop()

@@ -20,56 +20,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (
-    Agent,
-    Sim,
-    bench_pod,
-    note,
-    proxied_kubeconfig,
-    realistic_bookmark_args,
-    report,
-    server_of,
-    workdir,
-)
-from bench.counting_proxy import CountingProxy
+from bench.common import note, report
+from bench.counting_proxy import counted_idle_node
 
 NODE = "edge-1"
 LEASE = "/leases/"
 
 
 async def bench(window: float, pods: int) -> None:
-    async with workdir("idle") as work:
-        sim = Sim(work, extra=realistic_bookmark_args())
-        await sim.start()
-        host, port = server_of(sim.kubeconfig(NODE))
-        proxy = CountingProxy(host, port)
-        await proxy.start()
-        kubeconfig = proxied_kubeconfig(sim.kubeconfig(NODE), work / "counted.kubeconfig", proxy.url)
-        agent = Agent(work, sim, NODE, kubeconfig=kubeconfig)
-        try:
-            await sim.create_pods([bench_pod(f"app-{i:04d}", NODE, owner="edge-app") for i in range(pods)])
-            await sim.wait_running(NODE, pods)  # the kubelet's status writes are not idle traffic
-            await agent.start()
-            await agent.wait_pods(pods)
-
-            async def idle() -> bool:
-                link = (await agent.readyz())["link"]
-                return bool(link["connected"]) and link["probe"].get("active") is False
-
-            await agent.wait_for("the link monitor idle (connected, not probing)", idle, timeout=60, interval=0.1)
-            # Once per start the agent publishes UpgradeHeld on every DaemonSet pod (a PATCH each): not idle cost.
-            await sim.wait_quiet(NODE)
-            await agent.wait_for("the link monitor still idle", idle, timeout=60, interval=0.1)
-            proxy.reset()
-            started = time.monotonic()
-            await asyncio.sleep(window)
-            counted = proxy.reset()
-            elapsed = time.monotonic() - started
-            ready = await agent.readyz()
-        finally:
-            await agent.stop()
-            await proxy.close()
-            await sim.stop()
+    async with counted_idle_node("idle", NODE, [f"app-{i:04d}" for i in range(pods)]) as node:
+        node.proxy.reset()
+        started = time.monotonic()
+        await asyncio.sleep(window)
+        counted = node.proxy.reset()
+        elapsed = time.monotonic() - started
+        ready = await node.agent.readyz()
     per_hour = 3600 / elapsed
     watches = counted.matching("watch=")
     note(f"{elapsed:.0f} s counted with {pods} pods cached and nothing queued, default agent flags; "

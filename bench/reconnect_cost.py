@@ -23,19 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (
-    NAMESPACE,
-    Agent,
-    Sim,
-    bench_pod,
-    note,
-    proxied_kubeconfig,
-    realistic_bookmark_args,
-    report,
-    server_of,
-    workdir,
-)
-from bench.counting_proxy import CountingProxy
+from bench.common import NAMESPACE, Agent, note, report
+from bench.counting_proxy import counted_idle_node
 
 NODE = "edge-1"
 MARK = "bench.edgeagent.io/changed"
@@ -50,60 +39,36 @@ async def relists(agent: Agent) -> float:
 
 
 async def bench(pods: int, changes: int) -> None:
-    async with workdir("resume") as work:
-        sim = Sim(work, extra=realistic_bookmark_args())
-        await sim.start()
-        host, port = server_of(sim.kubeconfig(NODE))
-        proxy = CountingProxy(host, port)
-        await proxy.start()
-        kubeconfig = proxied_kubeconfig(sim.kubeconfig(NODE), work / "counted.kubeconfig", proxy.url)
-        agent = Agent(work, sim, NODE, kubeconfig=kubeconfig)
-        names = [f"app-{i:04d}" for i in range(pods)]
-        try:
-            await sim.create_pods([bench_pod(n, NODE, owner="edge-app") for n in names])
-            await sim.wait_running(NODE, pods)  # the kubelet's status writes are not idle traffic
-            await agent.start()
-            await agent.wait_pods(pods)
+    names = [f"app-{i:04d}" for i in range(pods)]
+    async with counted_idle_node("resume", NODE, names) as node:
+        sim, agent, proxy = node.sim, node.agent, node.proxy
+        relists_before = await relists(agent)
 
-            async def idle() -> bool:
-                link = (await agent.readyz())["link"]
-                return bool(link["connected"]) and link["probe"].get("active") is False
+        await sim.disconnect(NODE, "refuse")
+        await agent.wait_link(False)
+        changed = names[:changes]
+        for index, name in enumerate(changed):
+            await sim.patch_pod(name, {"metadata": {"annotations": {MARK: f"value-{index}"},
+                                                    "labels": {"bench-changed": "true"}}})
+        served = [await sim.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}") for n in changed]
+        object_bytes = sum(len(json.dumps(p, separators=(",", ":")).encode()) for p in served)
 
-            await agent.wait_for("the link monitor idle", idle, timeout=60, interval=0.1)
-            # Once per start the agent publishes UpgradeHeld on every DaemonSet pod (a PATCH each): not idle cost.
-            await sim.wait_quiet(NODE)
-            await agent.wait_for("the link monitor still idle", idle, timeout=60, interval=0.1)
-            relists_before = await relists(agent)
+        proxy.reset()
+        await sim.connect(NODE)
 
-            await sim.disconnect(NODE, "refuse")
-            await agent.wait_link(False)
-            changed = names[:changes]
-            for index, name in enumerate(changed):
-                await sim.patch_pod(name, {"metadata": {"annotations": {MARK: f"value-{index}"},
-                                                        "labels": {"bench-changed": "true"}}})
-            served = [await sim.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}") for n in changed]
-            object_bytes = sum(len(json.dumps(p, separators=(",", ":")).encode()) for p in served)
+        async def caught_up() -> bool:
+            status, body = await agent.get("/pods")
+            if status != 200:
+                return False
+            items = json.loads(body)["items"]
+            seen = {p["metadata"]["name"] for p in items
+                    if (p["metadata"].get("annotations") or {}).get(MARK)}
+            return seen == set(changed)
 
-            proxy.reset()
-            await sim.connect(NODE)
-
-            async def caught_up() -> bool:
-                status, body = await agent.get("/pods")
-                if status != 200:
-                    return False
-                items = json.loads(body)["items"]
-                seen = {p["metadata"]["name"] for p in items
-                        if (p["metadata"].get("annotations") or {}).get(MARK)}
-                return seen == set(changed)
-
-            await agent.wait_for("the changes in the agent's cache", caught_up, timeout=60, interval=0.05)
-            await agent.wait_for("the link monitor idle again", idle, timeout=60, interval=0.05)
-            counted = proxy.reset()
-            relisted = await relists(agent) - relists_before
-        finally:
-            await agent.stop()
-            await proxy.close()
-            await sim.stop()
+        await agent.wait_for("the changes in the agent's cache", caught_up, timeout=60, interval=0.05)
+        await agent.wait_for("the link monitor idle again", node.link_idle, timeout=60, interval=0.05)
+        counted = proxy.reset()
+        relisted = await relists(agent) - relists_before
     note(f"partition (refuse) with {changes} of {pods} pods changed; after the restore: "
          f"{len(counted.requests)} requests ({len(counted.matching('watch='))} watch, "
          f"{len(counted.matching('/leases/'))} probe, {len(counted.matching('limit='))} list), "
