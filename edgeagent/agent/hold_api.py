@@ -9,10 +9,12 @@ described in docs/openapi.yaml.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
+from edgeagent.agent.auth import Handler
 from edgeagent.agent.http import message_response
 from edgeagent.agent.policy import InvalidHold, SitePolicy, parse_time
 from edgeagent.agent.state import StateUnavailable
@@ -79,10 +81,14 @@ async def _delete(request: web.Request) -> web.Response:
     return _json(status.to_json())
 
 
-def add_hold_routes(app: web.Application, policy: SitePolicy | None) -> None:
-    """The routes always exist (the API is the same everywhere); the policy is absent only in route listings."""
+def add_hold_routes(app: web.Application, policy: SitePolicy | None,
+                    wrap: Callable[[str, Handler], Handler]) -> None:
+    """The routes always exist (the API is the same everywhere); the policy is absent only in route listings.
+
+    `wrap` gives each handler the token check, body bound, error answers and metrics (http._endpoint).
+    """
     if policy is not None:
         app[_POLICY] = policy
-    app.router.add_get(ROUTE_HOLD, _get)
-    app.router.add_post(ROUTE_HOLD, _post)
-    app.router.add_delete(ROUTE_HOLD, _delete)
+    app.router.add_get(ROUTE_HOLD, wrap(ROUTE_HOLD, _get))
+    app.router.add_post(ROUTE_HOLD, wrap(ROUTE_HOLD, _post))
+    app.router.add_delete(ROUTE_HOLD, wrap(ROUTE_HOLD, _delete))

@@ -87,41 +87,58 @@ def _outcome_response(request: web.Request, outcome: Outcome) -> web.Response:
     return _text(outcome.message, outcome.http_status, exact=outcome.http_status == 200)
 
 
-def _route_of(request: web.Request) -> str:
-    info = request.match_info
-    if info.http_exception is not None:
-        return "unmatched"
-    return info.route.resource.canonical if info.route.resource is not None else "unmatched"
+# ---------------------------------------------------------------------- wrapping every route
+
+ROUTE_UNMATCHED = "unmatched"  # the metrics' path label of 404s and 405s: a bounded stand-in for the raw path
 
 
-# ---------------------------------------------------------------------- middlewares
+def _endpoint(route: str, handler: auth.Handler, metrics: AgentMetrics, token: str | None, *,
+              guarded: bool = True) -> auth.Handler:
+    """`handler` with what every route needs: the token on mutating methods, a bounded body, errors as
+    API answers, and the request metrics under `route` (the pattern, never the raw path).
 
+    Per route rather than an app middleware: any middleware at all puts two more coroutines on every
+    request, `GET /pods` included, which `_pods_endpoint` must not pay for (issue 15). `guarded=False`
+    is for the 404/405 answers, which come before the token check as aiohttp's own routing did.
+    """
 
-def _front_middleware(metrics: AgentMetrics, token: str | None) -> Any:
-    @web.middleware
-    async def middleware(request: web.Request, handler: auth.Handler) -> web.StreamResponse:
+    async def endpoint(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         try:
-            if request.method == "GET" and request.match_info.http_exception is None and not request.body_exists:
-                # A read of a matched route (GET /pods above all): only mutating methods need the token, and
-                # there is no body to bound, so the hot path goes straight to the handler.
-                response = await handler(request)
-            else:
-                response = await _guarded(request, handler, token)
+            response = await (_guarded(request, handler, token) if guarded else handler(request))
         except web.HTTPException as exc:
             response = _http_error(request, exc)
         except Exception as exc:
-            _log.exception("http_handler_failed", method=request.method, path=request.path)
-            response = message_response(request, 500, f"internal error: {type(exc).__name__}: {exc}")
-        metrics.observe_request(_route_of(request), request.method, response.status, time.perf_counter() - started)
+            response = _internal_error(request, exc)
+        metrics.observe_request(route, request.method, response.status, time.perf_counter() - started)
         return response
 
-    return middleware
+    return endpoint
+
+
+def _pods_endpoint(cache: PodCache, metrics: AgentMetrics) -> auth.Handler:
+    """`GET /pods`, which local workloads poll: the cached bytes plus one pre-resolved metrics series.
+
+    A read needs no token and its body is never read, so nothing else of `_endpoint` applies.
+    """
+    recorder = metrics.requests.recorder(ROUTE_PODS, "GET", 200)
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        try:
+            body = cache.podlist_bytes()
+        except Exception as exc:
+            response = _internal_error(request, exc)
+            metrics.observe_request(ROUTE_PODS, request.method, response.status, time.perf_counter() - started)
+            return response
+        response = web.Response(body=body, content_type=CONTENT_JSON)
+        recorder.observe(time.perf_counter() - started)
+        return response
+
+    return pods
 
 
 async def _guarded(request: web.Request, handler: auth.Handler, token: str | None) -> web.StreamResponse:
-    if request.match_info.http_exception is not None:
-        raise request.match_info.http_exception  # 404/405 before anything else: nothing to protect
     try:
         auth.check_request(request, token)
     except auth.Unauthorized as exc:
@@ -129,6 +146,32 @@ async def _guarded(request: web.Request, handler: auth.Handler, token: str | Non
     if request.body_exists:
         await request.read()  # bounded by client_max_size: raises 413 past it
     return await handler(request)
+
+
+def _internal_error(request: web.Request, exc: Exception) -> web.Response:
+    _log.exception("http_handler_failed", method=request.method, path=request.path)
+    return message_response(request, 500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _answer_unrouted(app: web.Application, metrics: AgentMetrics) -> None:
+    """404 and 405 as API answers (text or JSON, `Allow`), counted under `unmatched`.
+
+    Without a middleware these are routes of their own: a `*` route after each resource's methods
+    (aiohttp tries the exact method first), and a catch-all resource, which the router reaches last.
+    """
+    for resource in list(app.router.resources()):
+        assert isinstance(resource, web.Resource), resource  # every route above is a plain or dynamic one
+        allowed = frozenset(route.method for route in resource)
+
+        async def not_allowed(request: web.Request, allowed: frozenset[str] = allowed) -> web.StreamResponse:
+            raise web.HTTPMethodNotAllowed(request.method, allowed)
+
+        resource.add_route("*", _endpoint(ROUTE_UNMATCHED, not_allowed, metrics, None, guarded=False))
+
+    async def not_found(_request: web.Request) -> web.StreamResponse:
+        raise web.HTTPNotFound()
+
+    app.router.add_route("*", "/{path:.*}", _endpoint(ROUTE_UNMATCHED, not_found, metrics, None, guarded=False))
 
 
 def _http_error(request: web.Request, exc: web.HTTPException) -> web.Response:
@@ -257,7 +300,8 @@ async def _refresh_queue_metrics(app: web.Application) -> None:
 def create_app(*, cache: PodCache, upgrades: UpgradeService, state: StateStore, link: LinkMonitor,
                metrics: AgentMetrics, token: str | None, max_body_bytes: int,
                policy: SitePolicy | None = None) -> web.Application:
-    app = web.Application(middlewares=[_front_middleware(metrics, token)], client_max_size=max_body_bytes)
+    # No middleware: see _endpoint. 404/405 are routes added last by _answer_unrouted.
+    app = web.Application(client_max_size=max_body_bytes)
     app[_CACHE] = cache
     app[_UPGRADES] = upgrades
     app[_STATE] = state
@@ -265,18 +309,24 @@ def create_app(*, cache: PodCache, upgrades: UpgradeService, state: StateStore, 
     app[_METRICS] = metrics
     app[_MAX_BODY] = max_body_bytes
     r = app.router
-    r.add_get(ROUTE_PODS, _pods)
-    r.add_post(ROUTE_UPGRADE, _upgrade)
-    r.add_post(ROUTE_IMAGEPULL, _imagepull)
-    r.add_get(ROUTE_UPGRADES, _list_upgrades)
-    r.add_get(ROUTE_UPGRADE_REQUEST, _get_upgrade)
-    r.add_delete(ROUTE_UPGRADE_REQUEST, _cancel_upgrade)
+
+    def wrap(route: str, handler: auth.Handler) -> auth.Handler:
+        return _endpoint(route, handler, metrics, token)
+
+    r.add_get(ROUTE_PODS, _pods_endpoint(cache, metrics), allow_head=False)
+    r.add_head(ROUTE_PODS, wrap(ROUTE_PODS, _pods))
+    r.add_post(ROUTE_UPGRADE, wrap(ROUTE_UPGRADE, _upgrade))
+    r.add_post(ROUTE_IMAGEPULL, wrap(ROUTE_IMAGEPULL, _imagepull))
+    r.add_get(ROUTE_UPGRADES, wrap(ROUTE_UPGRADES, _list_upgrades))
+    r.add_get(ROUTE_UPGRADE_REQUEST, wrap(ROUTE_UPGRADE_REQUEST, _get_upgrade))
+    r.add_delete(ROUTE_UPGRADE_REQUEST, wrap(ROUTE_UPGRADE_REQUEST, _cancel_upgrade))
     for path in HEALTH_ROUTES:
-        r.add_get(path, _healthz)
+        r.add_get(path, wrap(path, _healthz))
     for path in READY_ROUTES:
-        r.add_get(path, _readyz)
-    r.add_get(ROUTE_METRICS, _metrics)
+        r.add_get(path, wrap(path, _readyz))
+    r.add_get(ROUTE_METRICS, wrap(ROUTE_METRICS, _metrics))
     from edgeagent.agent.hold_api import add_hold_routes  # it renders its errors with this module's helpers
 
-    add_hold_routes(app, policy)
+    add_hold_routes(app, policy, wrap)
+    _answer_unrouted(app, metrics)
     return app

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
+from edgeagent.agent.request_metrics import RequestMetrics
 from edgeagent.agent.state import STATES
 from edgeagent.kube.client import CredentialHealth
 from edgeagent.kube.informer import Informer
@@ -70,12 +71,8 @@ class AgentMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
-        self.requests = Counter("edgeagent_http_requests", "HTTP requests answered, by route, method and code.",
-                                ["path", "method", "code"], registry=r)
-        self.request_seconds = Histogram("edgeagent_http_request_duration_seconds",
-                                         "Time to answer an HTTP request, by route and method.",
-                                         ["path", "method"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.requests = RequestMetrics(_LATENCY_BUCKETS)
+        r.register(self.requests)
         self.cache_pods = Gauge("edgeagent_cache_pods", "Pods bound to this node held in the local cache.",
                                 registry=r)
         self.cache_rebuilds = Counter("edgeagent_cache_podlist_encodes",
@@ -121,18 +118,8 @@ class AgentMetrics:
     # ----------------------------------------------------------------- recording
 
     def observe_request(self, path: str, method: str, code: int, seconds: float) -> None:
-        """`path` must be the route pattern (e.g. `/openyurt.io/v1/namespaces/{ns}/pods/{name}/upgrade`),
-        never the raw URL: one series per pod name would grow without bound."""
-        # Resolved once per (route, method, code): labels() validates, builds a key and takes a lock on
-        # every call, which was a measurable share of a cached GET /pods (issue 15).
-        key = (path, method, code)
-        children = self._request_children.get(key)
-        if children is None:
-            children = (self.requests.labels(path=path, method=method, code=str(code)),
-                        self.request_seconds.labels(path=path, method=method))
-            self._request_children[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        """`path` must be the route pattern, never the raw URL (see `RequestMetrics.recorder`)."""
+        self.requests.observe(path, method, code, seconds)
 
     def upgrade_outcome(self, outcome: str) -> None:
         self.upgrades.labels(outcome=outcome).inc()
