@@ -13,7 +13,11 @@ bare app are pinned to the other: 5 pairs of 4 s runs (agent, then bare) per pod
 warm-up each; every response's size is checked against the body. `--generator python` is the old
 aiohttp client pool below, which saturates before either server and compresses the ratio toward 1.
 
+`--middleware-baseline` adds a third server to each round: the bare app with one pass-through app
+middleware, which shows what merely having a middleware costs (why the agent has none).
+
     .venv/bin/python bench/agent_http.py [--generator wrk] [--pairs 5] [--seconds 4] [--counts 110,1000]
+                                         [--middleware-baseline]
 """
 
 from __future__ import annotations
@@ -74,10 +78,10 @@ class Totals:
         return rps
 
 
-async def start_bare(body_file: Path) -> tuple[asyncio.subprocess.Process, str]:
+async def start_bare(body_file: Path, *flags: str) -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
     server = await asyncio.create_subprocess_exec(sys.executable, str(HERE / "bare_server.py"), str(body_file),
-                                                  str(port), env=child_env())
+                                                  str(port), *flags, env=child_env())
     url = f"http://127.0.0.1:{port}/pods"
     async with aiohttp.ClientSession() as http:
         for _ in range(500):
@@ -132,8 +136,11 @@ async def measure(count: int, agent: Agent, work: Path, duration: float, slices:
 
 
 async def measure_wrk(count: int, agent: Agent, sim: Sim, work: Path, pairs: int, seconds: float,
-                      connections: int) -> None:
-    """`pairs` times (agent run, bare run) of `seconds` each with wrk on one core, the server on the other."""
+                      connections: int, middleware_baseline: bool) -> None:
+    """`pairs` times (agent run, bare run) of `seconds` each with wrk on one core, the server on the other.
+
+    `middleware_baseline`: a third server in each round, the bare app plus one pass-through middleware.
+    """
     binary = wrk.ensure()
     pinning = wrk.cores()
     await agent.wait_pods(count)
@@ -150,15 +157,19 @@ async def measure_wrk(count: int, agent: Agent, sim: Sim, work: Path, pairs: int
     body_file.write_bytes(body)
     report(f"get_pods_{count}_body", len(body) / 1024, "KiB")
     bare, bare_url = await start_bare(body_file)
+    servers = [bare]
+    urls = {"agent": agent.url + "/pods", "bare": bare_url}
+    if middleware_baseline:
+        with_middleware, urls["middleware"] = await start_bare(body_file, "--middleware")
+        servers.append(with_middleware)
     client_core = server_core = None
     if pinning is not None:
         client_core, server_core = pinning
-        for pid in (agent.pid, bare.pid):
+        for pid in (agent.pid, *(server.pid for server in servers)):
             wrk.pin(pid, server_core)
         wrk.pin(sim.proc.pid, client_core)  # idle meanwhile (the agent serves from its cache)
-    runs: dict[str, list[wrk.Run]] = {"agent": [], "bare": []}
+    runs: dict[str, list[wrk.Run]] = {name: [] for name in urls}
     samples: list[float] = []
-    urls = {"agent": agent.url + "/pods", "bare": bare_url}
     try:
         for url in urls.values():  # warm-up: connections, caches, the allocator
             await wrk.run(binary, url, duration=1, connections=connections, core=client_core)
@@ -177,8 +188,9 @@ async def measure_wrk(count: int, agent: Agent, sim: Sim, work: Path, pairs: int
                                        f"{len(body)} B body")
                 runs[name].append(result)
     finally:
-        bare.terminate()
-        await bare.wait()
+        for server in servers:
+            server.terminate()
+            await server.wait()
     for name, results in runs.items():
         prefix = f"{name}_get_pods_{count}"
         rps = sum(r.requests for r in results) / sum(r.seconds for r in results)
@@ -190,11 +202,14 @@ async def measure_wrk(count: int, agent: Agent, sim: Sim, work: Path, pairs: int
     report(f"get_pods_{count}_ratio_median_of_pairs", median(ratios), "ratio")
     report(f"get_pods_{count}_ratio_agent_to_bare",
            sum(r.requests for r in runs["agent"]) / sum(r.requests for r in runs["bare"]), "ratio")
+    if middleware_baseline:
+        report(f"get_pods_{count}_ratio_middleware_to_bare",
+               sum(r.requests for r in runs["middleware"]) / sum(r.requests for r in runs["bare"]), "ratio")
     report(f"agent_rss_load_{count}_pods", max(samples), "MiB")
 
 
 async def bench(counts: list[int], duration: float, slices: int, connections: int, generator: str,
-                pairs: int, seconds: float) -> None:
+                pairs: int, seconds: float, middleware_baseline: bool = False) -> None:
     if generator == "wrk":
         wrk.ensure()
         pinning = wrk.cores()
@@ -215,7 +230,8 @@ async def bench(counts: list[int], duration: float, slices: int, connections: in
                 await agent.start()
                 try:
                     if generator == "wrk":
-                        await measure_wrk(count, agent, sim, work, pairs, seconds, connections)
+                        await measure_wrk(count, agent, sim, work, pairs, seconds, connections,
+                                          middleware_baseline)
                     else:
                         await measure(count, agent, work, duration, slices, connections)
                 finally:
@@ -242,10 +258,12 @@ def main() -> int:
                         help="wrk (Debian package, pinned) or the bench's own Python loadgen.py")
     parser.add_argument("--pairs", type=int, default=5, help="wrk: agent/bare run pairs")
     parser.add_argument("--seconds", type=float, default=4.0, help="wrk: seconds per run")
+    parser.add_argument("--middleware-baseline", action="store_true",
+                        help="wrk: also load the bare app with one pass-through middleware (what any middleware costs)")
     args = parser.parse_args()
     try:
         asyncio.run(bench([int(c) for c in args.counts.split(",")], args.duration, args.slices, args.connections,
-                          args.generator, args.pairs, args.seconds))
+                          args.generator, args.pairs, args.seconds, args.middleware_baseline))
     except wrk.WrkMissing as exc:
         print(f"agent_http.py: {exc}", file=sys.stderr)
         return 2
