@@ -9,14 +9,18 @@ ratio. The agent's RSS is sampled every 0.1 s while it is loaded.
 
 With `--generator wrk` (the default) the load comes from wrk (Debian package `wrk`, installed by the
 script when it runs as root, else it says how), one thread pinned to one core while the agent and the
-bare app are pinned to the other: 5 pairs of 4 s runs (agent, then bare) per pod count after 1 s of
-warm-up each; every response's size is checked against the body. `--generator python` is the old
-aiohttp client pool below, which saturates before either server and compresses the ratio toward 1.
+bare app are pinned to the other: 20 pairs of 1 s runs (agent, then bare) per pod count after 1 s of
+warm-up each; every response's size is checked against the body. The ratio is total requests over
+total requests. Short alternation because this machine (a shared VM) has slow spells of a few seconds
+that hit whichever server is loaded at the time: 5 pairs of 4 s, the same 20 s per server, put whole
+spells into one side and gave 0.93-1.00 for one build, 20 pairs of 1 s gave 0.97-1.03 (docs/benchmarks.md).
+`--generator python` is the old aiohttp client pool below, which saturates before either server and
+compresses the ratio toward 1.
 
 `--middleware-baseline` adds a third server to each round: the bare app with one pass-through app
 middleware, which shows what merely having a middleware costs (why the agent has none).
 
-    .venv/bin/python bench/agent_http.py [--generator wrk] [--pairs 5] [--seconds 4] [--counts 110,1000]
+    .venv/bin/python bench/agent_http.py [--generator wrk] [--pairs 20] [--seconds 1] [--counts 110,1000]
                                          [--middleware-baseline]
 """
 
@@ -215,7 +219,8 @@ async def bench(counts: list[int], duration: float, slices: int, connections: in
         pinning = wrk.cores()
         where = f"wrk pinned to core {pinning[0]}, servers to core {pinning[1]}" if pinning else "unpinned (1 core)"
         note(f"load generator: wrk -t1 -c{connections}, {where}; {pairs} pairs of {seconds:g} s runs "
-             "(agent, then bare aiohttp) per pod count, after 1 s of warm-up each")
+             f"(agent, then bare aiohttp{', then bare aiohttp with a middleware' if middleware_baseline else ''}) "
+             "per pod count, after 1 s of warm-up each")
     else:
         note(f"load generator: bench/loadgen.py (aiohttp client pool, own process), {connections} connections, "
              f"{duration:g} s measured per server in {slices} alternating slices")
@@ -256,8 +261,8 @@ def main() -> int:
     parser.add_argument("--counts", default="110,1000", help="pod counts, comma-separated")
     parser.add_argument("--generator", choices=("wrk", "python"), default="wrk",
                         help="wrk (Debian package, pinned) or the bench's own Python loadgen.py")
-    parser.add_argument("--pairs", type=int, default=5, help="wrk: agent/bare run pairs")
-    parser.add_argument("--seconds", type=float, default=4.0, help="wrk: seconds per run")
+    parser.add_argument("--pairs", type=int, default=20, help="wrk: agent/bare run pairs")
+    parser.add_argument("--seconds", type=float, default=1.0, help="wrk: seconds per run")
     parser.add_argument("--middleware-baseline", action="store_true",
                         help="wrk: also load the bare app with one pass-through middleware (what any middleware costs)")
     args = parser.parse_args()
