@@ -101,7 +101,9 @@ async def start_bare(body_file: Path, *flags: str) -> tuple[asyncio.subprocess.P
     raise RuntimeError("bare server did not start")
 
 
-async def measure(count: int, agent: Agent, work: Path, duration: float, slices: int, connections: int) -> None:
+async def settled_body(count: int, agent: Agent, work: Path) -> tuple[bytes, Path]:
+    """Once the agent serves `count` Running pods and has settled: its idle RSS is reported, and the
+    `/pods` body it serves is returned and written to a file for the bare app to serve."""
     await agent.wait_pods(count)
     # Let the kubelet sim finish starting the pods and the snapshot writes settle.
     await agent.wait_for("pods running", functools.partial(_all_running, agent, count), timeout=60)
@@ -116,6 +118,11 @@ async def measure(count: int, agent: Agent, work: Path, duration: float, slices:
     body_file = work / f"pods-{count}.json"
     body_file.write_bytes(body)
     report(f"get_pods_{count}_body", len(body) / 1024, "KiB")
+    return body, body_file
+
+
+async def measure(count: int, agent: Agent, work: Path, duration: float, slices: int, connections: int) -> None:
+    body, body_file = await settled_body(count, agent, work)
     bare, bare_url = await start_bare(body_file)
     agent_totals, bare_totals = Totals(), Totals()
     samples: list[float] = []
@@ -147,19 +154,7 @@ async def measure_wrk(count: int, agent: Agent, sim: Sim, work: Path, pairs: int
     """
     binary = wrk.ensure()
     pinning = wrk.cores()
-    await agent.wait_pods(count)
-    await agent.wait_for("pods running", functools.partial(_all_running, agent, count), timeout=60)
-    await asyncio.sleep(2.0)
-    idle = [rss_mb(agent.pid)]
-    for _ in range(4):
-        await asyncio.sleep(0.25)
-        idle.append(rss_mb(agent.pid))
-    report(f"agent_rss_idle_{count}_pods", median(idle), "MiB")
-    status, body = await agent.get("/pods")
-    assert status == 200
-    body_file = work / f"pods-{count}.json"
-    body_file.write_bytes(body)
-    report(f"get_pods_{count}_body", len(body) / 1024, "KiB")
+    body, body_file = await settled_body(count, agent, work)
     bare, bare_url = await start_bare(body_file)
     servers = [bare]
     urls = {"agent": agent.url + "/pods", "bare": bare_url}
