@@ -7,10 +7,7 @@ asyncio.create_subprocess_exec (a blocking call would freeze the server kubectl 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +16,9 @@ import pytest
 from edgeagent.kube.client import KubeClient, KubeError
 from edgeagent.kube.objects import get_condition, is_pod_ready
 from edgeagent.sim.cluster import SimCluster
+from tests.support.kubectl import KUBECTL, Kubectl
 from tests.waiting import eventually
 
-KUBECTL = shutil.which("kubectl")
 pytestmark = [
     pytest.mark.kubectl,
     pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (needed for the kubectl e2e tests)"),
@@ -48,39 +45,9 @@ spec:
 """
 
 
-class Kubectl:
-    def __init__(self, sim: SimCluster, cache_dir: Path) -> None:
-        self.base = [str(KUBECTL), "--kubeconfig", str(sim.admin_kubeconfig), "--cache-dir", str(cache_dir),
-                     "--request-timeout", "20s"]
-
-    async def __call__(self, *args: str, timeout: float = 30) -> str:
-        proc = await asyncio.create_subprocess_exec(*self.base, *args, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.PIPE)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-        assert proc.returncode == 0, f"kubectl {' '.join(args)} exited {proc.returncode}: {err.decode()}"
-        return out.decode()
-
-    @contextlib.asynccontextmanager
-    async def stream(self, *args: str) -> AsyncIterator[asyncio.StreamReader]:
-        proc = await asyncio.create_subprocess_exec(*self.base, *args, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.DEVNULL)
-        assert proc.stdout is not None
-        try:
-            yield proc.stdout
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-            await proc.wait()
-
-
 @pytest.fixture
 def kubectl(sim: SimCluster, tmp_path: Path) -> Kubectl:
-    return Kubectl(sim, tmp_path / "kube-cache")
+    return Kubectl(sim.admin_kubeconfig, tmp_path / "kube-cache")
 
 
 async def apply_daemonset(kubectl: Kubectl, admin: KubeClient, tmp_path: Path) -> list[dict[str, Any]]:
