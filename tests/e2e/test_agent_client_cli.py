@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -27,6 +26,7 @@ from tests.integration.agent_api.conftest import (
     seed_snapshot,
     write_kubeconfig,
 )
+from tests.support.inprocess_agent import start_in_process
 from tests.waiting import eventually
 
 if TYPE_CHECKING:
@@ -69,16 +69,11 @@ async def cli(tmp_path: Path) -> AsyncIterator[Cli]:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{closed_port()}")
     cfg = AgentConfig(node_name="edge-1", kubeconfig=kubeconfig, port=0, state_dir=state_dir,
                       token_file=token_file, **FAST_AGENT)
-    agent = Agent(cfg)
-    ready, stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(agent.run(ready=ready, stop=stop))
-    await asyncio.wait_for(ready.wait(), 10)
+    handle = await start_in_process(Agent(cfg))
     try:
-        yield Cli(agent.url, token_file)
+        yield Cli(handle.url, token_file)
     finally:
-        stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 10)
+        await handle.stop()
 
 
 async def test_pods_table_and_json(cli: Cli) -> None:

@@ -6,7 +6,6 @@ monitor never connects, so every upgrade takes the queued path, served from the 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +23,7 @@ from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
 from tests.integration.agent_api.faulty_proxy import FaultyProxy
 from tests.integration.agent_api.hook_proxy import HookProxy
+from tests.support.inprocess_agent import RunningAgent, start_in_process
 from tests.waiting import eventually
 
 if TYPE_CHECKING:
@@ -104,35 +104,22 @@ async def seed_snapshot(state_dir: Path, pods: list[dict[str, Any]], rv: str = "
 @pytest.fixture
 async def agent_factory(tmp_path: Path) -> AsyncIterator[AgentFactory]:
     """`await agent_factory(kubeconfig=..., **AgentConfig fields)`: a running agent; stopped after the test."""
-    running: list[tuple[Agent, asyncio.Event, asyncio.Task[None]]] = []
+    running: list[RunningAgent] = []
 
     async def start(*, kubeconfig: Path, node_name: str = NODE, clock: Clock | None = None, **fields: Any) -> Agent:
         values = {**FAST_AGENT, "state_dir": tmp_path / f"state-{len(running)}", **fields}
         cfg = AgentConfig(node_name=node_name, kubeconfig=kubeconfig, bind="127.0.0.1", port=0, **values)
-        agent = Agent(cfg, clock=clock)
-        ready, stop = asyncio.Event(), asyncio.Event()
-        task = asyncio.create_task(agent.run(ready=ready, stop=stop))
-        running.append((agent, stop, task))
-        ready_wait = asyncio.create_task(ready.wait())
-        done, _ = await asyncio.wait({ready_wait, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            ready_wait.cancel()
-            task.result()  # raises the start-up error
-            raise AssertionError("agent stopped before it was ready")
-        if ready_wait not in done:
-            raise AssertionError("agent not ready within 10 s")
-        return agent
+        handle = await start_in_process(Agent(cfg, clock=clock))
+        running.append(handle)
+        return handle.agent
 
     try:
         yield start
     finally:
         # A shutdown that fails (or hangs) fails the test; an agent that failed to start already raised in start().
-        for agent, stop, task in reversed(running):
-            if task.done():
-                continue
-            stop.set()
-            await asyncio.wait_for(task, 10)
-            del agent
+        for handle in reversed(running):
+            if not handle.task.done():
+                await handle.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from edgeagent.agent.app import Agent
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient
 from tests.integration.agent_api.conftest import FAST_AGENT
+from tests.support.inprocess_agent import start_in_process
 from tests.waiting import eventually
 
 JSON = dict[str, Any]
@@ -76,14 +76,8 @@ async def running_agent(kubeconfig: Path, state_dir: Path, **fields: Any) -> Asy
     """An in-process agent on port 0, stopped cleanly (SIGTERM path) when the block ends: for restarts."""
     cfg = AgentConfig(node_name=fields.pop("node_name", "edge-1"), kubeconfig=kubeconfig, bind="127.0.0.1", port=0,
                       state_dir=state_dir, **{**FAST_AGENT, **fields})
-    agent = Agent(cfg)
-    ready, stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(agent.run(ready=ready, stop=stop))
+    handle = await start_in_process(Agent(cfg))
     try:
-        await eventually(lambda: ready.is_set() or task.done(), timeout=10, what="agent ready")
-        if task.done():
-            task.result()
-        yield agent
+        yield handle.agent
     finally:
-        stop.set()
-        await asyncio.wait_for(task, 15)
+        await handle.stop(timeout=15)

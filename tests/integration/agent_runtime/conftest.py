@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from edgeagent.agent.app import Agent
 from edgeagent.agent.sdnotify import SdNotifier
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
+from tests.support.inprocess_agent import RunningAgent, start_in_process
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster
@@ -81,22 +81,6 @@ async def node_client(sim: SimCluster) -> AsyncIterator[KubeClient]:
         await client.close()
 
 
-class RunningAgent:
-    def __init__(self, agent: Agent, stop: asyncio.Event, task: asyncio.Task[None]) -> None:
-        self.agent = agent
-        self._stop = stop
-        self.task = task
-
-    @property
-    def url(self) -> str:
-        return self.agent.url
-
-    async def stop(self) -> None:
-        """SIGTERM's path: set the stop event and wait for the orderly shutdown to finish."""
-        self._stop.set()
-        await asyncio.wait_for(self.task, 10)
-
-
 AgentFactory = Callable[..., Awaitable[RunningAgent]]
 
 
@@ -110,18 +94,8 @@ async def start_agent(sim: SimCluster, tmp_path: Path) -> AsyncIterator[AgentFac
         cfg = AgentConfig(node_name=node_name, kubeconfig=kubeconfig or sim.node_kubeconfig(node_name),
                           bind="127.0.0.1",
                           port=0, state_dir=state_dir or tmp_path / "state", **{**FAST_AGENT, **fields})
-        agent = Agent(cfg, notifier=notifier or SdNotifier({}))
-        ready, stop = asyncio.Event(), asyncio.Event()
-        task = asyncio.create_task(agent.run(ready=ready, stop=stop))
-        handle = RunningAgent(agent, stop, task)
+        handle = await start_in_process(Agent(cfg, notifier=notifier or SdNotifier({})))
         running.append(handle)
-        waiter = asyncio.create_task(ready.wait())
-        done, _ = await asyncio.wait({waiter, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        if waiter not in done:
-            waiter.cancel()
-            if task in done:
-                task.result()
-            raise AssertionError("agent not ready within 10 s")
         return handle
 
     try:

@@ -17,7 +17,8 @@ from cryptography import x509
 
 from edgeagent.kube.client import KubeClient, KubeError, Timeouts
 from edgeagent.sim.cluster import SimCluster
-from tests.integration.agent_runtime.conftest import NODE, Admin, AgentFactory, RunningAgent, get_pods, names
+from tests.integration.agent_runtime.conftest import NODE, Admin, AgentFactory, get_pods, names
+from tests.support.inprocess_agent import RunningAgent
 from tests.support.tls_apiserver import CertificateAuthority, TlsApiServer, swap_symlink
 from tests.waiting import eventually
 

@@ -12,7 +12,8 @@ import structlog.testing
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.sim.cluster import SimCluster
-from tests.integration.agent_runtime.conftest import NODE, AgentFactory, RunningAgent
+from tests.integration.agent_runtime.conftest import NODE, AgentFactory
+from tests.support.inprocess_agent import RunningAgent
 from tests.waiting import eventually
 
 

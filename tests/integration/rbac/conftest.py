@@ -9,7 +9,6 @@ controller belongs here too, or the rule-drop test reports its new deploy/ grant
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from tests.support.identities import (
     identity_kubeconfig,
     mint_token,
 )
+from tests.support.inprocess_agent import start_in_process
 from tests.waiting import eventually
 
 JSON = dict[str, Any]
@@ -93,22 +93,11 @@ async def deploy_identities(sim: SimCluster, docs: list[JSON], directory: Path) 
 async def running_agent(kubeconfig: Path, state_dir: Path) -> AsyncIterator[Agent]:
     cfg = AgentConfig(node_name=NODE, kubeconfig=kubeconfig, bind="127.0.0.1", port=0, state_dir=state_dir,
                       **FAST_AGENT)
-    agent = Agent(cfg)
-    ready, stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(agent.run(ready=ready, stop=stop))
+    handle = await start_in_process(Agent(cfg))
     try:
-        waiter = asyncio.create_task(ready.wait())
-        done, _ = await asyncio.wait({waiter, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        if waiter not in done:
-            waiter.cancel()
-            if task in done:
-                task.result()
-            raise AssertionError("agent not ready within 10 s")
-        yield agent
+        yield handle.agent
     finally:
-        stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 10)
+        await handle.stop()
 
 
 async def _post(agent: Agent, path: str) -> tuple[int, str]:
