@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from edgeagent import log
+from edgeagent.agent.policy import AUTO_UPGRADE_FAILED
 from edgeagent.agent.state import FAILED, UpgradeRequest
 from edgeagent.agent.upgrade import Outcome, upgrade_refusal
 from edgeagent.aio import wait_event
@@ -24,7 +25,6 @@ from edgeagent.kube.objects import CONDITION_POD_NEED_UPGRADE, get_condition, me
 JSON = dict[str, Any]
 _log = log.get("edgeagent.autoupgrade")
 
-HOLD_KIND = "AutoUpgradeFailed"
 MAX_REASON = 1000  # the hold's reason is bounded (it becomes a condition message)
 ORIGIN = "auto"
 
@@ -125,7 +125,7 @@ class AutoUpgrader:
         _log.error("auto_upgrade_failed_holding", pod=key, id=final.id, reason=final.reason)
         while True:  # never go on to the next pod without the hold in place
             try:
-                await self._policy.hold(reason, kind=HOLD_KIND)
+                await self._policy.hold(reason, kind=AUTO_UPGRADE_FAILED)
                 return
             except Exception as exc:
                 _log.error("auto_upgrade_hold_not_stored", error=str(exc), retry_seconds=self._poll)

@@ -38,6 +38,8 @@ from edgeagent.agent.state import (
 from edgeagent.aio import wait_event
 from edgeagent.kube.objects import (
     CONDITION_POD_NEED_UPGRADE,
+    LABEL_REVISION_HASH,
+    LABEL_TEMPLATE_GENERATION,
     daemonset_owner,
     get_condition,
     is_pod_ready,
@@ -51,8 +53,6 @@ from edgeagent.kube.objects import (
 JSON = dict[str, Any]
 _log = log.get("edgeagent.verifier")
 
-LABEL_REVISION_HASH = "controller-revision-hash"
-LABEL_TEMPLATE_GENERATION = "pod-template-generation"
 NO_REPLACEMENT = "no replacement pod appeared"
 # After the link returns, how long the kubelet gets to report its pods' readiness before a failure verdict.
 RETURN_GRACE = 15.0

@@ -37,13 +37,11 @@ from edgeagent.kube.objects import (
 )
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.resources import CONTROLLER_REVISIONS, DAEMONSETS, EVENTS, NODES, PODS
-from edgeagent.sim.store import Store, Subscription, WatchEvent, clone
+from edgeagent.sim.store import NAME_ALPHABET, Store, Subscription, WatchEvent, clone
 
 JSON = dict[str, Any]
 Key = tuple[str, str]
 
-# k8s.io/apimachinery/pkg/util/rand.SafeEncodeString: no vowels (no words), no look-alike 0/1/3.
-HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 DEFAULT_REVISION_HISTORY_LIMIT = 10
 
 # AddOrUpdateDaemonPodTolerations: daemon pods survive node trouble and run on cordoned/pressured nodes.
@@ -73,7 +71,8 @@ def _fnv32a(data: bytes) -> int:
 
 
 def safe_encode(text: str) -> str:
-    return "".join(HASH_ALPHABET[ord(c) % len(HASH_ALPHABET)] for c in text)
+    """k8s.io/apimachinery/pkg/util/rand.SafeEncodeString: no vowels (no words), no look-alike 0/1/3."""
+    return "".join(NAME_ALPHABET[ord(c) % len(NAME_ALPHABET)] for c in text)
 
 
 def template_hash(template: JSON, collision_count: int = 0) -> str:

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from edgeagent.aio import wait_event
+from edgeagent.kube.objects import ANNOTATION_TEMPLATE_GENERATION
 from edgeagent.kube.selectors import (
     FieldSelector,
     LabelSelector,
@@ -47,9 +48,9 @@ _Keys = list[tuple[str, str]]
 _Objects = list[JSON]
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-node-lease", "kube-public")
-TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
-# The apiserver's random suffix alphabet for generateName (no vowels, no confusable characters).
-_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# The apiserver's random suffix alphabet for generateName (no vowels, no confusable characters), which
+# k8s.io/apimachinery/pkg/util/rand also uses for hashes (sim/daemonsets.py).
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _RAW_URL_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -594,7 +595,7 @@ class Store:
         if res.kind in stored_kinds.KINDS:
             stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.plural].values()])
         if res is DAEMONSETS:
-            meta.setdefault("annotations", {})[TEMPLATE_GENERATION] = "1"
+            meta.setdefault("annotations", {})[ANNOTATION_TEMPLATE_GENERATION] = "1"
             new["status"] = {
                 "currentNumberScheduled": 0,
                 "desiredNumberScheduled": 0,
@@ -961,7 +962,7 @@ class Store:
         # The apiserver truncates the prefix so the name stays within 63 characters.
         base = prefix[: 63 - 5]
         while True:
-            name = base + "".join(random.choices(_NAME_ALPHABET, k=5))
+            name = base + "".join(random.choices(NAME_ALPHABET, k=5))
             if self._key(res, namespace, name) not in self._objects[res.plural]:
                 return name
 
@@ -1202,7 +1203,7 @@ def _daemonset_update(old: JSON, new: JSON) -> None:
         raise errors.invalid("DaemonSet", name, [cause], "apps")
     old_annotations = _meta(old).get("annotations") or {}
     try:
-        template_generation = int(old_annotations.get(TEMPLATE_GENERATION, "1"))
+        template_generation = int(old_annotations.get(ANNOTATION_TEMPLATE_GENERATION, "1"))
     except ValueError:
         template_generation = 1
     if new_spec.get("template") != old_spec.get("template"):
@@ -1211,4 +1212,4 @@ def _daemonset_update(old: JSON, new: JSON) -> None:
     annotations = meta.get("annotations")
     if not isinstance(annotations, dict):
         annotations = {}
-    meta["annotations"] = {**annotations, TEMPLATE_GENERATION: str(template_generation)}
+    meta["annotations"] = {**annotations, ANNOTATION_TEMPLATE_GENERATION: str(template_generation)}

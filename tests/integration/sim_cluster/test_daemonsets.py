@@ -8,8 +8,8 @@ from typing import Any
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.kube.objects import is_pod_ready
 from edgeagent.sim.cluster import SimCluster
-from edgeagent.sim.daemonsets import HASH_ALPHABET
 from edgeagent.sim.resources import DAEMONSETS, PODS
+from edgeagent.sim.store import NAME_ALPHABET
 from tests.waiting import eventually
 
 JSON = dict[str, Any]
@@ -93,7 +93,7 @@ async def test_pods_revision_labels_owner_affinity_and_tolerations(sim: SimClust
     pods = await settled(admin)
     [rev] = await revisions(admin)
     hash_ = rev["metadata"]["labels"]["controller-revision-hash"]
-    assert 8 <= len(hash_) <= 10 and set(hash_) <= set(HASH_ALPHABET)
+    assert 8 <= len(hash_) <= 10 and set(hash_) <= set(NAME_ALPHABET)
     assert rev["metadata"]["name"] == f"agent-{hash_}"
     assert rev["metadata"]["labels"] == {"app": "agent", "controller-revision-hash": hash_}
     assert rev["revision"] == 1
