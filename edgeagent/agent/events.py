@@ -265,7 +265,9 @@ class EventReporter:
         base = f"/api/v1/namespaces/{ev.namespace}/events"
         known = self._sent.get(ev.key)
         async with asyncio.timeout(self._timeout + 1.0):
-            if known is not None:
+            if known is None:
+                name = ev.name()
+            else:
                 name, count = known
                 try:
                     await self._client.patch(f"{base}/{name}", {"count": count + ev.count,
@@ -280,22 +282,13 @@ class EventReporter:
                     # (deploy/ grants only create: the agent's messages carry the request id, so a repeat
                     # after sending does not happen in its own flow): a new Event keeps the count honest.
                     name = ev.name(at=ev.last)
-                    try:
-                        await self._client.create(base, event_object(ev, self._node, name=name, count=ev.count),
-                                                  timeout=self._timeout)
-                    except KubeError as again:
-                        if again.code != 409:
-                            raise
-                    self._remember(ev.key, name, ev.count)
-                    return
-            name = ev.name()
             try:
                 await self._client.create(base, event_object(ev, self._node, name=name, count=ev.count),
                                           timeout=self._timeout)
             except KubeError as exc:
                 if exc.code != 409:
                     raise
-                # Sent before a crash took the outbox row's deletion with it.
+                # Already there: sent before a crash took the outbox row's deletion with it.
         self._remember(ev.key, name, ev.count)
 
     def _remember(self, key: tuple[str, ...], name: str, count: int) -> None:

@@ -205,6 +205,38 @@ async def test_repeats_are_aggregated_into_one_event_with_a_count(world: World, 
     assert (event["count"], event["lastTimestamp"]) == (3, "2023-11-14T22:13:40Z")
 
 
+async def test_a_repeat_after_the_event_expired_starts_a_new_event(world: World, store: StateStore) -> None:
+    """The Event it would count up is gone (events expire after an hour): a new one, as the recorder does."""
+    reporter = EventReporter(client=world.admin, state=store, link=_Link(), node_name=NODE, request_timeout=5)
+
+    async def occur(at: float) -> None:
+        await store.write(lambda conn: reporter.store_event(conn, None, _request("failed", updated=at)))
+
+    await occur(1_700_000_000.0)
+    await reporter.send_pending()
+    [first] = await agent_events(world.admin, "uid-p")
+    await world.admin.delete(f"/api/v1/namespaces/default/events/{first['metadata']['name']}")
+    await occur(1_700_000_020.0)
+    assert await reporter.send_pending()
+    [event] = await agent_events(world.admin, "uid-p")
+    assert event["metadata"]["name"] != first["metadata"]["name"]
+    assert (event["count"], event["lastTimestamp"]) == (1, "2023-11-14T22:13:40Z")
+    assert await reporter.pending() == []
+
+
+async def test_an_event_sent_before_a_crash_is_not_sent_twice(world: World, store: StateStore) -> None:
+    """Created, then the process died before the outbox row was deleted: the next agent's create gets 409."""
+    before = EventReporter(client=world.admin, state=store, link=_Link(), node_name=NODE, request_timeout=5)
+    await store.write(lambda conn: before.store_event(conn, None, _request("failed")))
+    [row] = await before.pending()
+    await before._send(row)  # the create reached the cloud; the row's deletion never ran
+    after = EventReporter(client=world.admin, state=store, link=_Link(), node_name=NODE, request_timeout=5)
+    assert await after.send_pending()
+    assert await after.pending() == [] and after.dropped == 0
+    [event] = await agent_events(world.admin, "uid-p")
+    assert event["count"] == 1
+
+
 async def test_outbox_is_bounded_dropping_the_oldest(world: World, store: StateStore) -> None:
     link = _Link()
     link.connected = False
