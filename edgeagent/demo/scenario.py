@@ -470,11 +470,7 @@ class Demo:
                     f"{SLOW_PULL:g} s pull.")
         path = AgentHttp.upgrade_path("default", pod.name) + "?when=open"
         status, text = await self.agent_call(node, path, accept_json=True)
-        try:
-            body = json.loads(text)
-        except ValueError:
-            body = {}
-        request_id = str(body.get("id") or "") if isinstance(body, dict) else ""
+        request_id = _request_id(text)
         self.n.check(status == "202" and bool(request_id), "202: queued until the node is open",
                      f"got {status} {text!r}")
         await asyncio.sleep(1.0)  # long enough for a wrong upgrade to have started
@@ -504,11 +500,7 @@ class Demo:
         await self.link(node, cut=True)
         path = AgentHttp.upgrade_path("default", pod.name)
         status, text = await self.agent_call(node, path, accept_json=True)
-        try:
-            body = json.loads(text)
-        except ValueError:
-            body = {}
-        request_id = str(body.get("id") or "") if isinstance(body, dict) else ""
+        request_id = _request_id(text)
         self.n.check(status == "202" and bool(request_id), "202 with the id of the queued request",
                      f"got {status} {text!r}")
         cloud = by_node(await self.cluster.pods(OTA_DS)).get(node, [])
@@ -636,6 +628,15 @@ def _one_ready_per_node(pods: list[PodView], image: str) -> bool:
     grouped = by_node(pods)
     return set(grouped) == set(NODES) and all(
         len(ps) == 1 and ps[0].ready and ps[0].live and ps[0].image == image for ps in grouped.values())
+
+
+def _request_id(text: str) -> str:
+    """The `id` of a JSON upgrade answer; "" when the body is not one (the check then shows the body)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return ""
+    return str(body.get("id") or "") if isinstance(body, dict) else ""
 
 
 def _replaced(pods: list[PodView], node: str, old_uid: str, image: str) -> bool:
