@@ -57,18 +57,18 @@ def daemonset(strategy: str, annotations: dict[str, str]) -> JSON:
 
 
 @contextlib.asynccontextmanager
-async def cluster(nodes: int, pull: float) -> AsyncIterator[tuple[SimCluster, KubeClient, ControllerApp]]:
+async def cluster(node_names: list[str], **sim: Any) -> AsyncIterator[tuple[SimCluster, KubeClient, ControllerApp]]:
+    """The sim with these nodes (`sim`: SimConfig fields), an admin client, and a started controller."""
     with tempfile.TemporaryDirectory(prefix="bench-prepull-") as tmp:
-        config = SimConfig(nodes=nodes, dir=Path(tmp), heartbeat_interval=2.0, node_grace=60.0, pod_startup=0.2,
-                           pod_termination=0.2, image_pull_seconds=pull)
-        async with SimCluster(config) as sim:
-            admin = await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=30))
-            app = ControllerApp(ControllerConfig(kubeconfig=sim.admin_kubeconfig, metrics_port=0), workers=4)
+        config = SimConfig(dir=Path(tmp), pod_startup=0.2, pod_termination=0.2, **sim)
+        async with SimCluster(config, node_names=node_names) as sim_cluster:
+            admin = await KubeClient.connect(sim_cluster.admin_kubeconfig, Timeouts(connect=2, request=30))
+            app = ControllerApp(ControllerConfig(kubeconfig=sim_cluster.admin_kubeconfig, metrics_port=0), workers=4)
             ready = asyncio.Event()
             task = asyncio.create_task(app.run(ready=ready))
             try:
                 await asyncio.wait_for(ready.wait(), 30)
-                yield sim, admin, app
+                yield sim_cluster, admin, app
             finally:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -101,7 +101,8 @@ async def aru_roll(nodes: int, pull: float, pre_pull: bool) -> tuple[list[float]
     annotations = {"apps.openyurt.io/max-unavailable": "2"}
     if pre_pull:
         annotations["edgeagent.io/pre-pull"] = "true"
-    async with cluster(nodes, 0.2) as (sim, admin, _app):
+    names = [f"edge-{i}" for i in range(1, nodes + 1)]
+    async with cluster(names, heartbeat_interval=2.0, node_grace=60.0, image_pull_seconds=0.2) as (sim, admin, _app):
         await admin.create(DS_PATH, daemonset("AdvancedRollingUpdate", annotations))
         await wait("v1 running", lambda: all_on(admin, nodes, "registry.local/app:1"))
         sim.set_image("registry.local/app:2", pull_seconds=pull)
@@ -143,64 +144,46 @@ async def _true(value: bool) -> bool:
 async def burst(count: int) -> tuple[float, float, float]:
     """(pods per second, Jobs per pod, controller writes per pod) for `count` pods asking at once."""
     names = [f"n{i:03d}" for i in range(count)]
-    with tempfile.TemporaryDirectory(prefix="bench-prepull-") as tmp:
-        config = SimConfig(dir=Path(tmp), heartbeat_interval=5.0, node_grace=120.0, pod_startup=0.2,
-                           pod_termination=0.2)
-        sim = SimCluster(config, node_names=names)
-        await sim.start()
-        try:
-            admin = await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=30))
-            app = ControllerApp(ControllerConfig(kubeconfig=sim.admin_kubeconfig, metrics_port=0), workers=4)
-            ready = asyncio.Event()
-            task = asyncio.create_task(app.run(ready=ready))
-            try:
-                await asyncio.wait_for(ready.wait(), 30)
-                await admin.create(DS_PATH, daemonset("OTA", {}))
-                await wait("v1 running", lambda: all_on(admin, count, "registry.local/app:1"))
-                await admin.patch(f"{DS_PATH}/app", {"spec": {"template": {"spec": {"containers": [
-                    {"name": "main", "image": "registry.local/app:2"}]}}}}, CONTENT_MERGE_PATCH)
+    async with cluster(names, heartbeat_interval=5.0, node_grace=120.0) as (_sim, admin, app):
+        await admin.create(DS_PATH, daemonset("OTA", {}))
+        await wait("v1 running", lambda: all_on(admin, count, "registry.local/app:1"))
+        await admin.patch(f"{DS_PATH}/app", {"spec": {"template": {"spec": {"containers": [
+            {"name": "main", "image": "registry.local/app:2"}]}}}}, CONTENT_MERGE_PATCH)
 
-                async def outdated() -> list[JSON] | None:
-                    pods = await live_pods(admin)
-                    marked = [p for p in pods if (get_condition(p, "PodNeedUpgrade") or {}).get("status") == "True"]
-                    return marked if len(marked) == count else None
+        async def outdated() -> list[JSON] | None:
+            pods = await live_pods(admin)
+            marked = [p for p in pods if (get_condition(p, "PodNeedUpgrade") or {}).get("status") == "True"]
+            return marked if len(marked) == count else None
 
-                pods = await wait("PodNeedUpgrade everywhere", outdated)
-                hash_ = str((get_condition(pods[0], "PodNeedUpgrade") or {}).get("message", "")).split()[-1]
-                await asyncio.sleep(1.0)  # let the OTA condition writes settle before counting
-                writes_before = app.metrics.writes()
-                jobs_before = app.metrics.writes("job_create")
-                sem = asyncio.Semaphore(16)
+        pods = await wait("PodNeedUpgrade everywhere", outdated)
+        hash_ = str((get_condition(pods[0], "PodNeedUpgrade") or {}).get("message", "")).split()[-1]
+        await asyncio.sleep(1.0)  # let the OTA condition writes settle before counting
+        writes_before = app.metrics.writes()
+        jobs_before = app.metrics.writes("job_create")
+        sem = asyncio.Semaphore(16)
 
-                async def ask(pod: JSON) -> None:
-                    async with sem:
-                        await admin.patch(f"{PODS}/{pod['metadata']['name']}/status", {
-                            "metadata": {"uid": pod["metadata"]["uid"]},
-                            "status": {"conditions": [{"type": "PodImageReady", "status": "False",
-                                                       "reason": "WaitPullImage",
-                                                       "message": f"controllerrevision: {hash_}"}]}})
+        async def ask(pod: JSON) -> None:
+            async with sem:
+                await admin.patch(f"{PODS}/{pod['metadata']['name']}/status", {
+                    "metadata": {"uid": pod["metadata"]["uid"]},
+                    "status": {"conditions": [{"type": "PodImageReady", "status": "False",
+                                               "reason": "WaitPullImage",
+                                               "message": f"controllerrevision: {hash_}"}]}})
 
-                await asyncio.gather(*(ask(p) for p in pods))
-                asked = time.monotonic()
+        await asyncio.gather(*(ask(p) for p in pods))
+        asked = time.monotonic()
 
-                async def done() -> bool:
-                    states = [get_condition(p, "PodImageReady") or {} for p in await live_pods(admin)]
-                    return sum(1 for s in states if s.get("reason") == "PullImageSuccess") == count
+        async def done() -> bool:
+            states = [get_condition(p, "PodImageReady") or {} for p in await live_pods(admin)]
+            return sum(1 for s in states if s.get("reason") == "PullImageSuccess") == count
 
-                await wait("all pulled", done, timeout=600, interval=0.2)
-                elapsed = time.monotonic() - asked
-                jobs_gone = lambda: _true(app.metrics.writes("job_delete") >= count)  # noqa: E731
-                await wait("jobs deleted", jobs_gone, timeout=60)
-                await asyncio.sleep(0.5)
-                writes = app.metrics.writes() - writes_before
-                jobs = app.metrics.writes("job_create") - jobs_before
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                await admin.close()
-        finally:
-            await sim.stop()
+        await wait("all pulled", done, timeout=600, interval=0.2)
+        elapsed = time.monotonic() - asked
+        jobs_gone = lambda: _true(app.metrics.writes("job_delete") >= count)  # noqa: E731
+        await wait("jobs deleted", jobs_gone, timeout=60)
+        await asyncio.sleep(0.5)
+        writes = app.metrics.writes() - writes_before
+        jobs = app.metrics.writes("job_create") - jobs_before
     return count / elapsed, jobs / count, writes / count
 
 
