@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -25,6 +26,7 @@ from tests.integration.agent_api.conftest import (
     wait_cached,
     wait_connected,
 )
+from tests.integration.agent_api.outcomes_support import running_agent
 from tests.support.clock import FakeClock
 from tests.waiting import eventually
 
@@ -186,3 +188,33 @@ async def test_when_open_is_queued_outside_the_window_and_applied_by_the_drainer
     print(f"\n?when=open: window opening -> pod deleted by the drainer: {latency * 1000:.0f} ms")
     await eventually(lambda: world.replaced(pod), what="the DaemonSet replaced the pod")
     assert time.time() >= opened
+
+
+async def test_a_restarted_agent_sends_no_upgrade_held_patch_that_is_already_in_the_cloud(
+        world: World, tmp_path: Path) -> None:
+    """The idle-link promise across restarts: the condition is compared with the synced cache, not assumed."""
+    patches = UpgradeHeldPatches(world.sim)
+    kubeconfig, state_dir = world.sim.node_kubeconfig(NODE), tmp_path / "restart-state"
+    async with running_agent(kubeconfig, state_dir) as first:
+        await eventually(lambda: held_is(world, "False", "Open"), what="Open published by the first agent")
+        assert first.held is not None
+    sent = patches.count
+    assert sent == 1
+    async with running_agent(kubeconfig, state_dir) as again:
+        await wait_connected(again)
+        held, cache = again.held, again.cache
+        assert held is not None and cache is not None
+        # A change after the sync wakes the publisher: its pass sees the synced pod and must find nothing to do.
+        pod = await world.pod()
+        name = pod["metadata"]["name"]
+        passes = held.passes
+        await world.admin.patch(f"/api/v1/namespaces/default/pods/{name}", {"metadata": {"labels": {"touched": "yes"}}},
+                                CONTENT_MERGE_PATCH)
+
+        def passed_over_the_change() -> bool:
+            cached = cache.get("default", name)
+            return cached is not None and cached["metadata"].get("labels", {}).get("touched") == "yes" \
+                and held.passes > passes
+
+        await eventually(passed_over_the_change, what="a publishing pass over the synced, touched pod")
+    assert patches.count == sent, patches.names
