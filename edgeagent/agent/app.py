@@ -187,6 +187,7 @@ class Agent:
             informer.seed(pods, rv)
         _log.info("snapshot loaded", pods=len(informer.items), resource_version=rv or None)
         metrics.track_informer(informer)
+        metrics.track_policy(policy.status)
         link = LinkMonitor(
             client, cfg.node_name, interval=cfg.probe_interval, timeout=cfg.probe_timeout,
             failures_to_disconnect=cfg.failures_to_disconnect, successes_to_connect=cfg.successes_to_connect,

@@ -8,6 +8,7 @@ time through a collector instead of being pushed, so the informer stays free of 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -39,6 +40,30 @@ class _InformerCollector(Collector):
         healthy = GaugeMetricFamily("edgeagent_watch_healthy", "1 while the last list/watch call succeeded.")
         healthy.add_metric([], 1.0 if inf.healthy else 0.0)
         yield healthy
+
+
+class _Status(Protocol):
+    @property
+    def held(self) -> bool: ...
+    @property
+    def reason(self) -> str: ...
+
+
+class _HeldCollector(Collector):
+    """`edgeagent_node_held{reason}` read from the site policy at scrape time: a hold that ends by itself (a
+    window opening, an `until` passing) shows without anyone having to push it."""
+
+    def __init__(self, status: Callable[[], _Status]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterable[Metric]:
+        status = self._status()
+        held = GaugeMetricFamily("edgeagent_node_held",
+                                 "1 while the node is held (operator hold, outside every maintenance window, or "
+                                 "AutoUpgradeFailed); the reason label is the UpgradeHeld reason.",
+                                 labels=["reason"])
+        held.add_metric([status.reason], 1.0 if status.held else 0.0)
+        yield held
 
 
 class _CallbackGauge(Collector):
@@ -106,6 +131,9 @@ class AgentMetrics:
     def track_counter(self, name: str, documentation: str, read: Callable[[], float]) -> None:
         """A counter kept elsewhere (`name` without `_total`), read at scrape time."""
         self.registry.register(_CallbackCounter(name, documentation, read))
+
+    def track_policy(self, status: Callable[[], _Status]) -> None:
+        self.registry.register(_HeldCollector(status))
 
     def track_credentials(self, credentials: CredentialHealth) -> None:
         self.track_gauge("edgeagent_kube_credentials_rejected",

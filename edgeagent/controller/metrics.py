@@ -11,6 +11,9 @@ import contextlib
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+# The phases of a rollout plan's state annotation.
+PLAN_PHASES = ("progressing", "baking", "paused", "aborted", "rolledBack", "complete")
+
 
 class ControllerMetrics:
     def __init__(self) -> None:
@@ -36,8 +39,24 @@ class ControllerMetrics:
         self.queue_depth = Gauge("edgeagent_controller_workqueue_depth", "DaemonSets waiting to be reconciled",
                                  registry=r)
         self.rollout_nodes = Gauge("edgeagent_controller_rollout_nodes",
-                                   "Nodes of an AdvancedRollingUpdate DaemonSet by state",
+                                   "Nodes of a managed DaemonSet by state (total, updated, outdated, unavailable)",
                                    ["namespace", "daemonset", "state"], registry=r)
+        # Rollout plans: dashboards draw the wave and phase, alerts fire on aborts and rollbacks. Counters, not
+        # only the phase gauge, so that an abort followed at once by a rollback still shows in `increase()`.
+        self.rollout_wave = Gauge("edgeagent_controller_rollout_wave",
+                                  "Wave reached by a DaemonSet's rollout plan (1-based)",
+                                  ["namespace", "daemonset"], registry=r)
+        self.rollout_waves = Gauge("edgeagent_controller_rollout_waves", "Waves in a DaemonSet's rollout plan",
+                                   ["namespace", "daemonset"], registry=r)
+        self.rollout_phase = Gauge("edgeagent_controller_rollout_phase",
+                                   "1 for the phase a DaemonSet's rollout plan is in, 0 for the others",
+                                   ["namespace", "daemonset", "phase"], registry=r)
+        self.rollout_aborts = Counter("edgeagent_controller_rollout_aborts",
+                                      "Rollouts stopped at max-failed or by `rollout abort`",
+                                      ["namespace", "daemonset"], registry=r)
+        self.rollout_rollbacks = Counter("edgeagent_controller_rollout_rollbacks",
+                                         "Rollouts whose template the controller restored to the last good revision",
+                                         ["namespace", "daemonset"], registry=r)
 
     def write(self, kind: str) -> None:
         self.api_writes.labels(kind).inc()
@@ -59,6 +78,21 @@ class ControllerMetrics:
         for state in ("total", "updated", "outdated", "unavailable"):
             with contextlib.suppress(KeyError):
                 self.rollout_nodes.remove(namespace, daemonset, state)
+
+    def set_plan(self, namespace: str, daemonset: str, wave: int, waves: int, phase: str) -> None:
+        """Called on every rollout-state write; phases not current read 0 so a dashboard can stack them."""
+        self.rollout_wave.labels(namespace, daemonset).set(wave)
+        self.rollout_waves.labels(namespace, daemonset).set(waves)
+        for known in PLAN_PHASES:
+            self.rollout_phase.labels(namespace, daemonset, known).set(1 if known == phase else 0)
+
+    def forget_plan(self, namespace: str, daemonset: str) -> None:
+        for gauge in (self.rollout_wave, self.rollout_waves):
+            with contextlib.suppress(KeyError):
+                gauge.remove(namespace, daemonset)
+        for known in PLAN_PHASES:
+            with contextlib.suppress(KeyError):
+                self.rollout_phase.remove(namespace, daemonset, known)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from edgeagent.controller.pods import is_available
 from edgeagent.controller.revisions import is_pod_updated
 from edgeagent.kube.objects import (
     CONDITION_POD_NEED_UPGRADE,
@@ -61,3 +62,16 @@ def condition_changes(ds: JSON, pods: Iterable[JSON], current_hash: str, now: fl
             continue
         changes.append(ConditionChange(pod, status, message, condition_patch(pod, status, message, now)))
     return changes
+
+
+def progress(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float) -> dict[str, int]:
+    """Node counts for `edgeagent_controller_rollout_nodes`, the same states an AdvancedRollingUpdate reports,
+    so one dashboard panel shows the progress of both models."""
+    total = updated = unavailable = 0
+    for pod in pods:
+        if is_terminating(pod):
+            continue
+        total += 1
+        updated += is_pod_updated(ds, pod, current_hash)
+        unavailable += not is_available(pod, 0, now)
+    return {"total": total, "updated": updated, "outdated": total - updated, "unavailable": unavailable}

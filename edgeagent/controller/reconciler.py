@@ -20,6 +20,7 @@ from edgeagent.controller.events import NORMAL, WARNING, EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.ota import condition_changes
+from edgeagent.controller.ota import progress as ota_progress
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import LABEL_PREPULL, PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash
@@ -313,9 +314,8 @@ class Controller:
                                   selection.problem)
             return
         self._clear_warning(ds, ANNOTATION_UPDATE_STRATEGY)
-        if selection.strategy is not Strategy.ADVANCED_ROLLING_UPDATE:
-            self.metrics.forget_rollout(namespace_of(ds), name_of(ds))
         if selection.strategy is None:
+            self.metrics.forget_rollout(namespace_of(ds), name_of(ds))
             self.expectations.forget(key)
             return
         hash_ = current_hash(ds, self.revisions_of(ds))
@@ -368,6 +368,7 @@ class Controller:
 
     async def _sync_conditions(self, ds: JSON, pods: list[JSON], hash_: str) -> None:
         started = time.process_time()
+        self.metrics.set_rollout(namespace_of(ds), name_of(ds), ota_progress(ds, pods, hash_, self._clock()))
         changes = [
             change for change in condition_changes(ds, pods, hash_, self._clock())
             if not self.condition_writes.pending(uid_of(change.pod), _rv(change.pod))
