@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quick clean test-system
+.PHONY: demo test lint bench bench-quick clean test-system system-deps
 
 # The first run downloads the dependencies from PyPI (up to a minute): pip lists each package as it comes.
 $(STAMP): pyproject.toml
@@ -23,7 +23,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check edgeagent tests bench
 	$(BIN)/mypy --strict edgeagent tests bench
 
-test: lint
+# Debian's chromium, chromium-driver and prometheus (promtool) for the browser and alert-rule tests.
+system-deps:
+	@bash tests/system-deps.sh
+
+test: lint system-deps
 	$(BIN)/pytest -q
 
 # Not part of `make test`: boots Debian 12 with systemd (nspawn) and builds/runs the image with podman.

@@ -85,6 +85,10 @@ class ControllerMetrics:
         self.rollout_waves.labels(namespace, daemonset).set(waves)
         for known in PLAN_PHASES:
             self.rollout_phase.labels(namespace, daemonset, known).set(1 if known == phase else 0)
+        # Touching the children exports them at 0 from the first state write on: Prometheus' increase() sees
+        # nothing in a series whose first sample is already 1, and the first abort would never alert.
+        self.rollout_aborts.labels(namespace, daemonset)
+        self.rollout_rollbacks.labels(namespace, daemonset)
 
     def forget_plan(self, namespace: str, daemonset: str) -> None:
         for gauge in (self.rollout_wave, self.rollout_waves):
