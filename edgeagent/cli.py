@@ -480,7 +480,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "rollout":
         cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
                             watch=args.watch, timeout=args.timeout)
-        return _call("edgeagent.controller.rollout", cfg)
+        return _call("edgeagent.rollout_cli", cfg)
     raise UsageError(f"unknown command {command!r}")
 
 

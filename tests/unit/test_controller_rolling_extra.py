@@ -7,8 +7,8 @@ import random
 from typing import Any
 
 from edgeagent.controller.rolling import plan_rolling_update
-from edgeagent.controller.rollout import build_status
 from edgeagent.controller.settings import roll_settings
+from edgeagent.rollout_cli import build_status
 from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision
 
 JSON = dict[str, Any]

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from edgeagent.controller.rolling import NodeState
-from edgeagent.controller.rollout import build_status
+from edgeagent.rollout_cli import build_status
 from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision
 
 ARU = {"apps.openyurt.io/update-strategy": "AdvancedRollingUpdate"}

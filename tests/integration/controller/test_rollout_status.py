@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import io
 
+from edgeagent import rollout_cli as rollout
 from edgeagent.cli import main as cli_main
 from edgeagent.config import RolloutConfig
-from edgeagent.controller import rollout
 from edgeagent.kube.client import KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.controller.conftest import (
