@@ -61,7 +61,7 @@ class ControllerConfig:
     metrics_bind: str = "127.0.0.1"
     metrics_port: int = 10268
     request_timeout: float = 10.0
-    # Image pre-pull (interfaces.md §5).
+    # Image pre-pull (docs/api.md, `POST …/imagepull`).
     image_prepull: bool = True
     max_concurrent_prepulls: int = 20
     image_prepull_retries: int = 3

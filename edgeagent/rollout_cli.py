@@ -34,7 +34,7 @@ JSON = dict[str, Any]
 
 EXIT_COMPLETE = 0
 EXIT_ERROR = 1
-# interfaces.md §3: scripts tell "not yet" (3) from "broken" (1).
+# docs/cli.md (exit codes): scripts tell "not yet" (3) from "broken" (1).
 EXIT_IN_PROGRESS = 3
 POLL_INTERVAL = 1.0
 

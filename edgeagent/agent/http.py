@@ -1,4 +1,5 @@
-"""The agent's HTTP API (interfaces.md §1 and §2 plus the queue API), described in docs/openapi.yaml.
+"""The agent's HTTP API (YurtHub's OTA endpoints, the upgrade outcomes and the queue API),
+described in docs/openapi.yaml and docs/api.md.
 
 Bodies are text by default, as YurtHub answers, so existing OpenYurt scripts keep working; a client
 that sends `Accept: application/json` gets `{"status", "message", ...}` objects instead. Data
@@ -65,7 +66,7 @@ def _text(message: str, status: int = 200, headers: dict[str, str] | None = None
 
     `exact`: the bodies OpenYurt clients compare byte for byte stay as YurtHub sends them, without one:
     `200 Start updating pod ns/name`, `200 Image pre-pull requested for pod ns/name` and the health `OK`
-    (interfaces.md §1).
+    (the OpenYurt compatibility in docs/contract.md).
     """
     return web.Response(text=message if exact else message + "\n", status=status, headers=headers)
 

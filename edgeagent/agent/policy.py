@@ -28,7 +28,7 @@ from edgeagent.aio import wait_event
 JSON = dict[str, Any]
 _log = log.get("edgeagent.policy")
 
-# Reasons of the `UpgradeHeld` condition (interfaces.md §6).
+# Reasons of the `UpgradeHeld` condition (docs/contract.md).
 HELD_BY_OPERATOR = "HeldByOperator"
 OUTSIDE_MAINTENANCE_WINDOW = "OutsideMaintenanceWindow"
 AUTO_UPGRADE_FAILED = "AutoUpgradeFailed"

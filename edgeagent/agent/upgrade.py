@@ -1,4 +1,4 @@
-"""The OTA upgrade and image pre-pull requests (interfaces.md §2), online and offline.
+"""The OTA upgrade and image pre-pull requests (docs/api.md lists every outcome), online and offline.
 
 Online, the decision is made on a fresh read from the cloud, never on the cache, and the delete
 carries the pod's UID as a precondition: between our read and our delete the DaemonSet controller may
@@ -203,7 +203,7 @@ class _Deadline:
 
 
 class UpgradeService:
-    """Answers upgrade and imagepull requests; the outcomes are exactly those of interfaces.md §2."""
+    """Answers upgrade and imagepull requests; the outcomes are exactly those docs/api.md lists."""
 
     def __init__(self, *, client: KubeClient, cache: PodLookup, link: Link, state: StateStore,
                  node_name: str, upgrade_timeout: float, request_timeout: float,

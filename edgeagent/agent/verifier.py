@@ -8,7 +8,7 @@ cache (fed by the watch), never by polling the cloud. It judges in two direction
   newer revision. Seen in the cache at any moment (even one loaded from the snapshot), it is a fact.
 - Failure is the absence of that evidence at the deadline, and absence is only believable from a live cache.
   While the link is down the cache is frozen, so the verdict waits for the link; and a node that just came
-  back reports its pods' readiness only seconds after the node itself turns Ready (kube-api-semantics §10),
+  back reports its pods' readiness only seconds after the node itself turns Ready (as measured on kube-apiserver v1.24),
   so after the link returns the verifier allows `return_grace` seconds before judging.
 
 Deadlines are wall-clock epoch seconds stored with the request, so a restarted agent resumes each verification

@@ -107,7 +107,7 @@ def template_generation(ds: JSON) -> str | None:
 
 
 def is_pod_updated(ds: JSON, pod: JSON, hash_: str) -> bool:
-    """interfaces.md §1: hash label equals the current hash, or template generation label matches."""
+    """As OpenYurt decides it: hash label equals the current hash, or template generation label matches."""
     labels = labels_of(pod)
     if hash_ and labels.get(LABEL_REVISION_HASH) == hash_:
         return True

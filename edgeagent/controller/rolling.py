@@ -22,7 +22,7 @@ and fixes what OpenYurt leaves open:
   that takes nodes down would spread at full speed);
 - `edgeagent.io/partition`, `node-selector`, `paused` and `max-failed` + `progress-deadline-seconds`
   (pods of the new version that are not available in time stop the roll instead of being skipped);
-- the site decides when (interfaces.md §6): an old pod whose `UpgradeHeld` condition is `True` (its node's
+- the site decides when (docs/contract.md): an old pod whose `UpgradeHeld` condition is `True` (its node's
   agent is held or outside its maintenance window) is never deleted and spends no budget, so one closed
   site neither blocks nor slows the others; it is upgraded once its agent publishes `False`.
 """

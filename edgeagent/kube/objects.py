@@ -11,7 +11,7 @@ from typing import Any
 
 JSON = dict[str, Any]
 
-# OpenYurt-compatible names (interfaces.md §1).
+# OpenYurt-compatible names (docs/contract.md).
 ANNOTATION_UPDATE_STRATEGY = "apps.openyurt.io/update-strategy"
 ANNOTATION_MAX_UNAVAILABLE = "apps.openyurt.io/max-unavailable"
 STRATEGY_OTA = "ota"

@@ -283,7 +283,7 @@ class Kubelet:
 
         A real kubelet renews its Lease and posts node status from its own loops, while pod statuses are
         re-reported by the status manager's periodic sync, so on a real cluster the node turns Ready seconds
-        before its pods do (kube-api-semantics.md §10). Clients that read "node Ready" as "pods Ready" must
+        before its pods do (measured on kube-apiserver v1.24). Clients that read "node Ready" as "pods Ready" must
         meet that gap in tests, not only in production.
         """
         self._cancel_resync()

@@ -448,7 +448,7 @@ def _patch_order(original: list[Any], patch: list[Any], merged: list[Any], merge
 
     Items named in the patch keep the patch's order; items only on the server keep theirs; the two are
     interleaved by the server's order where both are known, and an item the server did not have goes
-    before the server-only items still waiting. So a new pod condition lands first (kube-api-semantics §10).
+    before the server-only items still waiting. So a new pod condition lands first, as on kube-apiserver v1.24.
     """
 
     def key(item: Any) -> str:

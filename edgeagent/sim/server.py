@@ -233,7 +233,7 @@ async def _core_root(request: web.Request) -> web.Response:
 
 
 def _page_not_found() -> web.Response:
-    """What Go's http.NotFound answers for a path no API group registered (kube-api-semantics §10)."""
+    """What Go's http.NotFound answers for a path no API group registered (kube-apiserver v1.24 answers so)."""
     return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
 
 

@@ -1081,7 +1081,7 @@ def _micro_time_error(value: str) -> str | None:
 
 
 def _check_micro_times(obj: JSON, name: str, *, patched: bool) -> None:
-    """Lease acquireTime/renewTime are metav1.MicroTime: exactly six fractional digits (§10).
+    """Lease acquireTime/renewTime are metav1.MicroTime: exactly six fractional digits (as kube-apiserver v1.24 checks).
 
     A body that does not decode is 400 (`… cannot be handled as a Lease: …`); inside a patch the same
     failure, and an offset other than Z, are 422 as the real server measured. An offset in a PUT/POST body
@@ -1114,7 +1114,8 @@ def _to_utc_micro(text: str) -> str:
 
 
 def _validate_event_namespace(obj: JSON) -> None:
-    """An Event lives in its object's namespace; one about a cluster-scoped object in default (§10).
+    """An Event lives in its object's namespace; one about a cluster-scoped object in default
+    (as kube-apiserver v1.24 checks).
 
     The apiserver's legacy Event validation; an Event with eventTime set (the newer recorder) may also
     sit in kube-system.

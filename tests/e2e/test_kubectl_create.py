@@ -1,5 +1,5 @@
 """`kubectl create …` against the sim: kubectl's typed clients send protobuf, the sim must store what a real
-server stores (interfaces.md §4: `kubectl create namespace|configmap|secret|job` work; ConfigMaps, Secrets
+server stores (`kubectl create namespace|configmap|secret|job` work; ConfigMaps, Secrets
 and Services are stored)."""
 
 from __future__ import annotations

@@ -438,7 +438,7 @@ def test_smp_condition_order_is_preserved() -> None:
 
 
 def test_smp_new_condition_goes_first() -> None:
-    """As the apiserver orders it (kube-api-semantics §10): patch items not on the server lead."""
+    """As the apiserver orders it (kube-apiserver v1.24, measured): patch items not on the server lead."""
     out = strategic_merge_patch(pod(), {"status": {"conditions": [{"type": "Initialized", "status": "True"}]}}, "Pod")
     assert [c["type"] for c in out["status"]["conditions"]] == ["Initialized", "Ready", "PodNeedUpgrade"]
 

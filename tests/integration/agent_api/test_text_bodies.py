@@ -1,6 +1,6 @@
 """Text bodies end with a newline (so `curl` leaves the prompt on its own line), except the bodies OpenYurt
 clients compare byte for byte: `Start updating pod ns/name`, `Image pre-pull requested for pod ns/name`
-and the health `OK` stay exactly as YurtHub sends them (interfaces.md §1)."""
+and the health `OK` stay exactly as YurtHub sends them (docs/contract.md)."""
 
 from __future__ import annotations
 

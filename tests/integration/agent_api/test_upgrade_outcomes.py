@@ -1,4 +1,4 @@
-"""Every row of interfaces.md §2, against the simulated cluster over real HTTP (one test each)."""
+"""Every upgrade outcome docs/api.md lists, against the simulated cluster over real HTTP (one test each)."""
 
 from __future__ import annotations
 

@@ -139,8 +139,8 @@ async def test_verification_resumes_after_a_restart(
 
 async def test_deadline_passing_offline_waits_for_the_link_and_the_returning_kubelet(
         sim_factory: SimFactory, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
-    # A returning kubelet re-reports its pods 2 s after its node is back (the real order, kube-api-semantics
-    # §10): the verdict must wait for that, not judge the moment the link returns.
+    # A returning kubelet re-reports its pods 2 s after its node is back (the real order,
+    # measured on kube-apiserver v1.24): the verdict must wait for that, not judge the moment the link returns.
     sim = await sim_factory(pod_resync_delay=2.0)
     async with make_world(sim) as world:
         await set_image(world.admin, missing=True)

@@ -1,4 +1,4 @@
-"""Audit additions for `edgeagent.io/paused` (issue 4, interfaces.md §1): a paused DaemonSet still gets its
+"""Audit additions for `edgeagent.io/paused` (issue 4): a paused DaemonSet still gets its
 OTA conditions, and a paused AdvancedRollingUpdate deletes nothing even after the reconcile that saw the
 new revision has run to its end (not just up to the moment it published its plan)."""
 

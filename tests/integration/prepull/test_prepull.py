@@ -1,4 +1,4 @@
-"""Image pre-pull end to end (issue 11, interfaces.md §5): agent `/imagepull` → controller Job on the node →
+"""Image pre-pull end to end (issue 11): agent `/imagepull` → controller Job on the node →
 `PodImageReady` → upgrade; failures, retries, caps and clean-up — the sim, controller and agent over HTTP."""
 
 from __future__ import annotations

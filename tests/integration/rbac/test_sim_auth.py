@@ -1,6 +1,6 @@
 """`edgeagent sim --authorization rbac` over real HTTPS: tokens, RBAC, the Node authorizer, NodeRestriction.
 
-Texts are kube-apiserver's (shared/docs/kube-api-semantics.md §10; the Node authorizer and NodeRestriction
+Texts are kube-apiserver's (measured side by side; the Node authorizer and NodeRestriction
 wording of Kubernetes 1.24).
 """
 

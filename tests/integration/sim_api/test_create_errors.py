@@ -1,4 +1,4 @@
-"""POST semantics and error bodies (kube-api-semantics.md §2, §4): 201, AlreadyExists, generateName, bad input."""
+"""POST semantics and error bodies: 201, AlreadyExists, generateName, bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DaemonSet generation bookkeeping done by the API server itself (kube-api-semantics.md §5, first bullet)."""
+"""DaemonSet generation bookkeeping done by the API server itself (the controller never writes these)."""
 
 from __future__ import annotations
 

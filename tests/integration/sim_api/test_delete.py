@@ -1,4 +1,4 @@
-"""DELETE semantics (kube-api-semantics.md §3): options, preconditions, graceful pod deletion, finalizers."""
+"""DELETE semantics: options, preconditions, graceful pod deletion, finalizers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Discovery and health endpoints kubectl and client-go need (kube-api-semantics.md §8)."""
+"""Discovery and health endpoints kubectl and client-go need."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""events.k8s.io/v1: the same stored Events as core/v1, with the real field mapping (kube-api-semantics §10)."""
+"""events.k8s.io/v1: the same stored Events as core/v1, with kube-apiserver v1.24's field mapping."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""kube-api-semantics.md §9 through kubernetes_asyncio's own Watch and generated API: what the sim must
+"""The sim through kubernetes_asyncio's own Watch and generated API: what the sim must
 answer so that the library's reconnect, 410 and bookmark logic behaves as against a real server."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""List semantics (kube-api-semantics.md §1): resourceVersion rules, paging, selectors, no-op writes."""
+"""List semantics: resourceVersion rules, paging, selectors, no-op writes."""
 
 from __future__ import annotations
 

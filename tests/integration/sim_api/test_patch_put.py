@@ -1,4 +1,4 @@
-"""PATCH and PUT semantics (kube-api-semantics.md §4), status subresource split and Leases (§7)."""
+"""PATCH and PUT semantics, status subresource split and Leases."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ async def test_unsupported_patch_content_type_is_415(api: Api) -> None:
     create_pod(api.store, "a")
     for content_type in ("text/plain", "application/json"):
         reply = await api.call("PATCH", f"{PODS_PATH}/a", body=b'{"metadata":{}}', content_type=content_type)
-        # §10: go-restful answers before the handler runs, in plain text.
+        # As measured on v1.24: go-restful answers before the handler runs, in plain text.
         assert (reply.status, reply.raw) == (415, b"415: Unsupported Media Type")
         assert reply.headers["Content-Type"].startswith("text/plain")
 

@@ -1,4 +1,4 @@
-"""Server-side printing over HTTP: what kubectl's `Accept: …;as=Table;…` gets back (kube-api-semantics.md §8, §10)."""
+"""Server-side printing over HTTP: what kubectl's `Accept: …;as=Table;…` gets back (as v1.24 sends it)."""
 
 from __future__ import annotations
 

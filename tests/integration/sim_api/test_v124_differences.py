@@ -1,4 +1,4 @@
-"""One test per difference kube-api-semantics.md §10 measured between kube-apiserver v1.24 and the old sim.
+"""One test per difference measured side by side between kube-apiserver v1.24 and the old sim.
 
 Each asserts what the real server answered (status, body text), so each failed against the sim as it was.
 """

@@ -1,4 +1,4 @@
-"""Watch semantics (kube-api-semantics.md §1 and §9): RV rules, framing, selectors, bookmarks, 410, timeouts."""
+"""Watch semantics: RV rules, framing, selectors, bookmarks, 410, timeouts."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ async def test_a_bookmark_arrives_shortly_before_the_timeout(api_factory: ApiFac
 
 
 async def test_bookmarks_come_about_once_a_minute_by_default(api_factory: ApiFactory) -> None:
-    """§10: a 3 s watch with allowWatchBookmarks gets none from the real server (the old sim sent ~3)."""
+    """Measured on v1.24: a 3 s watch with allowWatchBookmarks gets none from the real server (the old sim sent ~3)."""
     api = await api_factory(settings=ServerSettings(disconnect_poll=0.1))
     rv = str(api.store.resource_version)
     watcher = await api.watch(PODS_PATH, resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds="3")

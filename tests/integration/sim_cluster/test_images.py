@@ -1,4 +1,4 @@
-"""The sim's kubelet pulls images (interfaces.md §5): pull time, missing images with the kubelet's back-off,
+"""The sim's kubelet pulls images: pull time, missing images with the kubelet's back-off,
 crashing images, `status.images`, and `POST /sim/v1/images` — over real HTTP."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sim runs batch/v1 Jobs (interfaces.md §5): placement, completion, the real failure conditions, and
+"""The sim runs batch/v1 Jobs: placement, completion, the real failure conditions, and
 garbage collection through ownerReferences — over real HTTP."""
 
 from __future__ import annotations

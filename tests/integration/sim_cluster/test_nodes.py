@@ -244,7 +244,7 @@ async def test_node_without_a_kubelet_turns_unknown(sim: SimCluster, admin: Kube
 
 
 async def test_returning_node_is_ready_before_its_pods_are_re_reported(sim_factory: Any) -> None:
-    """§10: on a real cluster the Lease and node Ready come back first, the pods' Ready seconds later."""
+    """Measured on v1.24: on a real cluster the Lease and node Ready come back first, the pods' Ready seconds later."""
     sim: SimCluster = await sim_factory(nodes=1, pod_resync_delay=3.0)
     admin = await KubeClient.connect(sim.admin_kubeconfig)
     try:

@@ -1,4 +1,4 @@
-"""§10 differences that need the whole simulated cluster: the kubelet's pod conditions and the DaemonSet
+"""v1.24 differences that need the whole simulated cluster: the kubelet's pod conditions and the DaemonSet
 controller's Events (what `kubectl describe ds` shows)."""
 
 from __future__ import annotations
