@@ -1,0 +1,462 @@
+"""Rollout plans: a DaemonSet's new revision reaches its nodes in waves, each proving itself before the next.
+
+Pure (no I/O, no clock of its own) and in the contract layer, because three parts of the project must agree
+on exactly the same reading of a plan: the controller that moves pods, `edgeagent rollout status` that
+explains it, and the fleet pages that draw it. If each parsed the annotations or ranked the nodes itself,
+they would disagree about which node is in which wave the first time one of them changed.
+
+What lives here:
+
+- `parse_plan(ds)`: the plan annotations, or the problems that make them unusable. A DaemonSet with any
+  problem is rolled as if it had no plan: a typo must never half-apply a plan (waves but no bake, ...).
+- `rank_nodes(plan, nodes)`: the order nodes receive a revision (documented in `rank_key`).
+- `wave_targets(plan, n, block_ends)`: cumulative wave sizes; with a group label, waves take whole groups.
+- `Ranking`: the two together, with `wave_of(node)` and `nodes_in_waves(k)`.
+- `RolloutState`: the controller's `edgeagent.io/rollout-state` annotation (JSON), read tolerantly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgeagent.kube.objects import ANNOTATION_NODE_SELECTOR, annotations_of
+from edgeagent.kube.selectors import LabelSelector, parse_label_selector
+from edgeagent.kube.timeutil import format_time, parse_time
+
+JSON = dict[str, Any]
+
+# ------------------------------------------------------------------------------------------ contract names
+# (move to edgeagent/contract.py once it exists)
+ANNOTATION_ROLLOUT_STEPS = "edgeagent.io/rollout-steps"
+ANNOTATION_ROLLOUT_BAKE = "edgeagent.io/rollout-bake"
+ANNOTATION_ROLLOUT_GROUP_LABEL = "edgeagent.io/rollout-group-label"
+ANNOTATION_ON_FAILURE = "edgeagent.io/on-failure"
+ANNOTATION_ROLLOUT_STATE = "edgeagent.io/rollout-state"
+ANNOTATION_ROLLED_BACK_FROM = "edgeagent.io/rolled-back-from"
+ANNOTATION_ROLLOUT_PROMOTE = "edgeagent.io/rollout-promote"
+ANNOTATION_ROLLOUT_ABORT = "edgeagent.io/rollout-abort"
+PLAN_ANNOTATIONS = (ANNOTATION_ROLLOUT_STEPS, ANNOTATION_ROLLOUT_BAKE, ANNOTATION_ROLLOUT_GROUP_LABEL,
+                    ANNOTATION_ON_FAILURE)
+
+REASON_WAITING_FOR_WAVE = "WaitingForWave"
+
+EVENT_WAVE_STARTED = "WaveStarted"
+EVENT_WAVE_FINISHED = "WaveFinished"
+EVENT_ROLLOUT_ABORTED = "RolloutAborted"
+EVENT_ROLLOUT_ROLLED_BACK = "RolloutRolledBack"
+EVENT_ROLLOUT_COMPLETE = "RolloutComplete"
+EVENT_ROLLOUT_PLAN_INVALID = "RolloutPlanInvalid"
+
+ON_FAILURE_PAUSE = "pause"
+ON_FAILURE_ROLLBACK = "rollback"
+
+PHASE_PROGRESSING = "progressing"
+PHASE_BAKING = "baking"
+PHASE_PAUSED = "paused"
+PHASE_ABORTED = "aborted"
+PHASE_ROLLED_BACK = "rolledBack"
+PHASE_COMPLETE = "complete"
+PHASES = (PHASE_PROGRESSING, PHASE_BAKING, PHASE_PAUSED, PHASE_ABORTED, PHASE_ROLLED_BACK, PHASE_COMPLETE)
+# Phases in which the rollout still moves by itself (or will, once resumed).
+ACTIVE_PHASES = (PHASE_PROGRESSING, PHASE_BAKING, PHASE_PAUSED)
+
+# More steps than this is a typo, not a plan (each wave is at least one Event pair and a bake).
+MAX_STEPS = 100
+# The state annotation lists at most this many failing pods; the count covers all of them.
+MAX_FAILURES_LISTED = 20
+
+_STEP = re.compile(r"^(\d+)(%?)$")
+_DURATION_PART = re.compile(r"(\d+)(h|m|s)")
+_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
+# A label key: optional DNS-subdomain prefix and a name (what the API server accepts as a label key).
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+STEPS_ACCEPTS = ("comma-separated cumulative targets, each a positive count or a percentage up to 100%, "
+                 "increasing, e.g. '1,5%,25%,100%'")
+BAKE_ACCEPTS = "a duration like '30s', '10m', '2h' or '1h30m' ('0s' for none)"
+GROUP_LABEL_ACCEPTS = "a node label key, e.g. 'topology.kubernetes.io/zone'"
+ON_FAILURE_ACCEPTS = f"'{ON_FAILURE_PAUSE}' or '{ON_FAILURE_ROLLBACK}'"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One cumulative target: `value` nodes, or `value` percent of the DaemonSet's nodes."""
+
+    value: int
+    percent: bool
+
+    def count(self, n_nodes: int) -> int:
+        if not self.percent:
+            return min(self.value, n_nodes)
+        # Rounded up: "1%" of 20 nodes is one node, never an empty canary.
+        return min(n_nodes, math.ceil(self.value * n_nodes / 100))
+
+    def __str__(self) -> str:
+        return f"{self.value}%" if self.percent else str(self.value)
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...]
+    bake_seconds: float = 0.0
+    group_label: str | None = None
+    on_failure: str = ON_FAILURE_PAUSE
+    # `edgeagent.io/node-selector`: its nodes are the canary, ranked first.
+    canary: LabelSelector | None = None
+
+    @property
+    def rollback(self) -> bool:
+        return self.on_failure == ON_FAILURE_ROLLBACK
+
+    def fingerprint(self) -> tuple[object, ...]:
+        """What the ranking and the wave sizes depend on (a cache key)."""
+        return (self.steps, self.group_label, str(self.canary) if self.canary is not None else None)
+
+
+@dataclass(frozen=True)
+class PlanProblem:
+    """One unusable annotation: which, its value, and a message saying what it accepts."""
+
+    annotation: str
+    value: str
+    message: str
+
+
+def parse_steps(raw: str) -> tuple[Step, ...]:
+    """`1,5%,25%,100%`; raises ValueError saying why. Counts and percentages are each increasing (a count and
+    a percentage cannot be compared before the node count is known; `wave_targets` keeps them monotone)."""
+    parts = [p.strip() for p in raw.split(",")]
+    if not parts or any(not p for p in parts):
+        raise ValueError("empty step")
+    if len(parts) > MAX_STEPS:
+        raise ValueError(f"more than {MAX_STEPS} steps")
+    steps: list[Step] = []
+    last: dict[bool, int] = {}
+    for part in parts:
+        match = _STEP.match(part)
+        if not match:
+            raise ValueError(f"{part!r} is not a count or a percentage")
+        value, percent = int(match.group(1)), bool(match.group(2))
+        if value == 0:
+            raise ValueError(f"{part!r} is zero")
+        if percent and value > 100:
+            raise ValueError(f"{part!r} is more than 100%")
+        previous = last.get(percent)
+        if previous is not None and value <= previous:
+            raise ValueError(f"{part!r} is not larger than the step before it ({previous}{'%' if percent else ''})")
+        last[percent] = value
+        steps.append(Step(value, percent))
+    return tuple(steps)
+
+
+def parse_duration(raw: str) -> float:
+    """`30s`, `10m`, `2h`, `1h30m`, `0s` (or a bare `0`) -> seconds; raises ValueError."""
+    text = raw.strip()
+    if text == "0":
+        return 0.0
+    if not text or _DURATION_PART.sub("", text):
+        raise ValueError(f"{raw!r} is not a duration")
+    return float(sum(int(n) * _DURATION_UNITS[unit] for n, unit in _DURATION_PART.findall(text)))
+
+
+def format_duration(seconds: float) -> str:
+    """The inverse of parse_duration for whole seconds, shortest form (`90` -> `1m30s`)."""
+    total = max(0, round(seconds))
+    if total == 0:
+        return "0s"
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((hours, "h"), (minutes, "m"), (secs, "s")) if v)
+
+
+def parse_plan(ds: JSON) -> tuple[Plan | None, list[PlanProblem]]:
+    """The DaemonSet's plan, or None: None with no problems when it has none, None with problems when any plan
+    annotation is unusable (then the DaemonSet is rolled as if it had no plan, and each problem is reported).
+
+    A plan exists when `edgeagent.io/rollout-steps` is set; the other plan annotations without it are a
+    problem too (someone meant a plan and would otherwise get none without a word).
+    """
+    annotations = annotations_of(ds)
+    problems: list[PlanProblem] = []
+
+    def bad(annotation: str, value: str, why: str, accepts: str) -> None:
+        problems.append(PlanProblem(annotation, value,
+                                    f"annotation {annotation}={value!r} is invalid ({why}): it accepts {accepts}; "
+                                    "the DaemonSet is rolled as if it had no rollout plan"))
+
+    raw_steps = annotations.get(ANNOTATION_ROLLOUT_STEPS)
+    if raw_steps is None or not str(raw_steps).strip():
+        for annotation in PLAN_ANNOTATIONS[1:]:
+            value = annotations.get(annotation)
+            if value is not None and str(value).strip():
+                problems.append(PlanProblem(
+                    annotation, str(value),
+                    f"annotation {annotation}={str(value)!r} has no effect without {ANNOTATION_ROLLOUT_STEPS} "
+                    f"({STEPS_ACCEPTS}); the DaemonSet is rolled as if it had no rollout plan"))
+        return None, problems
+
+    steps: tuple[Step, ...] = ()
+    try:
+        steps = parse_steps(str(raw_steps))
+    except ValueError as exc:
+        bad(ANNOTATION_ROLLOUT_STEPS, str(raw_steps), str(exc), STEPS_ACCEPTS)
+
+    bake = 0.0
+    raw = annotations.get(ANNOTATION_ROLLOUT_BAKE)
+    if raw is not None and str(raw).strip():
+        try:
+            bake = parse_duration(str(raw))
+        except ValueError as exc:
+            bad(ANNOTATION_ROLLOUT_BAKE, str(raw), str(exc), BAKE_ACCEPTS)
+
+    group_label: str | None = None
+    raw = annotations.get(ANNOTATION_ROLLOUT_GROUP_LABEL)
+    if raw is not None and str(raw).strip():
+        key = str(raw).strip()
+        name = key.rsplit("/", 1)[-1]
+        if _LABEL_KEY.match(key) and len(name) <= 63 and len(key) <= 253 + 1 + 63:
+            group_label = key
+        else:
+            bad(ANNOTATION_ROLLOUT_GROUP_LABEL, str(raw), "not a label key", GROUP_LABEL_ACCEPTS)
+
+    on_failure = ON_FAILURE_PAUSE
+    raw = annotations.get(ANNOTATION_ON_FAILURE)
+    if raw is not None and str(raw).strip():
+        lowered = str(raw).strip().lower()
+        if lowered in (ON_FAILURE_PAUSE, ON_FAILURE_ROLLBACK):
+            on_failure = lowered
+        else:
+            bad(ANNOTATION_ON_FAILURE, str(raw), "unknown value", ON_FAILURE_ACCEPTS)
+
+    canary: LabelSelector | None = None
+    raw = annotations.get(ANNOTATION_NODE_SELECTOR)
+    if raw is not None and str(raw).strip():
+        try:
+            canary = parse_label_selector(str(raw))
+        except ValueError:
+            # Reported by the roll settings already (the roll itself stops on it); rank without a canary.
+            canary = None
+
+    if problems:
+        return None, problems
+    return Plan(steps=steps, bake_seconds=bake, group_label=group_label, on_failure=on_failure,
+                canary=canary), []
+
+
+# ------------------------------------------------------------------------------------------------ ranking
+
+
+def stable_hash(text: str) -> bytes:
+    """sha256, the same on every machine and run (Python's hash() is salted per process)."""
+    return hashlib.sha256(text.encode()).digest()
+
+
+def rank_key(plan: Plan, name: str, labels: Mapping[str, str]) -> tuple[int, int, bytes, bytes]:
+    """The documented order, smallest first:
+
+    1. canary nodes (matching `edgeagent.io/node-selector`) before the others;
+    2. with `edgeagent.io/rollout-group-label`: nodes with the label before nodes without it, groups ordered
+       by sha256 of the label value (so the first site is an arbitrary but fixed one, not the alphabetically
+       first); nodes without the label each form a group of their own;
+    3. sha256 of the node name (spreads consecutive names, e.g. edge-1..edge-9, over the waves).
+    """
+    canary = 0 if plan.canary is not None and plan.canary.matches(labels) else 1
+    name_hash = stable_hash(name)
+    if plan.group_label is None:
+        return canary, 0, b"", name_hash
+    group = labels.get(plan.group_label)
+    if group is None:
+        return canary, 1, name_hash, name_hash
+    return canary, 0, stable_hash(group), name_hash
+
+
+def rank_nodes(plan: Plan, nodes: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """Node names (the keys of `nodes`, each mapped to its labels) in the order they receive the revision."""
+    return [name for _, name in sorted((rank_key(plan, name, labels), name) for name, labels in nodes.items())]
+
+
+def wave_targets(plan: Plan, n_nodes: int, block_ends: Sequence[int] | None = None) -> list[int]:
+    """Cumulative node counts per wave: strictly increasing, the last is `n_nodes` (the last step is always
+    taken as 100%). Steps that add no node are dropped, so a plan has fewer waves than steps on a small
+    DaemonSet. `block_ends` (sorted cumulative ends of the groups in rank order) extends each target to the
+    end of the group it falls in, so waves take whole groups."""
+    targets: list[int] = []
+    ends = list(block_ends) if block_ends is not None else None
+    cursor = 0
+    for index, step in enumerate(plan.steps):
+        target = n_nodes if index == len(plan.steps) - 1 else step.count(n_nodes)
+        if ends is not None:
+            while cursor < len(ends) and ends[cursor] < target:
+                cursor += 1
+            if cursor < len(ends):
+                target = ends[cursor]
+        if not targets or target > targets[-1]:
+            targets.append(target)
+    if not targets or targets[-1] != n_nodes:
+        targets.append(n_nodes)
+    return targets
+
+
+@dataclass
+class Ranking:
+    """The order and the waves of one revision over one set of nodes; built once and reused (see `rank`)."""
+
+    order: list[str]
+    targets: list[int]
+    _wave: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self._wave:
+            start = 0
+            for wave, end in enumerate(self.targets, start=1):
+                for name in self.order[start:end]:
+                    self._wave[name] = wave
+                start = end
+
+    @property
+    def waves(self) -> int:
+        return len(self.targets)
+
+    def wave_of(self, node: str) -> int | None:
+        """1-based wave of the node, None for a node the ranking does not know."""
+        return self._wave.get(node)
+
+    def nodes_in_waves(self, k: int) -> list[str]:
+        """Nodes of waves 1..k (k clamped to the plan)."""
+        if k <= 0:
+            return []
+        return self.order[: self.targets[min(k, len(self.targets)) - 1]]
+
+    def nodes_of_wave(self, k: int) -> list[str]:
+        if k <= 0 or k > len(self.targets):
+            return []
+        start = self.targets[k - 2] if k >= 2 else 0
+        return self.order[start: self.targets[k - 1]]
+
+    def reached(self, node: str, k: int) -> bool:
+        wave = self._wave.get(node)
+        return wave is not None and wave <= k
+
+
+def rank(plan: Plan, nodes: Mapping[str, Mapping[str, str]]) -> Ranking:
+    """Order the nodes and cut them into waves (whole groups when the plan has a group label)."""
+    keyed = sorted((rank_key(plan, name, labels), name) for name, labels in nodes.items())
+    order = [name for _, name in keyed]
+    block_ends: list[int] | None = None
+    if plan.group_label is not None:
+        block_ends = []
+        for index, (key, _) in enumerate(keyed):
+            if index + 1 == len(keyed) or keyed[index + 1][0][:3] != key[:3]:
+                block_ends.append(index + 1)
+    return Ranking(order, wave_targets(plan, len(order), block_ends))
+
+
+# ------------------------------------------------------------------------------------------------- state
+
+
+@dataclass
+class RolloutState:
+    """The `edgeagent.io/rollout-state` annotation: enough to continue the same wave and bake clock after a
+    restart or a change of leader. Times are epoch seconds here, RFC 3339 (seconds, `Z`) in the JSON."""
+
+    revision: str
+    stable_revision: str | None
+    waves: int
+    wave: int
+    phase: str
+    wave_started_at: float | None = None
+    bake_started_at: float | None = None
+    nodes: int = 0
+    upgraded: int = 0
+    deferred: int = 0
+    failed: int = 0
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+    def bake_ends_at(self, plan: Plan) -> float | None:
+        if self.bake_started_at is None:
+            return None
+        return self.bake_started_at + plan.bake_seconds
+
+    def to_json(self) -> str:
+        body = {
+            "revision": self.revision,
+            "stableRevision": self.stable_revision,
+            "waves": self.waves,
+            "wave": self.wave,
+            "phase": self.phase,
+            "waveStartedAt": format_time(self.wave_started_at) if self.wave_started_at is not None else None,
+            "bakeStartedAt": format_time(self.bake_started_at) if self.bake_started_at is not None else None,
+            "counts": {"nodes": self.nodes, "upgraded": self.upgraded, "deferred": self.deferred,
+                       "failed": self.failed},
+            "failures": self.failures[:MAX_FAILURES_LISTED],
+        }
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> tuple[RolloutState | None, str | None]:
+        """(state, None), (None, None) when absent, or (None, problem) for anything unreadable: a hand-edited or
+        truncated annotation is reported and replaced, never a crash of the reconcile."""
+        if text is None or not str(text).strip():
+            return None, None
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} is not JSON: {exc}"
+        if not isinstance(body, dict):
+            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} is not a JSON object"
+        revision = body.get("revision")
+        phase = body.get("phase")
+        waves = body.get("waves")
+        wave = body.get("wave")
+        if not isinstance(revision, str) or not revision:
+            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} has no revision"
+        if phase not in PHASES:
+            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} has an unknown phase {phase!r}"
+        if not isinstance(waves, int) or not isinstance(wave, int) or waves < 1 or not 1 <= wave <= waves:
+            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} has an impossible wave {wave!r}/{waves!r}"
+        stable = body.get("stableRevision")
+        counts = body.get("counts") if isinstance(body.get("counts"), dict) else {}
+        assert isinstance(counts, dict)
+
+        def count(name: str) -> int:
+            value = counts.get(name)
+            return value if isinstance(value, int) and value >= 0 else 0
+
+        failures = body.get("failures")
+        listed = [
+            {str(k): str(v) for k, v in item.items()}
+            for item in (failures if isinstance(failures, list) else []) if isinstance(item, dict)
+        ][:MAX_FAILURES_LISTED]
+        return cls(
+            revision=revision,
+            stable_revision=stable if isinstance(stable, str) and stable else None,
+            waves=waves,
+            wave=wave,
+            phase=phase,
+            wave_started_at=parse_time(body.get("waveStartedAt")),
+            bake_started_at=parse_time(body.get("bakeStartedAt")),
+            nodes=count("nodes"),
+            upgraded=count("upgraded"),
+            deferred=count("deferred"),
+            failed=count("failed"),
+            failures=listed,
+        ), None
+
+
+def state_of(ds: JSON) -> tuple[RolloutState | None, str | None]:
+    """The DaemonSet's rollout state, read as `RolloutState.from_json` does."""
+    raw = annotations_of(ds).get(ANNOTATION_ROLLOUT_STATE)
+    return RolloutState.from_json(str(raw) if raw is not None else None)
+
+
+def iter_failures(state: RolloutState) -> Iterable[tuple[str, str, str]]:
+    """(node, pod, reason) of the listed failures."""
+    for item in state.failures:
+        yield item.get("node", ""), item.get("pod", ""), item.get("reason", "")
