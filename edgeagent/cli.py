@@ -353,6 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
          default=10000, type=_count)
     _add(sim, "--authorization", help="none: anyone may do anything; rbac: bearer tokens, RBAC and the Node "
          "authorizer as on kube-apiserver", default="none", type=_authorization_mode)
+    _switch(sim, "--no-node-links", help="give nodes no link of their own and no kubeconfig (one socket per node "
+            "otherwise): for controller benchmarks at 100,000 nodes, where no agent runs")
     _logging_flags(sim)
 
     demo = _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
@@ -451,7 +453,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
                         image_pull_seconds=args.image_pull_seconds, history=args.history,
-                        authorization=args.authorization, log=_log(args))
+                        authorization=args.authorization, node_links=not args.no_node_links, log=_log(args))
         return _call("edgeagent.sim.app", cfg)
     if command == "healthcheck":
         return _call("edgeagent.healthcheck", None)

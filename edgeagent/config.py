@@ -96,6 +96,10 @@ class SimConfig:
     history: int = 10000
     # "none": every request may do everything; "rbac": tokens, RBAC, Node authorizer (sim/auth_http.py).
     authorization: str = "none"
+    # Each node reaches the API through its own cuttable TCP link (one listening socket per node). Off:
+    # nodes have no link and no kubeconfig, so 100,000 nodes fit in the file-descriptor and port limits
+    # (controller benchmarks, where no agent runs and no link is cut).
+    node_links: bool = True
     log: LogConfig = field(default_factory=LogConfig)
 
 

@@ -25,16 +25,18 @@ def describe(sim: SimCluster) -> str:
         lines.append(f"  authorization: rbac (HTTPS, CA {sim.tls.ca_file}; admin is system:masters, "
                      "node kubeconfigs are system:node:<name>)")
         curl = f"curl --cacert {sim.tls.ca_file}"
-    for node in sim.node_names:
+    if not sim.config.node_links:
+        lines.append("  nodes have no link and no kubeconfig of their own (--no-node-links)")
+    for node in sim.node_names if sim.config.node_links else ():
         lines.append(f"  node {node}: link {sim.node_url(node)}, kubeconfig {sim.node_kubeconfig(node)}")
-    lines += [
-        "try:",
-        f"  kubectl --kubeconfig {sim.admin_kubeconfig} get nodes",
-        "cut a node's link (refuse: connections fail fast; blackhole: they hang) and restore it:",
-        f"  {curl} -X POST '{sim.url}/sim/v1/nodes/{first}/disconnect?mode=blackhole'",
-        f"  {curl} -X POST '{sim.url}/sim/v1/nodes/{first}/connect'",
-        "press Ctrl-C to stop",
-    ]
+    lines += ["try:", f"  kubectl --kubeconfig {sim.admin_kubeconfig} get nodes"]
+    if sim.config.node_links:
+        lines += [
+            "cut a node's link (refuse: connections fail fast; blackhole: they hang) and restore it:",
+            f"  {curl} -X POST '{sim.url}/sim/v1/nodes/{first}/disconnect?mode=blackhole'",
+            f"  {curl} -X POST '{sim.url}/sim/v1/nodes/{first}/connect'",
+        ]
+    lines.append("press Ctrl-C to stop")
     return "\n".join(lines)
 
 

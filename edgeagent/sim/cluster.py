@@ -156,7 +156,7 @@ class SimCluster:
         port = self._runner.addresses[0][1]
         scheme = "https" if self.tls is not None else "http"
         self.url = f"{scheme}://{self.config.bind}:{port}"
-        for name in self.node_names:
+        for name in self.node_names if self.config.node_links else ():
             link = Link(name, self.config.bind, int(port), bind=self.config.bind, scheme=scheme)
             self.links[name] = link
             link_port = snapshot.link_ports.get(name, 0) if snapshot is not None else 0
@@ -252,6 +252,8 @@ class SimCluster:
         link = self.links.get(node)
         if link is None and node not in self.node_names:
             raise KeyError(f"unknown node {node!r}; nodes: {', '.join(self.node_names)}")
+        if link is None and not self.config.node_links:
+            raise RuntimeError(f"node {node!r} has no link: the cluster runs without node links (--no-node-links)")
         if link is None:
             raise RuntimeError("SimCluster not started")
         return link

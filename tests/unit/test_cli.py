@@ -165,3 +165,16 @@ def test_sim_history_reaches_the_sim_config(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("EDGEAGENT_HISTORY", "12345")
     assert cli.main(["sim"]) == 0
     assert seen[1].history == 12345
+
+
+def test_sim_no_node_links_reaches_the_sim_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19's 100,000-node benchmark: nodes without a link each (bench/rollout_scale.py)."""
+    seen: list[Any] = []
+
+    def call(module: str, cfg: Any) -> int:
+        seen.append(cfg)
+        return 0
+
+    monkeypatch.setattr(cli, "_call", call)
+    assert cli.main(["sim"]) == 0 and seen[0].node_links
+    assert cli.main(["sim", "--no-node-links"]) == 0 and not seen[1].node_links

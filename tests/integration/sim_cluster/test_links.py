@@ -12,6 +12,7 @@ import pytest
 from edgeagent.kube.client import KubeClient, KubeUnreachable, Timeouts
 from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.links import Link
+from tests.conftest import SimFactory
 from tests.waiting import eventually
 
 POD = {
@@ -207,3 +208,20 @@ async def test_unknown_modes_are_rejected() -> None:
         assert link.mode == "connected"
     finally:
         await link.close()
+
+
+async def test_without_node_links_nodes_run_pods_but_have_no_link_or_kubeconfig(sim_factory: SimFactory) -> None:
+    """`--no-node-links` (benchmarks at 100,000 nodes): one socket per node would exceed the fd limit."""
+    cluster = await sim_factory(node_links=False)
+    assert cluster.links == {}
+    assert not cluster.dir.joinpath("edge-1.kubeconfig").exists()
+    with pytest.raises(RuntimeError, match="no link: the cluster runs without node links"):
+        cluster.node_url("edge-1")
+    async with await KubeClient.connect(cluster.admin_kubeconfig, Timeouts(connect=2, request=5)) as admin:
+        await admin.create("/api/v1/namespaces/default/pods", POD)
+
+        async def running() -> bool:
+            pod = await admin.get("/api/v1/namespaces/default/pods/probe")
+            return (pod.get("status") or {}).get("phase") == "Running"
+
+        await eventually(running, what="the pod Running on a node without a link")
