@@ -22,6 +22,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check edgeagent tests bench
 	$(BIN)/mypy --strict edgeagent tests bench
+	$(BIN)/lint-imports
 
 # Debian's chromium, chromium-driver and prometheus (promtool) for the browser and alert-rule tests.
 system-deps:

@@ -6,7 +6,6 @@ Exit codes: 0 success, 1 runtime failure, 2 usage error; errors are one line on 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -427,7 +426,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not args.node_name:
             raise UsageError("--node-name (or NODE_NAME) is required")
         windows, timezone = _windows(args)
-        cfg: Any = AgentConfig(
+        agent_cfg = AgentConfig(
             node_name=args.node_name, kubeconfig=args.kubeconfig, bind=args.bind, port=args.port,
             state_dir=args.state_dir, token_file=args.token_file,
             insecure_allow_remote=args.insecure_allow_remote, request_timeout=args.request_timeout,
@@ -437,9 +436,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             auto_prepull=args.auto_prepull, log=_log(args),
             ready_timeout=args.ready_timeout, auto_upgrade=args.auto_upgrade,
         )
-        return _call("edgeagent.agent.app", cfg)
+        from edgeagent.agent import app as agent_app
+
+        return agent_app.main(agent_cfg)
     if command == "controller":
-        cfg = ControllerConfig(
+        controller_cfg = ControllerConfig(
             kubeconfig=args.kubeconfig, leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
             lease_name=args.lease_name, identity=args.identity, lease_duration=args.lease_duration,
             metrics_bind=args.metrics_bind, metrics_port=args.metrics_port,
@@ -447,42 +448,54 @@ def _dispatch(args: argparse.Namespace) -> int:
             image_prepull_retries=args.image_prepull_retries, image_prepull_backoff=args.image_prepull_backoff,
             image_prepull_deadline=args.image_prepull_deadline, log=_log(args),
         )
-        return _call("edgeagent.controller.app", cfg)
+        from edgeagent.controller import app as controller_app
+
+        return controller_app.main(controller_cfg)
     if command == "sim":
-        cfg = SimConfig(nodes=args.nodes, bind=args.bind, port=args.port, dir=args.dir,
+        sim_cfg = SimConfig(nodes=args.nodes, bind=args.bind, port=args.port, dir=args.dir,
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
                         image_pull_seconds=args.image_pull_seconds, history=args.history,
                         authorization=args.authorization, node_links=not args.no_node_links, log=_log(args))
-        return _call("edgeagent.sim.app", cfg)
+        from edgeagent.sim import app as sim_app  # the `sim` extra
+
+        return sim_app.main(sim_cfg)
     if command == "healthcheck":
-        return _call("edgeagent.healthcheck", None)
+        from edgeagent import healthcheck
+
+        return healthcheck.main(parse_args)
     if command == "demo":
-        return _call("edgeagent.demo", bool(args.keep))
+        from edgeagent.demo import scenario  # the `sim` extra
+
+        return scenario.main(bool(args.keep))
     if command in ("pods", "upgrade", "upgrades", "imagepull"):
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
         if command in ("upgrade", "imagepull"):
             namespace, sep, name = args.pod.partition("/")
             if not sep or not namespace or not name:
                 raise UsageError(f"expected NS/NAME, got {args.pod!r}")
-        module = importlib.import_module("edgeagent.agent.client_cli")
+        from edgeagent.agent import client_cli
+
         if command == "pods":
-            return int(module.pods(client))
+            return client_cli.pods(client)
         if command == "upgrade":
-            return int(module.upgrade(client, namespace, name))
+            return client_cli.upgrade(client, namespace, name)
         if command == "imagepull":
-            return int(module.imagepull(client, namespace, name))
-        return int(module.upgrades(client, args.cancel))
+            return client_cli.imagepull(client, namespace, name)
+        return client_cli.upgrades(client, args.cancel)
     if command in ("hold", "release"):
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
-        module = importlib.import_module("edgeagent.agent.hold_cli")
+        from edgeagent.agent import hold_cli
+
         if command == "release":
-            return int(module.release(client))
-        return int(module.hold(client, args.reason or "", _hold_until(args)))
+            return hold_cli.release(client)
+        return hold_cli.hold(client, args.reason or "", _hold_until(args))
     if command == "rollout":
-        cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
+        rollout_cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
                             watch=args.watch, timeout=args.timeout)
-        return _call("edgeagent.rollout_cli", cfg)
+        from edgeagent import rollout_cli
+
+        return rollout_cli.main(rollout_cfg)
     raise UsageError(f"unknown command {command!r}")
 
 
@@ -499,12 +512,6 @@ def _hold_until(args: argparse.Namespace) -> datetime | None:
     except ValueError as exc:
         raise UsageError(f"--{'until' if args.until else 'for'}: {exc}") from exc
     return None
-
-
-def _call(module_name: str, cfg: Any) -> int:
-    module = importlib.import_module(module_name)
-    result = module.main(cfg) if cfg is not None else module.main()
-    return int(result or 0)
 
 
 def parse_args(argv: Sequence[str] | None = None, *,

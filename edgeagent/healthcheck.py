@@ -6,15 +6,19 @@ lowest pid running an edgeagent command: PID 1 unless an init wraps it), parses 
 line and environment with the same parser the process used, and probes the address that yields:
 `/v1/healthz` on the agent's `--bind`/`--port`, `/healthz` on the controller's `--metrics-bind`/
 `--metrics-port`. Standard library only: it runs every 30 s and must stay cheap.
+
+The CLI hands in its own parser (`parse`), so this module does not import the CLI that dispatches to it
+(no import cycle).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,9 @@ EXIT_UNHEALTHY = 1  # the only failure code Docker's HEALTHCHECK defines
 
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 _SERVING = ("run", "controller")
+
+# The CLI's parse_args: flags, then the EDGEAGENT_* variables of `environ`; raises on a usage error.
+ParseArgs = Callable[..., argparse.Namespace]
 
 
 @dataclass(frozen=True)
@@ -49,15 +56,13 @@ def _host(address: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def target_of(argv: list[str], environ: dict[str, str]) -> Target | None:
+def target_of(argv: list[str], environ: Mapping[str, str], *, parse: ParseArgs) -> Target | None:
     """What to probe for a process started as `edgeagent ARGV` with `environ`; None if it serves nothing."""
-    from edgeagent import cli
-
     if not argv or argv[0] not in _SERVING:
         return None
     try:
-        args = cli.parse_args(argv, environ=environ)
-    except (cli.UsageError, SystemExit):
+        args = parse(argv, environ=environ)
+    except (Exception, SystemExit):  # a usage error: it cannot be what this process was started with
         return None
     if args.command == "run":
         return Target("run", f"http://{_host(args.bind)}:{args.port}/v1/healthz")
@@ -103,9 +108,10 @@ def probe(url: str, timeout: float) -> str | None:
         return f"{url}: {reason}"
 
 
-def health_of(argv: list[str], environ: dict[str, str], timeout: float = 4.0) -> tuple[int, str]:
+def health_of(argv: list[str], environ: Mapping[str, str], timeout: float = 4.0, *,
+              parse: ParseArgs) -> tuple[int, str]:
     """Exit code and one line for a process started as `edgeagent ARGV` with `environ`."""
-    target = target_of(argv, environ)
+    target = target_of(argv, environ, parse=parse)
     if target is None:
         return EXIT_UNHEALTHY, f"unhealthy: cannot tell what `edgeagent {' '.join(argv)}` serves"
     if target.url is None:
@@ -116,11 +122,11 @@ def health_of(argv: list[str], environ: dict[str, str], timeout: float = 4.0) ->
     return EXIT_HEALTHY, f"healthy: {target.url}"
 
 
-def main() -> int:
+def main(parse: ParseArgs) -> int:
     found = find_process(exclude={os.getpid(), os.getppid()})
     if found is None:
         code, line = EXIT_UNHEALTHY, "unhealthy: no edgeagent run/controller process found"
     else:
-        code, line = health_of(*found)
+        code, line = health_of(*found, parse=parse)
     print(f"edgeagent healthcheck: {line}", file=sys.stdout if code == EXIT_HEALTHY else sys.stderr)
     return code

@@ -17,18 +17,12 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from edgeagent.config import RolloutConfig
+from edgeagent.contract import ANNOTATION_PAUSED, ANNOTATION_UPDATE_STRATEGY, LABEL_REVISION_HASH
 from edgeagent.controller.revisions import current_hash, newest_revision, owned_by, revision_hash
 from edgeagent.controller.rolling import NodeState, held_reason, node_state, node_views
 from edgeagent.controller.settings import roll_settings, select
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.objects import (
-    ANNOTATION_PAUSED,
-    ANNOTATION_UPDATE_STRATEGY,
-    LABEL_REVISION_HASH,
-    annotations_of,
-    labels_of,
-    name_of,
-)
+from edgeagent.kube.objects import annotations_of, labels_of, name_of
 
 JSON = dict[str, Any]
 

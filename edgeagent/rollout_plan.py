@@ -25,33 +25,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeagent.kube.objects import ANNOTATION_NODE_SELECTOR, annotations_of
+from edgeagent.contract import (
+    ANNOTATION_NODE_SELECTOR,
+    ANNOTATION_ON_FAILURE,
+    ANNOTATION_ROLLOUT_BAKE,
+    ANNOTATION_ROLLOUT_GROUP_LABEL,
+    ANNOTATION_ROLLOUT_STATE,
+    ANNOTATION_ROLLOUT_STEPS,
+)
+from edgeagent.kube.objects import annotations_of
 from edgeagent.kube.selectors import LabelSelector, parse_label_selector
 from edgeagent.kube.timeutil import format_time, parse_time
 
 JSON = dict[str, Any]
 
-# ------------------------------------------------------------------------------------------ contract names
-# (move to edgeagent/contract.py once it exists)
-ANNOTATION_ROLLOUT_STEPS = "edgeagent.io/rollout-steps"
-ANNOTATION_ROLLOUT_BAKE = "edgeagent.io/rollout-bake"
-ANNOTATION_ROLLOUT_GROUP_LABEL = "edgeagent.io/rollout-group-label"
-ANNOTATION_ON_FAILURE = "edgeagent.io/on-failure"
-ANNOTATION_ROLLOUT_STATE = "edgeagent.io/rollout-state"
-ANNOTATION_ROLLED_BACK_FROM = "edgeagent.io/rolled-back-from"
-ANNOTATION_ROLLOUT_PROMOTE = "edgeagent.io/rollout-promote"
-ANNOTATION_ROLLOUT_ABORT = "edgeagent.io/rollout-abort"
 PLAN_ANNOTATIONS = (ANNOTATION_ROLLOUT_STEPS, ANNOTATION_ROLLOUT_BAKE, ANNOTATION_ROLLOUT_GROUP_LABEL,
                     ANNOTATION_ON_FAILURE)
-
-REASON_WAITING_FOR_WAVE = "WaitingForWave"
-
-EVENT_WAVE_STARTED = "WaveStarted"
-EVENT_WAVE_FINISHED = "WaveFinished"
-EVENT_ROLLOUT_ABORTED = "RolloutAborted"
-EVENT_ROLLOUT_ROLLED_BACK = "RolloutRolledBack"
-EVENT_ROLLOUT_COMPLETE = "RolloutComplete"
-EVENT_ROLLOUT_PLAN_INVALID = "RolloutPlanInvalid"
 
 ON_FAILURE_PAUSE = "pause"
 ON_FAILURE_ROLLBACK = "rollback"

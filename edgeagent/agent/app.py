@@ -22,7 +22,6 @@ from typing import Any
 from aiohttp import web
 
 from edgeagent import log
-from edgeagent.agent.auth import read_token_file
 from edgeagent.agent.autoprepull import AutoPrepuller
 from edgeagent.agent.cache import PodCache
 from edgeagent.agent.held import HeldPublisher
@@ -31,6 +30,7 @@ from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.policy import Clock, PolicyStatus, SitePolicy
 from edgeagent.agent.sdnotify import SdNotifier
 from edgeagent.agent.state import ACTIVE_STATES, VERIFYING, StateStore, StateUnavailable
+from edgeagent.agent.token_file import read_token_file
 from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent

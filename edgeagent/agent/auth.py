@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 from aiohttp import web
 
@@ -21,14 +20,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 class Unauthorized(Exception):
     """No or a wrong bearer token on a mutating request."""
-
-
-def read_token_file(path: Path) -> str:
-    """The token in `path`, surrounding whitespace stripped; ValueError when empty, OSError when unreadable."""
-    token = path.read_text(encoding="utf-8").strip()
-    if not token:
-        raise ValueError(f"token file {path} is empty")
-    return token
 
 
 def token_matches(authorization: str | None, token: str) -> bool:

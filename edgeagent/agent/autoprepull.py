@@ -18,10 +18,9 @@ from edgeagent.agent.cache import PodCache
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.passes import run_passes
 from edgeagent.agent.state import StateStore, StateUnavailable
+from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, version_from_message
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.objects import (
-    CONDITION_POD_IMAGE_READY,
-    CONDITION_POD_NEED_UPGRADE,
     daemonset_owner,
     get_condition,
     is_terminating,
@@ -29,7 +28,6 @@ from edgeagent.kube.objects import (
     name_of,
     namespace_of,
     uid_of,
-    version_from_message,
 )
 
 JSON = dict[str, Any]

@@ -16,11 +16,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from edgeagent import log
-from edgeagent.agent.policy import AUTO_UPGRADE_FAILED
 from edgeagent.agent.state import FAILED, UpgradeRequest
 from edgeagent.agent.upgrade import Outcome, upgrade_refusal
 from edgeagent.aio import wait_event
-from edgeagent.kube.objects import CONDITION_POD_NEED_UPGRADE, get_condition, meta, uid_of
+from edgeagent.contract import AUTO_UPGRADE_FAILED, CONDITION_POD_NEED_UPGRADE, HELD_BY_OPERATOR
+from edgeagent.kube.objects import get_condition, meta, uid_of
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.autoupgrade")
@@ -35,7 +35,7 @@ class SitePolicy(Protocol):
     def is_open(self, now: datetime | None = None) -> bool: ...
 
     async def hold(self, reason: str = "", until: datetime | None = None, *,
-                   kind: str = "HeldByOperator") -> object: ...
+                   kind: str = HELD_BY_OPERATOR) -> object: ...
 
     async def wait_open(self) -> None: ...
 

@@ -15,16 +15,10 @@ from typing import Any, TextIO
 
 import aiohttp
 
-from edgeagent.agent.auth import read_token_file
+from edgeagent.agent.token_file import read_token_file
 from edgeagent.config import ClientConfig
-from edgeagent.kube.objects import (
-    CONDITION_POD_NEED_UPGRADE,
-    LABEL_REVISION_HASH,
-    get_condition,
-    is_pod_ready,
-    labels_of,
-    meta,
-)
+from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, LABEL_REVISION_HASH
+from edgeagent.kube.objects import get_condition, is_pod_ready, labels_of, meta
 
 EXIT_OK = 0
 EXIT_FAILED = 1

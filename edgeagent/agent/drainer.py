@@ -31,24 +31,12 @@ from edgeagent.agent.state import (
     UnknownRequest,
     UpgradeRequest,
 )
-from edgeagent.agent.upgrade import (
-    Link,
-    UpgradeMetrics,
-    describe_failure,
-    image_not_ready,
-    is_retryable,
-    publish_queue_counts,
-)
+from edgeagent.agent.upgrade import Link, UpgradeMetrics, describe_failure, is_retryable, publish_queue_counts
 from edgeagent.agent.verifier import record_deleted
 from edgeagent.aio import wait_event
+from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, image_not_ready
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
-from edgeagent.kube.objects import (
-    CONDITION_POD_IMAGE_READY,
-    CONDITION_POD_NEED_UPGRADE,
-    condition_is_true,
-    pod_path,
-    uid_of,
-)
+from edgeagent.kube.objects import condition_is_true, pod_path, uid_of
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.drainer")

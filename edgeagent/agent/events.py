@@ -39,30 +39,31 @@ from edgeagent.agent.state import (
     UpgradeRequest,
 )
 from edgeagent.aio import wait_event
+from edgeagent.contract import (
+    COMPONENT_AGENT,
+    EVENT_NORMAL,
+    EVENT_UPGRADE_CANCELLED,
+    EVENT_UPGRADE_FAILED,
+    EVENT_UPGRADE_OBSOLETE,
+    EVENT_UPGRADE_QUEUED,
+    EVENT_UPGRADE_STARTED,
+    EVENT_UPGRADE_SUCCEEDED,
+    EVENT_WARNING,
+)
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.events")
 
-COMPONENT = "edgeagent"
-NORMAL = "Normal"
-WARNING = "Warning"
-
-REASON_QUEUED = "UpgradeQueued"
-REASON_STARTED = "UpgradeStarted"
-REASON_SUCCEEDED = "UpgradeSucceeded"
-REASON_FAILED = "UpgradeFailed"
-REASON_OBSOLETE = "UpgradeObsolete"
-REASON_CANCELLED = "UpgradeCancelled"
 
 # Entering a state -> (Event type, reason). `running` is the drainer's re-check, not news for the cloud.
 _REASONS = {
-    QUEUED: (NORMAL, REASON_QUEUED),
-    VERIFYING: (NORMAL, REASON_STARTED),
-    SUCCEEDED: (NORMAL, REASON_SUCCEEDED),
-    FAILED: (WARNING, REASON_FAILED),
-    OBSOLETE: (NORMAL, REASON_OBSOLETE),
-    CANCELLED: (NORMAL, REASON_CANCELLED),
+    QUEUED: (EVENT_NORMAL, EVENT_UPGRADE_QUEUED),
+    VERIFYING: (EVENT_NORMAL, EVENT_UPGRADE_STARTED),
+    SUCCEEDED: (EVENT_NORMAL, EVENT_UPGRADE_SUCCEEDED),
+    FAILED: (EVENT_WARNING, EVENT_UPGRADE_FAILED),
+    OBSOLETE: (EVENT_NORMAL, EVENT_UPGRADE_OBSOLETE),
+    CANCELLED: (EVENT_NORMAL, EVENT_UPGRADE_CANCELLED),
 }
 
 DEFAULT_CAPACITY = 1000
@@ -121,8 +122,8 @@ def event_object(ev: PendingEvent, node: str, *, name: str, count: int) -> JSON:
         "reason": ev.reason,
         "message": ev.message,
         "type": ev.type,
-        "source": {"component": COMPONENT, "host": node},
-        "reportingComponent": COMPONENT,
+        "source": {"component": COMPONENT_AGENT, "host": node},
+        "reportingComponent": COMPONENT_AGENT,
         "reportingInstance": node,
         "firstTimestamp": _time(ev.first),
         "lastTimestamp": _time(ev.last),

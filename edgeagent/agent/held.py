@@ -1,7 +1,8 @@
 """Publishes the site policy as the `UpgradeHeld` condition on every DaemonSet pod bound to this node.
 
-This module owns the condition type. The controller reads it (AdvancedRollingUpdate never deletes a
-pod whose `UpgradeHeld` is `True`), and an operator sees it in `kubectl describe pod`.
+This module writes the condition (its name and reasons are in `edgeagent.contract`). The controller
+reads it (AdvancedRollingUpdate never deletes a pod whose `UpgradeHeld` is `True`), and an operator
+sees it in `kubectl describe pod`.
 
 Why it costs nothing while nothing changes: the desired condition is compared with the pod as the
 agent's watch cache already has it, and a strategic-merge patch of that one condition on `pods/status`
@@ -23,6 +24,7 @@ from edgeagent.agent.cache import PodCache
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.passes import run_passes
 from edgeagent.agent.policy import PolicyStatus, SitePolicy
+from edgeagent.contract import CONDITION_UPGRADE_HELD
 from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.objects import (
@@ -37,8 +39,6 @@ from edgeagent.kube.objects import (
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.held")
-
-CONDITION_UPGRADE_HELD = "UpgradeHeld"
 
 # After a failed patch (cloud overloaded, link flapping) try again after this long, doubling to the cap.
 RETRY_INITIAL = 0.5
@@ -55,14 +55,6 @@ def current(pod: JSON) -> tuple[str, str, str] | None:
     if cond is None:
         return None
     return str(cond.get("status") or ""), str(cond.get("reason") or ""), str(cond.get("message") or "")
-
-
-def held_by(pod: JSON) -> tuple[str, str] | None:
-    """(reason, message) when the pod's `UpgradeHeld` is `True`: its node said no upgrade now."""
-    cond = get_condition(pod, CONDITION_UPGRADE_HELD)
-    if cond is None or cond.get("status") != "True":
-        return None
-    return str(cond.get("reason") or ""), str(cond.get("message") or "")
 
 
 def condition_patch(pod: JSON, want: tuple[str, str, str], now: datetime) -> JSON:
@@ -168,4 +160,4 @@ class HeldPublisher:
         return True
 
 
-__all__ = ["CONDITION_UPGRADE_HELD", "HeldPublisher", "condition_patch", "desired", "held_by"]
+__all__ = ["HeldPublisher", "condition_patch", "desired"]

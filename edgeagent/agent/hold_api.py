@@ -15,8 +15,8 @@ from typing import Any
 from aiohttp import web
 
 from edgeagent.agent.auth import Handler
-from edgeagent.agent.http import message_response
 from edgeagent.agent.policy import InvalidHold, SitePolicy, parse_time
+from edgeagent.agent.responses import message_response
 from edgeagent.agent.state import StateUnavailable
 
 ROUTE_HOLD = "/v1/hold"

@@ -10,7 +10,6 @@ the request metrics under its route pattern (never the raw path, which would gro
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from typing import Any
 
@@ -19,9 +18,13 @@ from aiohttp import web
 from edgeagent import log
 from edgeagent.agent import auth
 from edgeagent.agent.cache import PodCache
+from edgeagent.agent.hold_api import add_hold_routes
 from edgeagent.agent.link import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.policy import SitePolicy
+from edgeagent.agent.responses import CONTENT_JSON, message_response, wants_json
+from edgeagent.agent.responses import json_response as _json
+from edgeagent.agent.responses import text_response as _text
 from edgeagent.agent.state import InvalidTransition, StateStore, StateUnavailable, UnknownRequest
 from edgeagent.agent.upgrade import Outcome, UpgradeService
 
@@ -37,49 +40,12 @@ HEALTH_ROUTES = ("/v1/healthz", "/healthz")
 READY_ROUTES = ("/v1/readyz", "/readyz")
 ROUTE_METRICS = "/metrics"
 
-CONTENT_JSON = "application/json"
-
-_WORDS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
-          409: "Conflict", 413: "RequestEntityTooLarge", 500: "InternalError", 502: "BadGateway",
-          503: "ServiceUnavailable"}
-
 _STATE = web.AppKey("state", StateStore)
 _CACHE = web.AppKey("cache", PodCache)
 _UPGRADES = web.AppKey("upgrades", UpgradeService)
 _LINK = web.AppKey("link", LinkMonitor)
 _METRICS = web.AppKey("metrics", AgentMetrics)
 _MAX_BODY = web.AppKey("max_body_bytes", int)
-
-
-def wants_json(request: web.Request) -> bool:
-    return CONTENT_JSON in request.headers.get("Accept", "")
-
-
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=status,
-                        content_type=CONTENT_JSON, headers=headers)
-
-
-def _text(message: str, status: int = 200, headers: dict[str, str] | None = None, *,
-          exact: bool = False) -> web.Response:
-    """A text body ends with a newline, so `curl` leaves the shell prompt on its own line.
-
-    `exact`: the bodies OpenYurt clients compare byte for byte stay as YurtHub sends them, without one:
-    `200 Start updating pod ns/name`, `200 Image pre-pull requested for pod ns/name` and the health `OK`
-    (the OpenYurt compatibility in docs/contract.md).
-    """
-    return web.Response(text=message if exact else message + "\n", status=status, headers=headers)
-
-
-def message_response(request: web.Request, status: int, message: str, *, word: str | None = None,
-                     extra: JSON | None = None, headers: dict[str, str] | None = None,
-                     exact: bool = False) -> web.Response:
-    """Text `message` by default; `{"status", "message", ...extra}` for JSON clients."""
-    if wants_json(request):
-        body: JSON = {"status": word or _WORDS.get(status, "OK" if status < 400 else "Error"), "message": message}
-        body.update(extra or {})
-        return _json(body, status, headers)
-    return _text(message, status, headers, exact=exact)
 
 
 def _outcome_response(request: web.Request, outcome: Outcome) -> web.Response:
@@ -326,8 +292,6 @@ def create_app(*, cache: PodCache, upgrades: UpgradeService, state: StateStore, 
     for path in READY_ROUTES:
         r.add_get(path, wrap(path, _readyz))
     r.add_get(ROUTE_METRICS, wrap(ROUTE_METRICS, _metrics))
-    from edgeagent.agent.hold_api import add_hold_routes  # it renders its errors with this module's helpers
-
     add_hold_routes(app, policy, wrap)
     _answer_unrouted(app, metrics)
     return app

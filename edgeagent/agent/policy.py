@@ -24,15 +24,11 @@ from edgeagent import log
 from edgeagent.agent import windows as win
 from edgeagent.agent.state import StateStore, StoredHold
 from edgeagent.aio import wait_event
+from edgeagent.contract import AUTO_UPGRADE_FAILED, HELD_BY_OPERATOR, OPEN, OUTSIDE_MAINTENANCE_WINDOW
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.policy")
 
-# Reasons of the `UpgradeHeld` condition (docs/contract.md).
-HELD_BY_OPERATOR = "HeldByOperator"
-OUTSIDE_MAINTENANCE_WINDOW = "OutsideMaintenanceWindow"
-AUTO_UPGRADE_FAILED = "AutoUpgradeFailed"
-OPEN = "Open"
 HOLD_KINDS = (HELD_BY_OPERATOR, AUTO_UPGRADE_FAILED)
 
 MAX_REASON_LENGTH = 1024
@@ -294,10 +290,6 @@ def parse_time(text: str) -> datetime:
 
 
 __all__ = [
-    "AUTO_UPGRADE_FAILED",
-    "HELD_BY_OPERATOR",
-    "OPEN",
-    "OUTSIDE_MAINTENANCE_WINDOW",
     "Hold",
     "InvalidHold",
     "PolicyStatus",

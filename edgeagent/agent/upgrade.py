@@ -34,11 +34,16 @@ from edgeagent.agent.state import (
 )
 from edgeagent.agent.state import QUEUED as QUEUED_STATE
 from edgeagent.agent.verifier import record_deleted
-from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
-from edgeagent.kube.objects import (
+from edgeagent.contract import (
     CONDITION_POD_IMAGE_READY,
     CONDITION_POD_NEED_UPGRADE,
     REASON_WAIT_PULL_IMAGE,
+    image_not_ready,
+    version_from_message,
+    version_message,
+)
+from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.objects import (
     daemonset_owner,
     get_condition,
     is_dns1123_label,
@@ -47,8 +52,6 @@ from edgeagent.kube.objects import (
     node_name_of,
     pod_path,
     uid_of,
-    version_from_message,
-    version_message,
 )
 
 JSON = dict[str, Any]
@@ -155,23 +158,6 @@ def upgrade_refusal(pod: JSON, node_name: str) -> Outcome | None:
         return _outcome(403, f"pod {key}: the image of the current version is not ready: condition "
                              f"{CONDITION_POD_IMAGE_READY} is {image.get('status')!r} for "
                              f"{image.get('message')!r}, wanted 'True' for {need.get('message')!r}")
-    return None
-
-
-def image_not_ready(pod: JSON) -> JSON | None:
-    """The PodImageReady condition when it is not True for the version PodNeedUpgrade asks for, else None.
-
-    Without the condition nobody asked for a pre-pull, so there is nothing to wait for. Both the online
-    answer and the drainer's re-check use this, so a queued request is held to the same rule.
-    """
-    image = get_condition(pod, CONDITION_POD_IMAGE_READY)
-    if image is None:
-        return None
-    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
-    wanted = version_from_message(str(need.get("message") or ""))
-    have = version_from_message(str(image.get("message") or ""))
-    if image.get("status") != "True" or wanted is None or have != wanted:
-        return image
     return None
 
 

@@ -36,10 +36,13 @@ from edgeagent.agent.state import (
     UpgradeRequest,
 )
 from edgeagent.aio import wait_event
-from edgeagent.kube.objects import (
+from edgeagent.contract import (
     CONDITION_POD_NEED_UPGRADE,
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
+    version_from_message,
+)
+from edgeagent.kube.objects import (
     daemonset_owner,
     get_condition,
     is_pod_ready,
@@ -47,7 +50,6 @@ from edgeagent.kube.objects import (
     labels_of,
     meta,
     uid_of,
-    version_from_message,
 )
 
 JSON = dict[str, Any]

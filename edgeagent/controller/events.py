@@ -10,15 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from edgeagent import log
+from edgeagent.contract import COMPONENT_CONTROLLER, EVENT_WARNING
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.objects import meta, name_of, namespace_of, uid_of
 from edgeagent.kube.timeutil import format_micro_time, format_time
 
 JSON = dict[str, Any]
 
-COMPONENT = "edgeagent-controller"
-NORMAL = "Normal"
-WARNING = "Warning"
 # Event messages are limited to 1 KiB by the API server's validation.
 _MAX_MESSAGE = 1024
 
@@ -61,20 +59,20 @@ class EventRecorder:
             "type": event_type,
             "reason": reason,
             "message": message,
-            "source": {"component": COMPONENT},
+            "source": {"component": COMPONENT_CONTROLLER},
             "firstTimestamp": format_time(now),
             "lastTimestamp": format_time(now),
             "eventTime": format_micro_time(now),
             "count": 1,
             "action": reason,
-            "reportingComponent": COMPONENT,
+            "reportingComponent": COMPONENT_CONTROLLER,
             "reportingInstance": self._instance,
         }
 
     async def emit(self, obj: JSON, event_type: str, reason: str, message: str) -> None:
         event = self.build(obj, event_type, reason, message)
         namespace = event["metadata"]["namespace"]
-        log_method = self._log.warning if event_type == WARNING else self._log.info
+        log_method = self._log.warning if event_type == EVENT_WARNING else self._log.info
         log_method("event", object=f"{namespace}/{name_of(obj)}", reason=reason, message=event["message"])
         try:
             await self._client.create(f"/api/v1/namespaces/{namespace}/events", event, timeout=5.0)

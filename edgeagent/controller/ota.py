@@ -11,16 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, version_message
 from edgeagent.controller.pods import is_available
 from edgeagent.controller.revisions import is_pod_updated
-from edgeagent.kube.objects import (
-    CONDITION_POD_NEED_UPGRADE,
-    get_condition,
-    is_terminating,
-    name_of,
-    uid_of,
-    version_message,
-)
+from edgeagent.kube.objects import get_condition, is_terminating, name_of, uid_of
 from edgeagent.kube.timeutil import format_time
 
 JSON = dict[str, Any]

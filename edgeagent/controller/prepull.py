@@ -21,15 +21,28 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from edgeagent import log
-from edgeagent.controller.events import NORMAL, WARNING, EventRecorder
-from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
-from edgeagent.kube.images import node_has_images, normalize_image
-from edgeagent.kube.objects import (
+from edgeagent.contract import (
+    ANNOTATION_DAEMONSET,
+    ANNOTATION_POD,
+    ANNOTATION_PRE_PULL,
+    ANNOTATION_REVISION,
     CONDITION_POD_IMAGE_READY,
+    EVENT_IMAGE_PRE_PULL_FAILED,
+    EVENT_IMAGE_PRE_PULLED,
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    LABEL_PREPULL,
+    PREPULL_JOB_PREFIX,
     REASON_PULL_IMAGE_FAIL,
     REASON_PULL_IMAGE_SUCCESS,
     REASON_WAIT_PULL_IMAGE,
     VERSION_MESSAGE_PREFIX,
+    version_message,
+)
+from edgeagent.controller.events import EventRecorder
+from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.images import node_has_images, normalize_image
+from edgeagent.kube.objects import (
     annotations_of,
     controller_owner,
     get_condition,
@@ -40,19 +53,11 @@ from edgeagent.kube.objects import (
     namespace_of,
     node_name_of,
     uid_of,
-    version_message,
 )
 from edgeagent.kube.timeutil import format_time, parse_time
 
 JSON = dict[str, Any]
 
-LABEL_PREPULL = "edgeagent.io/image-pre-pull"
-# On an AdvancedRollingUpdate DaemonSet: pull the new images on a node before deleting its old pod there.
-ANNOTATION_PRE_PULL = "edgeagent.io/pre-pull"
-ANNOTATION_DAEMONSET = "edgeagent.io/daemonset"
-ANNOTATION_POD = "edgeagent.io/pod"
-ANNOTATION_REVISION = "edgeagent.io/revision"
-JOB_PREFIX = "image-pre-pull-"
 MAX_JOB_NAME = 63  # the Job controller copies the name into a label value
 # Pull errors the kubelet reports on a waiting container: the attempt has failed, no need to wait for the deadline.
 PULL_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
@@ -86,13 +91,13 @@ def retry_delay(failed_attempts: int, base: float, cap: float) -> float:
 
 def job_name(pod_name: str, revision: str) -> str:
     """`image-pre-pull-<pod>-<hash>`, shortened to a valid 63-character name with a digest of what was cut."""
-    name = f"{JOB_PREFIX}{pod_name}-{revision}"
+    name = f"{PREPULL_JOB_PREFIX}{pod_name}-{revision}"
     if len(name) <= MAX_JOB_NAME:
         return name
     digest = hashlib.sha256(pod_name.encode()).hexdigest()[:5]
-    room = MAX_JOB_NAME - len(JOB_PREFIX) - len(revision) - len(digest) - 2
+    room = MAX_JOB_NAME - len(PREPULL_JOB_PREFIX) - len(revision) - len(digest) - 2
     head = pod_name[:max(0, room)].rstrip("-.")
-    return f"{JOB_PREFIX}{head}-{digest}-{revision}" if head else f"{JOB_PREFIX}{digest}-{revision}"
+    return f"{PREPULL_JOB_PREFIX}{head}-{digest}-{revision}" if head else f"{PREPULL_JOB_PREFIX}{digest}-{revision}"
 
 
 def revision_images(template: JSON) -> list[str]:
@@ -490,7 +495,7 @@ class PrePuller:
             ok = await self._patch(pod, "True", REASON_PULL_IMAGE_SUCCESS, version_message(revision), errors)
             if ok:
                 self._attempts.pop((uid_of(pod), revision), None)
-                await self.events.emit(pod_ref, NORMAL, "ImagePrePulled",
+                await self.events.emit(pod_ref, EVENT_NORMAL, EVENT_IMAGE_PRE_PULLED,
                                        f"attempt {number} of {total}: {', '.join(images)} on node "
                                        f"{node_name_of(pod)} (revision {revision})")
                 await self._delete_job(job, errors)
@@ -508,7 +513,8 @@ class PrePuller:
             return
         if retry_in is None:
             self.metrics.gave_up.inc()
-        await self.events.emit(pod_ref, WARNING, "ImagePrePullFailed", message[len(version_message(revision)) + 1:]
+        await self.events.emit(pod_ref, EVENT_WARNING, EVENT_IMAGE_PRE_PULL_FAILED,
+                               message[len(version_message(revision)) + 1:]
                                + f" (revision {revision}, node {node_name_of(pod)})")
         await self._delete_job(job, errors)
         if retry_in is not None:

@@ -15,14 +15,25 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from edgeagent import log
+from edgeagent.contract import (
+    ANNOTATION_PAUSED,
+    ANNOTATION_UPDATE_STRATEGY,
+    EVENT_INVALID_ANNOTATION,
+    EVENT_INVALID_UPDATE_STRATEGY,
+    EVENT_NORMAL,
+    EVENT_ROLLOUT_AUTO_PAUSED,
+    EVENT_UPGRADING_PODS,
+    EVENT_WARNING,
+    LABEL_PREPULL,
+)
 from edgeagent.controller import trim
-from edgeagent.controller.events import NORMAL, WARNING, EventRecorder
+from edgeagent.controller.events import EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.ota import condition_changes
 from edgeagent.controller.ota import progress as ota_progress
 from edgeagent.controller.pods import node_of
-from edgeagent.controller.prepull import LABEL_PREPULL, PrePuller, PrepullSettings
+from edgeagent.controller.prepull import PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash
 from edgeagent.controller.rolling import Plan, plan_step
 from edgeagent.controller.settings import Strategy, roll_settings, select
@@ -30,8 +41,6 @@ from edgeagent.controller.workqueue import ShutDown, WorkQueue
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.informer import DELETED, Informer
 from edgeagent.kube.objects import (
-    ANNOTATION_PAUSED,
-    ANNOTATION_UPDATE_STRATEGY,
     controller_owner,
     get_condition,
     is_terminating,
@@ -310,7 +319,7 @@ class Controller:
             return
         selection = select(ds)
         if selection.problem:
-            await self._warn_once(ds, ANNOTATION_UPDATE_STRATEGY, selection.value, "InvalidUpdateStrategy",
+            await self._warn_once(ds, ANNOTATION_UPDATE_STRATEGY, selection.value, EVENT_INVALID_UPDATE_STRATEGY,
                                   selection.problem)
             return
         self._clear_warning(ds, ANNOTATION_UPDATE_STRATEGY)
@@ -341,7 +350,7 @@ class Controller:
         if seen.get(topic) == value:
             return
         seen[topic] = value
-        await self.events.emit(ds, WARNING, reason, message)
+        await self.events.emit(ds, EVENT_WARNING, reason, message)
 
     def _clear_warning(self, ds: JSON, topic: str) -> None:
         seen = self._warned.get(uid_of(ds))
@@ -409,7 +418,7 @@ class Controller:
         settings, problems = roll_settings(ds)
         bad = {p.annotation for p in problems}
         for problem in problems:
-            await self._warn_once(ds, problem.annotation, problem.value, "InvalidAnnotation", problem.message)
+            await self._warn_once(ds, problem.annotation, problem.value, EVENT_INVALID_ANNOTATION, problem.message)
         for topic in list(self._warned.get(uid_of(ds), {})):
             if topic != ANNOTATION_UPDATE_STRATEGY and topic not in bad:
                 self._clear_warning(ds, topic)
@@ -494,7 +503,7 @@ class Controller:
                 f"({_names(deleted)}); max unavailable {plan.max_unavailable}, unavailable before "
                 f"{plan.unavailable}, {plan.updated}/{plan.total} nodes up to date"
             )
-            await self.events.emit(ds, NORMAL, "UpgradingPods", message)
+            await self.events.emit(ds, EVENT_NORMAL, EVENT_UPGRADING_PODS, message)
         if errors:
             raise ReconcileError(f"{len(errors)} pod deletion(s) failed, first: {errors[0]}")
 
@@ -510,6 +519,6 @@ class Controller:
             f"({', '.join(plan.failed[:_NAMES_IN_EVENT])}), max-failed is {plan.max_failed}: roll paused "
             f"({ANNOTATION_PAUSED}=true). Fix the version, then remove the annotation to resume."
         )
-        await self.events.emit(ds, WARNING, "RolloutAutoPaused", message)
+        await self.events.emit(ds, EVENT_WARNING, EVENT_ROLLOUT_AUTO_PAUSED, message)
         self._log.warning("roll paused automatically", daemonset=key_of(ds), failed=plan.failed,
                           resource_version=meta(ds).get("resourceVersion"))

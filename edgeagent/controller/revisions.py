@@ -9,17 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from edgeagent.kube.objects import (
-    ANNOTATION_TEMPLATE_GENERATION,
-    LABEL_REVISION_HASH,
-    LABEL_TEMPLATE_GENERATION,
-    annotations_of,
-    controller_owner,
-    labels_of,
-    meta,
-    name_of,
-    uid_of,
-)
+from edgeagent.contract import ANNOTATION_TEMPLATE_GENERATION, LABEL_REVISION_HASH, LABEL_TEMPLATE_GENERATION
+from edgeagent.kube.objects import annotations_of, controller_owner, labels_of, meta, name_of, uid_of
 
 JSON = dict[str, Any]
 

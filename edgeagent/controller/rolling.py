@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from edgeagent.agent.held import held_by
+from edgeagent.contract import held_by
 from edgeagent.controller.expectations import Expectations
 from edgeagent.controller.pods import (
     available_at,

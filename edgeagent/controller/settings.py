@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from edgeagent.kube.objects import (
+from edgeagent.contract import (
     ANNOTATION_MAX_FAILED,
     ANNOTATION_MAX_UNAVAILABLE,
     ANNOTATION_NODE_SELECTOR,
@@ -23,8 +23,8 @@ from edgeagent.kube.objects import (
     ANNOTATION_UPDATE_STRATEGY,
     STRATEGY_ADVANCED_ROLLING_UPDATE,
     STRATEGY_OTA,
-    annotations_of,
 )
+from edgeagent.kube.objects import annotations_of
 from edgeagent.kube.selectors import LabelSelector, parse_label_selector
 
 JSON = dict[str, Any]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeagent.controller.prepull import LABEL_PREPULL
+from edgeagent.contract import LABEL_PREPULL
 from edgeagent.kube.objects import share_strings
 
 JSON = dict[str, Any]

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from edgeagent.kube.client import KubeClient
-from edgeagent.kube.objects import (
+from edgeagent.contract import (
     ANNOTATION_MAX_UNAVAILABLE,
     ANNOTATION_UPDATE_STRATEGY,
     CONDITION_POD_NEED_UPGRADE,
+)
+from edgeagent.kube.client import KubeClient
+from edgeagent.kube.objects import (
     get_condition,
     is_node_ready,
     is_pod_ready,

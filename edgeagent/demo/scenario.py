@@ -31,6 +31,7 @@ import yaml
 
 from edgeagent import log
 from edgeagent.config import LogConfig, SimConfig
+from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_UPGRADE_HELD
 from edgeagent.demo.cluster import CONTAINER, Cluster, PodView, by_node, daemonset, summary
 from edgeagent.demo.narration import Narrator, StepFailed
 from edgeagent.demo.processes import AgentHttp, Proc, Ran, child_env, free_port, run_command
@@ -444,7 +445,7 @@ class Demo:
         async def conditions() -> tuple[JSON | None, str]:
             current = await client.get(f"/api/v1/namespaces/default/pods/{pod.name}")
             found = {c.get("type"): c for c in (current.get("status") or {}).get("conditions") or []}
-            held, image = found.get("UpgradeHeld") or {}, found.get("PodImageReady") or {}
+            held, image = found.get(CONDITION_UPGRADE_HELD) or {}, found.get(CONDITION_POD_IMAGE_READY) or {}
             ok = held.get("status") == "True" and image.get("status") == "True"
             return (found if ok else None), (f"UpgradeHeld={held.get('status')}, "
                                              f"PodImageReady={image.get('status')} ({image.get('reason')})")

@@ -1,4 +1,6 @@
-"""Names and small helpers over raw Kubernetes object dicts, shared by the agent, controller and sim.
+"""Small helpers over raw Kubernetes object dicts, shared by the agent, controller and sim.
+
+The names the agent, controller and sim exchange live in `edgeagent.contract`.
 
 Objects stay the JSON the API server sent; these helpers read them without building model classes.
 """
@@ -10,30 +12,6 @@ import sys
 from typing import Any
 
 JSON = dict[str, Any]
-
-# OpenYurt-compatible names (docs/contract.md).
-ANNOTATION_UPDATE_STRATEGY = "apps.openyurt.io/update-strategy"
-ANNOTATION_MAX_UNAVAILABLE = "apps.openyurt.io/max-unavailable"
-STRATEGY_OTA = "ota"
-STRATEGY_ADVANCED_ROLLING_UPDATE = "advancedrollingupdate"
-CONDITION_POD_NEED_UPGRADE = "PodNeedUpgrade"
-CONDITION_POD_IMAGE_READY = "PodImageReady"
-REASON_WAIT_PULL_IMAGE = "WaitPullImage"
-REASON_PULL_IMAGE_SUCCESS = "PullImageSuccess"
-REASON_PULL_IMAGE_FAIL = "PullImageFail"
-VERSION_MESSAGE_PREFIX = "controllerrevision: "
-
-# Our own extensions on DaemonSets.
-ANNOTATION_PARTITION = "edgeagent.io/partition"
-ANNOTATION_NODE_SELECTOR = "edgeagent.io/node-selector"
-ANNOTATION_PAUSED = "edgeagent.io/paused"
-ANNOTATION_MAX_FAILED = "edgeagent.io/max-failed"
-ANNOTATION_PROGRESS_DEADLINE = "edgeagent.io/progress-deadline-seconds"
-
-# Labels and annotations the DaemonSet controller maintains.
-LABEL_REVISION_HASH = "controller-revision-hash"
-LABEL_TEMPLATE_GENERATION = "pod-template-generation"
-ANNOTATION_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -124,16 +102,6 @@ def is_terminating(obj: JSON) -> bool:
 
 def is_node_ready(node: JSON) -> bool:
     return condition_is_true(node, "Ready")
-
-
-def version_message(revision_hash: str) -> str:
-    return f"{VERSION_MESSAGE_PREFIX}{revision_hash}"
-
-
-def version_from_message(message: str | None) -> str | None:
-    if message and message.startswith(VERSION_MESSAGE_PREFIX):
-        return message[len(VERSION_MESSAGE_PREFIX):].strip()
-    return None
 
 
 def pod_path(namespace: str, name: str) -> str:

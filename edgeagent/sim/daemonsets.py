@@ -20,10 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from edgeagent import log
+from edgeagent.contract import ANNOTATION_TEMPLATE_GENERATION, LABEL_REVISION_HASH, LABEL_TEMPLATE_GENERATION
 from edgeagent.kube.objects import (
-    ANNOTATION_TEMPLATE_GENERATION,
-    LABEL_REVISION_HASH,
-    LABEL_TEMPLATE_GENERATION,
     annotations_of,
     controller_owner,
     get_condition,

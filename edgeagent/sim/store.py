@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from edgeagent.aio import wait_event
-from edgeagent.kube.objects import ANNOTATION_TEMPLATE_GENERATION
+from edgeagent.contract import ANNOTATION_TEMPLATE_GENERATION
 from edgeagent.kube.selectors import (
     FieldSelector,
     LabelSelector,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from edgeagent import healthcheck
+from edgeagent import cli, healthcheck
 from tests.waiting import eventually
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def _all_pids() -> list[int]:
 async def _health(pid: int) -> tuple[int, str]:
     found = _as_seen_in_proc(pid)
     assert found is not None, f"pid {pid} not recognised as an edgeagent process"
-    return await asyncio.to_thread(healthcheck.health_of, *found, 2.0)
+    return await asyncio.to_thread(healthcheck.health_of, *found, 2.0, parse=cli.parse_args)
 
 
 def test_dockerfile_healthcheck_runs_edgeagent_healthcheck() -> None:
@@ -98,7 +98,7 @@ async def _healthy(pid: int) -> tuple[int, str] | None:
     found = _as_seen_in_proc(pid)
     if found is None:  # the shell has not exec'd edgeagent yet
         return None
-    result = await asyncio.to_thread(healthcheck.health_of, *found, 2.0)
+    result = await asyncio.to_thread(healthcheck.health_of, *found, 2.0, parse=cli.parse_args)
     return result if result[0] == healthcheck.EXIT_HEALTHY else None
 
 
@@ -116,7 +116,8 @@ async def test_controller_from_the_same_image_is_probed_on_its_metrics_port(sim:
 @pytest.mark.parametrize(("bind", "host"), [("0.0.0.0", "127.0.0.1"), ("::", "[::1]"), ("127.0.0.2", "127.0.0.2"),
                                             ("::1", "[::1]")])
 def test_wildcard_binds_are_probed_on_loopback(bind: str, host: str) -> None:
-    target = healthcheck.target_of(["run", "--node-name", "n", "--port", "5"], {"EDGEAGENT_BIND": bind})
+    target = healthcheck.target_of(["run", "--node-name", "n", "--port", "5"], {"EDGEAGENT_BIND": bind},
+                                   parse=cli.parse_args)
     assert target is not None and target.url == f"http://{host}:5/v1/healthz"
 
 

@@ -155,11 +155,13 @@ def test_sim_history_reaches_the_sim_config(monkeypatch: pytest.MonkeyPatch) -> 
     """Issue 15: a 10,000-node sim needs a longer watch history than the default (bench/controller_scale.py)."""
     seen: list[Any] = []
 
-    def call(module: str, cfg: Any) -> int:
+    def call(cfg: Any) -> int:
         seen.append(cfg)
         return 0
 
-    monkeypatch.setattr(cli, "_call", call)
+    from edgeagent.sim import app as sim_app
+
+    monkeypatch.setattr(sim_app, "main", call)
     assert cli.main(["sim", "--history", "250000"]) == 0
     assert seen[0].history == 250000
     monkeypatch.setenv("EDGEAGENT_HISTORY", "12345")
@@ -171,10 +173,12 @@ def test_sim_no_node_links_reaches_the_sim_config(monkeypatch: pytest.MonkeyPatc
     """Issue 19's 100,000-node benchmark: nodes without a link each (bench/rollout_scale.py)."""
     seen: list[Any] = []
 
-    def call(module: str, cfg: Any) -> int:
+    def call(cfg: Any) -> int:
         seen.append(cfg)
         return 0
 
-    monkeypatch.setattr(cli, "_call", call)
+    from edgeagent.sim import app as sim_app
+
+    monkeypatch.setattr(sim_app, "main", call)
     assert cli.main(["sim"]) == 0 and seen[0].node_links
     assert cli.main(["sim", "--no-node-links"]) == 0 and not seen[1].node_links

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from edgeagent.contract import LABEL_PREPULL
 from edgeagent.controller import trim
 from edgeagent.controller.pods import node_of, node_ready_changed_at
-from edgeagent.controller.prepull import LABEL_PREPULL
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready
 
 MANAGED = [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {"f:conditions": {}}}}]

@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgeagent.rollout_plan import (
+from edgeagent.contract import (
     ANNOTATION_ON_FAILURE,
     ANNOTATION_ROLLOUT_BAKE,
     ANNOTATION_ROLLOUT_GROUP_LABEL,
     ANNOTATION_ROLLOUT_STATE,
     ANNOTATION_ROLLOUT_STEPS,
+)
+from edgeagent.rollout_plan import (
     PHASE_BAKING,
     Plan,
     RolloutState,

@@ -15,7 +15,8 @@ from typing import Any
 import aiohttp
 
 from edgeagent.agent.app import Agent
-from edgeagent.agent.held import CONDITION_UPGRADE_HELD, current
+from edgeagent.agent.held import current
+from edgeagent.contract import CONDITION_UPGRADE_HELD
 from edgeagent.kube.client import CONTENT_MERGE_PATCH
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.agent_api.conftest import (

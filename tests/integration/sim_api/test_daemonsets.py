@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgeagent.kube.objects import ANNOTATION_TEMPLATE_GENERATION as TEMPLATE_GENERATION
+from edgeagent.contract import ANNOTATION_TEMPLATE_GENERATION as TEMPLATE_GENERATION
 from tests.integration.sim_api.support import Api, daemonset
 
 DS_PATH = "/apis/apps/v1/namespaces/default/daemonsets"

@@ -1,0 +1,154 @@
+"""Every name the agent, the controller, the fleet view and the simulator exchange through API objects.
+
+The agent, the controller and the simulator never import each other: what one writes on a pod, a
+DaemonSet, a Job or an Event and another reads is spelt here once, with the pure readers of it. A
+rename is then one edit, and import-linter (`.importlinter`) keeps this module below all three.
+
+Kept free of I/O and of any import above `edgeagent.kube`, so that loading it costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgeagent.kube.objects import get_condition
+
+JSON = dict[str, Any]
+
+# --- OpenYurt-compatible names on DaemonSets and pods ------------------------------------------
+ANNOTATION_UPDATE_STRATEGY = "apps.openyurt.io/update-strategy"
+ANNOTATION_MAX_UNAVAILABLE = "apps.openyurt.io/max-unavailable"
+STRATEGY_OTA = "ota"
+STRATEGY_ADVANCED_ROLLING_UPDATE = "advancedrollingupdate"
+
+# Written by the controller (OTA), read by the agent: the pod runs an old revision.
+CONDITION_POD_NEED_UPGRADE = "PodNeedUpgrade"
+# Set to False/WaitPullImage by the agent (or an operator), moved on by the controller's pre-pull.
+CONDITION_POD_IMAGE_READY = "PodImageReady"
+REASON_WAIT_PULL_IMAGE = "WaitPullImage"
+REASON_PULL_IMAGE_SUCCESS = "PullImageSuccess"
+REASON_PULL_IMAGE_FAIL = "PullImageFail"
+# Both conditions name the revision in their message as `controllerrevision: <hash>`.
+VERSION_MESSAGE_PREFIX = "controllerrevision: "
+
+# --- Our own extensions on DaemonSets (read by the controller) -------------------------------
+ANNOTATION_PARTITION = "edgeagent.io/partition"
+ANNOTATION_NODE_SELECTOR = "edgeagent.io/node-selector"
+ANNOTATION_PAUSED = "edgeagent.io/paused"
+ANNOTATION_MAX_FAILED = "edgeagent.io/max-failed"
+ANNOTATION_PROGRESS_DEADLINE = "edgeagent.io/progress-deadline-seconds"
+ANNOTATION_PRE_PULL = "edgeagent.io/pre-pull"
+
+# --- Rollout plans (waves, bake, abort, rollback) ---------------------------------------------
+# Written by the operator:
+ANNOTATION_ROLLOUT_STEPS = "edgeagent.io/rollout-steps"
+ANNOTATION_ROLLOUT_BAKE = "edgeagent.io/rollout-bake"
+ANNOTATION_ROLLOUT_GROUP_LABEL = "edgeagent.io/rollout-group-label"
+ANNOTATION_ON_FAILURE = "edgeagent.io/on-failure"
+# Written only by the controller (JSON state of the plan), and the revision a rollback left:
+ANNOTATION_ROLLOUT_STATE = "edgeagent.io/rollout-state"
+ANNOTATION_ROLLED_BACK_FROM = "edgeagent.io/rolled-back-from"
+# Steering written by `edgeagent rollout promote|abort`, removed by the controller once acted on:
+ANNOTATION_ROLLOUT_PROMOTE = "edgeagent.io/rollout-promote"
+ANNOTATION_ROLLOUT_ABORT = "edgeagent.io/rollout-abort"
+# PodNeedUpgrade False with this reason: the pod's node is in a wave the rollout has not reached yet.
+REASON_WAITING_FOR_WAVE = "WaitingForWave"
+
+# --- The node's site policy, published by the agent on its DaemonSet pods ----------------------
+# AdvancedRollingUpdate never deletes a pod whose UpgradeHeld is True.
+CONDITION_UPGRADE_HELD = "UpgradeHeld"
+HELD_BY_OPERATOR = "HeldByOperator"
+OUTSIDE_MAINTENANCE_WINDOW = "OutsideMaintenanceWindow"
+AUTO_UPGRADE_FAILED = "AutoUpgradeFailed"
+OPEN = "Open"
+
+# --- Image pre-pull Jobs (owned by the controller) ---------------------------------------------
+LABEL_PREPULL = "edgeagent.io/image-pre-pull"
+ANNOTATION_DAEMONSET = "edgeagent.io/daemonset"
+ANNOTATION_POD = "edgeagent.io/pod"
+ANNOTATION_REVISION = "edgeagent.io/revision"
+PREPULL_JOB_PREFIX = "image-pre-pull-"
+
+# --- Names the DaemonSet controller maintains (Kubernetes' own; the sim writes them) -----------
+LABEL_REVISION_HASH = "controller-revision-hash"
+LABEL_TEMPLATE_GENERATION = "pod-template-generation"
+ANNOTATION_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+
+# --- Events --------------------------------------------------------------------------------------
+# reportingComponent / source.component of the Events each side writes.
+COMPONENT_AGENT = "edgeagent"
+COMPONENT_CONTROLLER = "edgeagent-controller"
+EVENT_NORMAL = "Normal"
+EVENT_WARNING = "Warning"
+# The agent, on the pod, for each transition of an upgrade request.
+EVENT_UPGRADE_QUEUED = "UpgradeQueued"
+EVENT_UPGRADE_STARTED = "UpgradeStarted"
+EVENT_UPGRADE_SUCCEEDED = "UpgradeSucceeded"
+EVENT_UPGRADE_FAILED = "UpgradeFailed"
+EVENT_UPGRADE_OBSOLETE = "UpgradeObsolete"
+EVENT_UPGRADE_CANCELLED = "UpgradeCancelled"
+# The controller, on the DaemonSet (or the pod, for pre-pull).
+EVENT_INVALID_UPDATE_STRATEGY = "InvalidUpdateStrategy"
+EVENT_INVALID_ANNOTATION = "InvalidAnnotation"
+EVENT_UPGRADING_PODS = "UpgradingPods"
+EVENT_ROLLOUT_AUTO_PAUSED = "RolloutAutoPaused"
+EVENT_IMAGE_PRE_PULLED = "ImagePrePulled"
+EVENT_IMAGE_PRE_PULL_FAILED = "ImagePrePullFailed"
+EVENT_WAVE_STARTED = "WaveStarted"
+EVENT_WAVE_FINISHED = "WaveFinished"
+EVENT_ROLLOUT_ABORTED = "RolloutAborted"
+EVENT_ROLLOUT_ROLLED_BACK = "RolloutRolledBack"
+EVENT_ROLLOUT_COMPLETE = "RolloutComplete"
+EVENT_ROLLOUT_PLAN_INVALID = "RolloutPlanInvalid"
+
+
+# --- Pure readers ----------------------------------------------------------------------------------
+def version_message(revision_hash: str) -> str:
+    return f"{VERSION_MESSAGE_PREFIX}{revision_hash}"
+
+
+def version_from_message(message: str | None) -> str | None:
+    if message and message.startswith(VERSION_MESSAGE_PREFIX):
+        return message[len(VERSION_MESSAGE_PREFIX):].strip()
+    return None
+
+
+def needs_upgrade(pod: JSON) -> bool:
+    """The controller says the pod runs an old revision (`PodNeedUpgrade` is `True`)."""
+    cond = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
+    return cond is not None and cond.get("status") == "True"
+
+
+def target_revision(pod: JSON) -> str | None:
+    """The revision `PodNeedUpgrade`'s message names, whatever its status; None without one."""
+    cond = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
+    return version_from_message(str(cond.get("message") or ""))
+
+
+def image_not_ready(pod: JSON) -> JSON | None:
+    """The PodImageReady condition when it is not True for the version PodNeedUpgrade asks for, else None.
+
+    Without the condition nobody asked for a pre-pull, so there is nothing to wait for. The online
+    answer and the drainer's re-check both use this, so a queued request is held to the same rule.
+    """
+    image = get_condition(pod, CONDITION_POD_IMAGE_READY)
+    if image is None:
+        return None
+    wanted = target_revision(pod)
+    have = version_from_message(str(image.get("message") or ""))
+    if image.get("status") != "True" or wanted is None or have != wanted:
+        return image
+    return None
+
+
+def image_ready(pod: JSON) -> bool:
+    """Nothing to wait for: no pre-pull was asked for, or the images of the wanted revision are on the node."""
+    return image_not_ready(pod) is None
+
+
+def held_by(pod: JSON) -> tuple[str, str] | None:
+    """(reason, message) when the pod's `UpgradeHeld` is `True`: its node said no upgrade now."""
+    cond = get_condition(pod, CONDITION_UPGRADE_HELD)
+    if cond is None or cond.get("status") != "True":
+        return None
+    return str(cond.get("reason") or ""), str(cond.get("message") or "")
