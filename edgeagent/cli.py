@@ -354,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
          "authorizer as on kube-apiserver", default="none", type=_authorization_mode)
     _switch(sim, "--no-node-links", help="give nodes no link of their own and no kubeconfig (one socket per node "
             "otherwise): for controller benchmarks at 100,000 nodes, where no agent runs")
+    _add(sim, "--audit-log", help="append every API request (verb, path, client, status code; for a pod DELETE the "
+         "pod's state at that instant) to this file as JSON lines; kept across restarts", type=Path)
     _logging_flags(sim)
 
     demo = _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
@@ -456,7 +458,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
                         image_pull_seconds=args.image_pull_seconds, history=args.history,
-                        authorization=args.authorization, node_links=not args.no_node_links, log=_log(args))
+                        authorization=args.authorization, node_links=not args.no_node_links,
+                        audit_log=args.audit_log, log=_log(args))
         from edgeagent.sim import app as sim_app  # the `sim` extra
 
         return sim_app.main(sim_cfg)
