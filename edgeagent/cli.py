@@ -415,6 +415,25 @@ def build_parser() -> argparse.ArgumentParser:
     _switch(status, "--watch", help="keep printing until the rollout completes")
     _add(status, "--timeout", help="with --watch, give up after this many seconds (0: never)", default=0.0,
          type=_float)
+    steering = {
+        "promote": ("end the current wave's bake now: the next wave starts",
+                    "Writes edgeagent.io/rollout-promote naming the revision and wave shown by `rollout status`; "
+                    "the controller ends that wave's bake once the wave is finished and starts the next."),
+        "pause": ("pause the rollout (edgeagent.io/paused)", "Sets edgeagent.io/paused=true: no pod moves and no "
+                  "wave starts until `rollout resume`."),
+        "resume": ("resume a paused rollout", "Removes edgeagent.io/paused."),
+        "abort": ("stop the rollout, and roll back if on-failure says so",
+                  "Writes edgeagent.io/rollout-abort naming the revision being rolled: the controller stops the "
+                  "rollout and, with edgeagent.io/on-failure: rollback, restores the last completed revision."),
+    }
+    for verb, (summary, description) in steering.items():
+        command = _command(rollout_sub, verb, summary, description + " Exit 0 once written, 1 on an error (no "
+                           "such DaemonSet, no rollout plan, nothing to promote or abort).")
+        command.add_argument("daemonset", metavar="DS")
+        command.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
+                             help="namespace (env EDGEAGENT_NAMESPACE; default default)")
+        _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
+             fallback_env="KUBECONFIG")
     return parser
 
 
@@ -495,10 +514,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return hold_cli.hold(client, args.reason or "", _hold_until(args))
     if command == "rollout":
         rollout_cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
-                            watch=args.watch, timeout=args.timeout)
-        from edgeagent import rollout_cli
+                                    watch=getattr(args, "watch", False), timeout=getattr(args, "timeout", 0.0),
+                                    action=args.rollout_command)
+        if args.rollout_command == "status":
+            from edgeagent import rollout_cli
 
-        return rollout_cli.main(rollout_cfg)
+            return rollout_cli.main(rollout_cfg)
+        from edgeagent import rollout_steer
+
+        return rollout_steer.main(rollout_cfg)
     raise UsageError(f"unknown command {command!r}")
 
 

@@ -122,3 +122,5 @@ class RolloutConfig:
     kubeconfig: Path | None = None
     watch: bool = False
     timeout: float = 0.0
+    # "status", or a steering command: "promote", "pause", "resume", "abort" (edgeagent/rollout_steer.py).
+    action: str = "status"
