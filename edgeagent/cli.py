@@ -6,13 +6,15 @@ Exit codes: 0 success, 1 runtime failure, 2 usage error; errors are one line on 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from edgeagent import __version__
@@ -31,6 +33,11 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _LOG_FORMATS = ("auto", "json", "console")
+_AUTHORIZATION_MODES = ("none", "rbac")
+_SHELLS = ("bash", "zsh")
+# shtab's completion actions (shtab.FILE, shtab.DIRECTORY), spelled out so that parsing never imports shtab.
+_COMPLETE_FILES = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+_COMPLETE_DIRS = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
 
 # Flags that make a command *do* something rather than configure it: they never read the environment,
 # so a variable left exported (EDGEAGENT_CANCEL=…) cannot turn a listing into a cancellation.
@@ -41,6 +48,23 @@ ACTION_FLAGS = {("upgrades", "--cancel"), ("hold", "--reason"), ("hold", "--unti
 
 class UsageError(Exception):
     pass
+
+
+# A shell reports 128 + SIGPIPE for a tool whose reader went away (`| head -1`): we end the same way, quietly.
+EXIT_READER_GONE = 128 + 13
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors: the line names the command, the flag and what it accepts.
+
+    argparse's own `error()` prints the whole usage block first; `--help` has that, an error needs one line.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        line = " ".join(message.split())
+        with contextlib.suppress(BrokenPipeError):
+            print(f"{self.prog}: error: {line} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 class _FromEnvironment:
@@ -100,10 +124,20 @@ def _add(
     default: Any = None,
     type: Callable[[str], Any] = str,
     fallback_env: str | None = None,
+    choices: tuple[str, ...] = (),
 ) -> None:
-    """A flag whose default comes from its `EDGEAGENT_*` variable (then `fallback_env`, then `default`)."""
+    """A flag whose default comes from its `EDGEAGENT_*` variable (then `fallback_env`, then `default`).
+
+    `choices` only feed shell completion: `type` (a `_one_of`) checks the value and words the error.
+    """
     var = env_name(flag)
     action = parser.add_argument(flag, type=type, default=_FROM_ENV)
+    if choices:
+        action.choices = choices
+        action.metavar = action.dest.upper()
+    elif type is Path:
+        # shtab reads `complete`: file names (directories for the ones named as such) after these flags.
+        action.complete = _COMPLETE_DIRS if flag.endswith("dir") else _COMPLETE_FILES  # type: ignore[attr-defined]
     env_help = f"env {var}" + (f", then {fallback_env}" if fallback_env else "")
     shown = f"; default {default}" if default not in (None, "") else ""
     action.help = f"{help} ({env_help}{shown})"
@@ -130,13 +164,6 @@ def _named(name: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
     return rename
 
 
-@_named("mode")
-def _authorization_mode(text: str) -> str:
-    if text not in ("none", "rbac"):
-        raise ValueError(f"{text!r} is not none or rbac")
-    return text
-
-
 @_named("number")
 def _positive_float(text: str) -> float:
     value = float(text)
@@ -153,9 +180,12 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
-@_named("number")
-def _float(text: str) -> float:
-    return float(text)
+@_named("id")
+def _request_id(text: str) -> str:
+    """An upgrade request's id as `edgeagent upgrades` lists it; '' would turn a cancellation into a listing."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
+        raise argparse.ArgumentTypeError(f"expected a request id as `edgeagent upgrades` lists it, got {text!r}")
+    return text
 
 
 @_named("port")
@@ -245,9 +275,10 @@ def _agent_url(text: str) -> str:
 
 
 def _logging_flags(parser: argparse.ArgumentParser) -> None:
-    _add(parser, "--log-level", help="debug, info, warning or error", default="info", type=_one_of(_LOG_LEVELS))
+    _add(parser, "--log-level", help="debug, info, warning or error", default="info", type=_one_of(_LOG_LEVELS),
+         choices=_LOG_LEVELS)
     _add(parser, "--log-format", help="auto (JSON unless a terminal), json or console", default="auto",
-         type=_one_of(_LOG_FORMATS))
+         type=_one_of(_LOG_FORMATS), choices=_LOG_FORMATS)
 
 
 def _client_flags(parser: argparse.ArgumentParser) -> None:
@@ -260,11 +291,13 @@ def _command(sub: Any, name: str, summary: str, details: str) -> argparse.Argume
     """A subcommand whose --help page opens with what it does (the summary, then the details)."""
     description = summary[0].upper() + summary[1:] + "." + (" " + details if details else "")
     parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=description)
+    # Which parser an unrecognized argument belongs to (see parse_args): the innermost chosen command's.
+    parser.set_defaults(_parser=parser)
     return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="edgeagent",
         description="Edge node upgrade agent and cloud controller for Kubernetes DaemonSets.",
     )
@@ -351,21 +384,28 @@ def build_parser() -> argparse.ArgumentParser:
          "a large cluster's heartbeats need more to cover the minutes a real API server keeps",
          default=10000, type=_count)
     _add(sim, "--authorization", help="none: anyone may do anything; rbac: bearer tokens, RBAC and the Node "
-         "authorizer as on kube-apiserver", default="none", type=_authorization_mode)
+         "authorizer as on kube-apiserver", default="none", type=_one_of(_AUTHORIZATION_MODES),
+         choices=_AUTHORIZATION_MODES)
     _switch(sim, "--no-node-links", help="give nodes no link of their own and no kubeconfig (one socket per node "
             "otherwise): for controller benchmarks at 100,000 nodes, where no agent runs")
-    _add(sim, "--audit-log", help="append every API request (verb, path, client, status code; for a pod DELETE the "
-         "pod's state at that instant) to this file as JSON lines; kept across restarts", type=Path)
     _logging_flags(sim)
 
     demo = _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
                     "Every command it shows really runs (kubectl and curl must be installed) and what it "
                     "printed is shown. Exits 0 only if every narrated step really happened.")
     _switch(demo, "--keep", help="at the end, leave the cluster, controller and agents running until Ctrl-C")
-    _command(sub, "healthcheck", "probe the edgeagent process in this container (the image's HEALTHCHECK)",
-             "Finds the running `edgeagent run` or `controller` process, reads its flags and EDGEAGENT_* "
-             "variables as it did, and probes the health endpoint on the address and port it really uses. "
-             "Exit 0 healthy, 1 unhealthy.")
+    health = _command(sub, "healthcheck", "probe the edgeagent process in this container (the image's HEALTHCHECK)",
+                      "Finds the running `edgeagent run` or `controller` process (PID 1, or the only one; "
+                      "--pid names it where several run), reads its flags and EDGEAGENT_* variables as it did, "
+                      "and probes the health endpoint on the address and port it really uses. "
+                      "Exit 0 healthy, 1 unhealthy.")
+    _add(health, "--pid", help="the process to probe (default: PID 1 if it is edgeagent, else the only "
+         "edgeagent run/controller process)", type=_count)
+
+    completion = _command(sub, "completion", "print a shell completion script",
+                          "Prints a completion script for bash or zsh: `source <(edgeagent completion bash)`, or "
+                          "save it where the shell looks (docs/operations.md shows where).")
+    completion.add_argument("shell", choices=_SHELLS, metavar="SHELL", help="bash or zsh")
 
     pods = _command(sub, "pods", "list the pods the local agent knows",
                     "Asks the agent's GET /pods (its cache: also while the cloud is unreachable).")
@@ -384,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     upgrades = _command(sub, "upgrades", "list (or cancel) the local agent's upgrade requests",
                         "Lists the agent's upgrade requests, newest first; --cancel ID cancels one that is "
                         "still queued.")
-    upgrades.add_argument("--cancel", metavar="ID",
+    upgrades.add_argument("--cancel", metavar="ID", type=_request_id,
                           help="cancel the queued request with this id (an action: no environment variable)")
     _client_flags(upgrades)
 
@@ -414,31 +454,18 @@ def build_parser() -> argparse.ArgumentParser:
          fallback_env="KUBECONFIG")
     _switch(status, "--watch", help="keep printing until the rollout completes")
     _add(status, "--timeout", help="with --watch, give up after this many seconds (0: never)", default=0.0,
-         type=_float)
-    steering = {
-        "promote": ("end the current wave's bake now: the next wave starts",
-                    "Writes edgeagent.io/rollout-promote naming the revision and wave shown by `rollout status`; "
-                    "the controller ends that wave's bake once the wave is finished and starts the next."),
-        "pause": ("pause the rollout (edgeagent.io/paused)", "Sets edgeagent.io/paused=true: no pod moves and no "
-                  "wave starts until `rollout resume`."),
-        "resume": ("resume a paused rollout", "Removes edgeagent.io/paused."),
-        "abort": ("stop the rollout, and roll back if on-failure says so",
-                  "Writes edgeagent.io/rollout-abort naming the revision being rolled: the controller stops the "
-                  "rollout and, with edgeagent.io/on-failure: rollback, restores the last completed revision."),
-    }
-    for verb, (summary, description) in steering.items():
-        command = _command(rollout_sub, verb, summary, description + " Exit 0 once written, 1 on an error (no "
-                           "such DaemonSet, no rollout plan, nothing to promote or abort).")
-        command.add_argument("daemonset", metavar="DS")
-        command.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                             help="namespace (env EDGEAGENT_NAMESPACE; default default)")
-        _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
-             fallback_env="KUBECONFIG")
+         type=_non_negative_float)
     return parser
 
 
 def _log(args: argparse.Namespace) -> LogConfig:
     return LogConfig(level=args.log_level, format=args.log_format)
+
+
+def _check_sim_dir(args: argparse.Namespace) -> None:
+    directory = getattr(args, "dir", None)
+    if directory is not None and Path(directory).exists() and not Path(directory).is_dir():
+        raise UsageError(f"--dir {directory}: exists and is not a directory (give a directory, new or existing)")
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -473,19 +500,24 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return controller_app.main(controller_cfg)
     if command == "sim":
+        _check_sim_dir(args)
         sim_cfg = SimConfig(nodes=args.nodes, bind=args.bind, port=args.port, dir=args.dir,
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
                         image_pull_seconds=args.image_pull_seconds, history=args.history,
-                        authorization=args.authorization, node_links=not args.no_node_links,
-                        audit_log=args.audit_log, log=_log(args))
+                        authorization=args.authorization, node_links=not args.no_node_links, log=_log(args))
         from edgeagent.sim import app as sim_app  # the `sim` extra
 
         return sim_app.main(sim_cfg)
     if command == "healthcheck":
         from edgeagent import healthcheck
 
-        return healthcheck.main(parse_args)
+        return healthcheck.main(parse_args, args.pid)
+    if command == "completion":
+        import shtab  # only here: completion is the one command that needs it
+
+        print(shtab.complete(build_parser(), shell=args.shell), end="")
+        return 0
     if command == "demo":
         from edgeagent.demo import scenario  # the `sim` extra
 
@@ -493,9 +525,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command in ("pods", "upgrade", "upgrades", "imagepull"):
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
         if command in ("upgrade", "imagepull"):
-            namespace, sep, name = args.pod.partition("/")
-            if not sep or not namespace or not name:
-                raise UsageError(f"expected NS/NAME, got {args.pod!r}")
+            namespace, name = _pod_name(args.pod)
         from edgeagent.agent import client_cli
 
         if command == "pods":
@@ -513,32 +543,57 @@ def _dispatch(args: argparse.Namespace) -> int:
             return hold_cli.release(client)
         return hold_cli.hold(client, args.reason or "", _hold_until(args))
     if command == "rollout":
+        if "timeout" in args._given and args.timeout and not args.watch:
+            # Without --watch, status prints once and exits at once: a timeout given there would be ignored.
+            raise UsageError(f"--timeout {args.timeout:g} applies only with --watch (status without --watch "
+                             "prints once and exits); add --watch")
         rollout_cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
-                                    watch=getattr(args, "watch", False), timeout=getattr(args, "timeout", 0.0),
-                                    action=args.rollout_command)
-        if args.rollout_command == "status":
-            from edgeagent import rollout_cli
+                            watch=args.watch, timeout=args.timeout)
+        from edgeagent import rollout_cli
 
-            return rollout_cli.main(rollout_cfg)
-        from edgeagent import rollout_steer
-
-        return rollout_steer.main(rollout_cfg)
+        return rollout_cli.main(rollout_cfg)
     raise UsageError(f"unknown command {command!r}")
 
 
-def _hold_until(args: argparse.Namespace) -> datetime | None:
-    from edgeagent.agent.policy import parse_duration, parse_time
+def _pod_name(text: str) -> tuple[str, str]:
+    """NS/NAME checked here, so `upgrade a/b/c` is a usage error rather than a 404 from the agent."""
+    from edgeagent.kube.objects import is_dns1123_label, is_dns1123_subdomain
 
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name:
+        raise UsageError(f"expected NS/NAME, got {text!r}")
+    if not is_dns1123_label(namespace):
+        raise UsageError(f"NS/NAME {text!r}: namespace {namespace!r} is not a DNS-1123 label (lower-case "
+                         "letters, digits and '-', at most 63 characters)")
+    if not is_dns1123_subdomain(name):
+        raise UsageError(f"NS/NAME {text!r}: name {name!r} is not a DNS-1123 subdomain (lower-case letters, "
+                         "digits, '-' and '.', at most 253 characters)")
+    return namespace, name
+
+
+def _hold_until(args: argparse.Namespace) -> datetime | None:
+    from edgeagent.agent.policy import MAX_HOLD, parse_duration, parse_time
+
+    flag = "--until" if args.until else "--for"
     if args.until and getattr(args, "for"):
         raise UsageError("--until and --for exclude each other: give one")
+    now = datetime.now(UTC)
+    too_long = UsageError(f"{flag} {args.until or getattr(args, 'for')}: a timed hold may last at most "
+                          f"{MAX_HOLD.days} days; for a hold until released, give neither --until nor --for")
     try:
         if args.until:
-            return parse_time(args.until)
-        if getattr(args, "for"):
-            return datetime.now(UTC) + parse_duration(getattr(args, "for"))
+            until = parse_time(args.until)
+        elif getattr(args, "for"):
+            until = now + parse_duration(getattr(args, "for"))
+        else:
+            return None
+    except OverflowError:  # more days than a date can hold
+        raise too_long from None
     except ValueError as exc:
-        raise UsageError(f"--{'until' if args.until else 'for'}: {exc}") from exc
-    return None
+        raise UsageError(f"{flag}: {exc}") from exc
+    if until - now > MAX_HOLD:
+        raise too_long
+    return until
 
 
 def parse_args(argv: Sequence[str] | None = None, *,
@@ -547,19 +602,57 @@ def parse_args(argv: Sequence[str] | None = None, *,
 
     `environ`: another process's environment (the image's healthcheck reads the agent's).
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # argparse would blame the top-level command; the arguments were given to the chosen subcommand.
+        owner: argparse.ArgumentParser = getattr(args, "_parser", None) or parser
+        owner.error(f"unrecognized argument{'s' if len(unknown) > 1 else ''}: {' '.join(unknown)}")
+    # Flags given on the command line (not from a variable or a default): some only make sense with others.
+    args._given = {spec.dest for spec in getattr(args, "_env_flags", None) or []
+                   if getattr(args, spec.dest) is not _FROM_ENV}
     _apply_environment(args, os.environ if environ is None else environ)
     return args
 
 
+def _only_broken_pipes(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_broken_pipes(inner) for inner in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
+
+
+def _reader_gone() -> int:
+    """Our reader closed the pipe (`| head -1`, `| true`): end quietly, as a tool stopped by SIGPIPE does.
+
+    stdout is pointed at /dev/null so the interpreter's final flush of what is still buffered cannot raise
+    (and print "Exception ignored ... BrokenPipeError") on the way out.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout closed or not a real file (tests capture it)
+        pass
+    return EXIT_READER_GONE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _dispatch(parse_args(argv))
+        code = _dispatch(parse_args(argv))
+        sys.stdout.flush()
+        return code
     except UsageError as exc:
-        print(f"edgeagent: error: {exc}", file=sys.stderr)
+        try:
+            print(f"edgeagent: error: {exc}", file=sys.stderr)
+        except BrokenPipeError:
+            return _reader_gone()
         return 2
     except KeyboardInterrupt:
         return 130
+    except BaseException as exc:
+        if _only_broken_pipes(exc):
+            return _reader_gone()
+        raise
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """`edgeagent healthcheck`: the container image's HEALTHCHECK, probing what the running process really uses.
 
 A HEALTHCHECK command cannot see the arguments given to `docker run IMAGE --port 13267`, nor tell the agent
-from the controller run from the same image. So it finds the edgeagent process in the container (the
-lowest pid running an edgeagent command: PID 1 unless an init wraps it), parses that process's command
+from the controller run from the same image. So it finds the edgeagent process in the container (PID 1, or
+the only one when an init wraps it; on a host running several, `--pid` names it), parses that process's command
 line and environment with the same parser the process used, and probes the address that yields:
 `/v1/healthz` on the agent's `--bind`/`--port`, `/healthz` on the controller's `--metrics-bind`/
 `--metrics-port`. Standard library only: it runs every 30 s and must stay cheap.
@@ -75,23 +75,55 @@ def _read_nul_separated(path: Path) -> list[str]:
     return [part.decode(errors="replace") for part in path.read_bytes().split(b"\0") if part]
 
 
-def find_process(proc: Path = Path("/proc"), *, exclude: Iterable[int] = ()) -> tuple[list[str],
-                                                                                    dict[str, str]] | None:
-    """The lowest-pid edgeagent `run`/`controller` process: its edgeagent arguments and its environment."""
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    argv: list[str]  # the arguments after `edgeagent`
+    environ: dict[str, str]
+
+
+def read_process(pid: int, proc: Path = Path("/proc")) -> Process | None:
+    """The edgeagent `run`/`controller` process `pid`, or None if it is not one (or cannot be read)."""
+    try:
+        argv = edgeagent_argv(_read_nul_separated(proc / str(pid) / "cmdline"))
+        if argv is None or not argv or argv[0] not in _SERVING:
+            return None
+        environ = dict(item.partition("=")[::2] for item in _read_nul_separated(proc / str(pid) / "environ"))
+    except OSError:
+        return None
+    return Process(pid, argv, environ)
+
+
+def edgeagent_processes(proc: Path = Path("/proc"), *, exclude: Iterable[int] = ()) -> list[Process]:
+    """Every edgeagent `run`/`controller` process we can read, by pid."""
     skip = set(exclude)
     pids = sorted(int(entry.name) for entry in proc.iterdir() if entry.name.isdigit())
-    for pid in pids:
-        if pid in skip:
-            continue
-        try:
-            argv = edgeagent_argv(_read_nul_separated(proc / str(pid) / "cmdline"))
-            if argv is None or not argv or argv[0] not in _SERVING:
-                continue
-            environ = dict(item.partition("=")[::2] for item in _read_nul_separated(proc / str(pid) / "environ"))
-        except OSError:
-            continue
-        return argv, environ
-    return None
+    return [found for pid in pids if pid not in skip and (found := read_process(pid, proc)) is not None]
+
+
+def choose(found: list[Process]) -> Process | str:
+    """The process a HEALTHCHECK means, or why none can be chosen.
+
+    In a container that is PID 1 when edgeagent is the entrypoint, else the only edgeagent process (under an
+    init). On a host several may run (an agent, a controller, a demo's): picking one by pid order would probe
+    an arbitrary one, so the caller has to name it with --pid.
+    """
+    if not found:
+        return "no edgeagent run/controller process found"
+    first = [p for p in found if p.pid == 1]
+    if first:
+        return first[0]
+    if len(found) == 1:
+        return found[0]
+    listed = ", ".join(f"{p.pid} ({p.argv[0]})" for p in found)
+    return f"{len(found)} edgeagent processes run here: {listed}; name one with --pid"
+
+
+def find_process(proc: Path = Path("/proc"), *, exclude: Iterable[int] = ()) -> tuple[list[str],
+                                                                                    dict[str, str]] | None:
+    """The edgeagent `run`/`controller` process to probe (see choose): its arguments and environment."""
+    chosen = choose(edgeagent_processes(proc, exclude=exclude))
+    return None if isinstance(chosen, str) else (chosen.argv, chosen.environ)
 
 
 def probe(url: str, timeout: float) -> str | None:
@@ -122,11 +154,15 @@ def health_of(argv: list[str], environ: Mapping[str, str], timeout: float = 4.0,
     return EXIT_HEALTHY, f"healthy: {target.url}"
 
 
-def main(parse: ParseArgs) -> int:
-    found = find_process(exclude={os.getpid(), os.getppid()})
-    if found is None:
-        code, line = EXIT_UNHEALTHY, "unhealthy: no edgeagent run/controller process found"
+def main(parse: ParseArgs, pid: int | None = None) -> int:
+    """Probe process `pid`, or the one `choose` picks; print one line, exit 0 healthy, 1 not."""
+    if pid is not None:
+        chosen: Process | str = read_process(pid) or f"pid {pid} is not an edgeagent run/controller process"
     else:
-        code, line = health_of(*found, parse=parse)
+        chosen = choose(edgeagent_processes(exclude={os.getpid(), os.getppid()}))
+    if isinstance(chosen, str):
+        code, line = EXIT_UNHEALTHY, f"unhealthy: {chosen}"
+    else:
+        code, line = health_of(chosen.argv, chosen.environ, parse=parse)
     print(f"edgeagent healthcheck: {line}", file=sys.stdout if code == EXIT_HEALTHY else sys.stderr)
     return code

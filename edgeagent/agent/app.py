@@ -35,6 +35,7 @@ from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zo
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
+from edgeagent.kube.kubeconfig import load_problem
 from edgeagent.kube.objects import share_strings
 from edgeagent.service import bound_port, describe, run_until_signalled
 
@@ -149,11 +150,10 @@ class Agent:
         timeouts = Timeouts(connect=min(3.0, cfg.request_timeout), request=cfg.request_timeout)
         try:
             return await KubeClient.connect(cfg.kubeconfig, timeouts, agent=user_agent("agent", cfg.node_name))
-        except FileNotFoundError as exc:
-            raise AgentError(str(exc)) from exc
+        except FileNotFoundError as exc:  # a file the operator named is not there: usage, like --token-file
+            raise AgentError(str(exc), EXIT_USAGE) from exc
         except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
-            where = cfg.kubeconfig or "KUBECONFIG / in-cluster config"
-            raise AgentError(f"cannot load kubeconfig {where}: {exc}") from exc
+            raise AgentError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG / in-cluster config")) from exc
 
     async def _open_state(self) -> StateStore:
         try:

@@ -55,6 +55,8 @@ async def _request(cfg: ClientConfig, method: str, path: str, payload: JSON | No
             status = resp.status
     except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError, ValueError) as exc:
         raise ClientError(f"--agent {cfg.agent!r} is not a valid URL", EXIT_USAGE) from exc
+    except aiohttp.ClientSSLError as exc:  # before ClientConnectionError: its errno would say "not permitted"
+        raise ClientError(_tls_problem(cfg.agent, exc)) from exc
     except (aiohttp.ClientConnectionError, OSError) as exc:
         raise ClientError(f"cannot reach the agent at {cfg.agent} ({_reason(exc)}); is `edgeagent run` "
                           "running there?") from exc
@@ -65,6 +67,17 @@ async def _request(cfg: ClientConfig, method: str, path: str, payload: JSON | No
     except ValueError:
         body = raw.decode(errors="replace").strip()
     return status, body
+
+
+def _tls_problem(agent: str, exc: aiohttp.ClientSSLError) -> str:
+    """An https:// address whose server answered in plain HTTP (the agent's default) says so."""
+    cause = getattr(exc, "os_error", None) or exc
+    reason = str(getattr(cause, "reason", "") or cause)
+    if "WRONG_VERSION_NUMBER" in reason.upper() or "record layer failure" in reason.lower():
+        plain = "http://" + agent.split("://", 1)[-1]
+        return (f"TLS handshake with the agent at {agent} failed: it answers in plain HTTP (the agent serves "
+                f"http); use --agent {plain}")
+    return f"TLS handshake with the agent at {agent} failed: {reason}"
 
 
 def _reason(exc: BaseException) -> str:

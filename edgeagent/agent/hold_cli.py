@@ -7,11 +7,13 @@ down. Both print what the node's site policy says afterwards: held or open, why,
 from __future__ import annotations
 
 import sys
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from edgeagent.agent.client_cli import EXIT_FAILED, EXIT_OK, ClientError, _message, _print_json, _request, _run
-from edgeagent.agent.policy import rfc3339
+from edgeagent.agent.policy import parse_time, rfc3339
+from edgeagent.agent.windows import local_zone
 from edgeagent.config import ClientConfig
 
 HOLD_PATH = "/v1/hold"
@@ -28,8 +30,27 @@ def render(status: JSON) -> str:
     else:
         lines.append("maintenance windows: none (always open)")
     if status.get("held"):
-        lines.append(f"next opening: {status.get('nextOpening') or 'when the hold is released'}")
+        opening = status.get("nextOpening")
+        when = _node_time(opening, str(status.get("timezone") or "")) if opening else "when the hold is released"
+        lines.append(f"next opening: {when}")
     return "\n".join(lines)
+
+
+def _node_time(instant: str, zone: str) -> str:
+    """An RFC 3339 instant shown as the message shows `until`: the node's wall time with its UTC offset.
+
+    `zone` is the agent's zone name; where it is not an IANA name (`localtime`, a bare abbreviation) this
+    host's own zone is the agent's, as the hold commands talk to the agent on this node.
+    """
+    try:
+        t = parse_time(instant)
+    except ValueError:
+        return instant
+    try:
+        tz: tzinfo = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        tz = local_zone()
+    return t.astimezone(tz).isoformat(timespec="minutes")
 
 
 async def _change(cfg: ClientConfig, method: str, body: JSON | None, what: str) -> int:

@@ -266,6 +266,11 @@ class SitePolicy:
         return status
 
 
+# The longest timed hold (`--for`, `--until`): a typo such as 100000d must not hold a node until 2300; a hold
+# meant to last has no end and is released by hand.
+MAX_HOLD = timedelta(days=366)
+
+
 def parse_duration(text: str) -> timedelta:
     """`90s`, `30m`, `2h`, `1d`, or combinations (`1h30m`): for `edgeagent hold --for`."""
     match = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
@@ -290,6 +295,7 @@ def parse_time(text: str) -> datetime:
 
 
 __all__ = [
+    "MAX_HOLD",
     "Hold",
     "InvalidHold",
     "PolicyStatus",

@@ -23,17 +23,22 @@ from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.prepull import PrepullSettings
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent
-from edgeagent.kube.kubeconfig import own_namespace
+from edgeagent.kube.kubeconfig import load_problem, own_namespace
 from edgeagent.service import bound_port, describe, run_until_signalled
 
 _log = log.get("edgeagent.controller")
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
+EXIT_USAGE = 2
 
 
 class ControllerError(Exception):
-    """A start-up problem with one clear line for the operator."""
+    """A start-up problem with one clear line for the operator, and the exit code it maps to."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_RUNTIME) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class _Shutdown(Exception):
@@ -73,10 +78,10 @@ class ControllerApp:
         timeouts = Timeouts(connect=min(3.0, cfg.request_timeout), request=cfg.request_timeout)
         try:
             client = await KubeClient.connect(cfg.kubeconfig, timeouts, agent=user_agent("controller"))
-        except FileNotFoundError as exc:
-            raise ControllerError(str(exc)) from exc
+        except FileNotFoundError as exc:  # a file the operator named is not there: usage, like --token-file
+            raise ControllerError(str(exc), EXIT_USAGE) from exc
         except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
-            raise ControllerError(f"cannot load kubeconfig {cfg.kubeconfig or 'KUBECONFIG'}: {exc}") from exc
+            raise ControllerError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG")) from exc
         runner: web.AppRunner | None = None
         try:
             prepull = PrepullSettings(enabled=cfg.image_prepull, max_concurrent=cfg.max_concurrent_prepulls,
@@ -161,7 +166,7 @@ def main(cfg: ControllerConfig) -> int:
         asyncio.run(run_until_signalled(lambda stop: ControllerApp(cfg).run(stop=stop), _log))
     except ControllerError as exc:
         print(f"edgeagent: error: {exc}", file=sys.stderr)
-        return EXIT_RUNTIME
+        return exc.exit_code
     except Exception as exc:
         _log.error("controller failed", error=describe(exc), exc_info=True)
         print(f"edgeagent: error: controller failed: {describe(exc)}", file=sys.stderr)

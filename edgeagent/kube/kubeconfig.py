@@ -144,6 +144,26 @@ def _optional_str(body: Mapping[str, Any], field: str, where: str) -> str | None
     return value
 
 
+def _yaml_position(exc: yaml.YAMLError) -> str:
+    """Where and what, on one line: PyYAML's own text spans five lines with a caret drawing."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or ""
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{where}: {problem}" if problem else where
+
+
+def load_problem(exc: BaseException, source: object) -> str:
+    """One line for a kubeconfig that could not be loaded from `source`, naming it once.
+
+    This module's own errors already name the file; anything else (a certificate the ssl module rejects,
+    say) gets the source in front. Newlines are folded: errors are one line.
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if text.startswith("kubeconfig"):
+        return text
+    return f"cannot load kubeconfig {source}: {text}"
+
+
 def load_kubeconfig(path: str | Path) -> ClusterAccess:
     """Parse one kubeconfig file; raise NeedsFallback for exec / auth-provider users and proxied clusters."""
     where = f"kubeconfig {path}"
@@ -156,7 +176,7 @@ def load_kubeconfig(path: str | Path) -> ClusterAccess:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ValueError(f"{where}: not valid YAML: {exc}") from exc
+        raise ValueError(f"{where}: not valid YAML{_yaml_position(exc)}") from exc
     if not isinstance(doc, dict):
         raise ValueError(f"{where}: not a kubeconfig (expected a mapping at the top level)")
     base = Path(path).resolve().parent

@@ -160,11 +160,12 @@ async def test_non_loopback_bind_is_refused_before_anything_happens(spawn: Spawn
     assert not state_dir.exists()
 
 
-async def test_missing_kubeconfig_exits_1_with_one_clear_line(spawn: Spawn, tmp_path: Path) -> None:
+async def test_missing_kubeconfig_exits_2_with_one_clear_line(spawn: Spawn, tmp_path: Path) -> None:
+    """2 like a missing --token-file: a file named by a flag that is not there is a usage error."""
     missing = tmp_path / "absent.kubeconfig"
     agent = await spawn("--node-name", NODE, "--kubeconfig", str(missing), "--port", "0",
                         "--state-dir", str(tmp_path / "state"))
-    assert await agent.wait() == 1
+    assert await agent.wait() == 2
     assert [line for line in agent.raw if line.startswith("edgeagent:")] == [
         f"edgeagent: error: kubeconfig not found: {missing}"]
 

@@ -121,7 +121,7 @@ def test_wildcard_binds_are_probed_on_loopback(bind: str, host: str) -> None:
     assert target is not None and target.url == f"http://{host}:5/v1/healthz"
 
 
-def test_the_lowest_edgeagent_server_process_is_the_one_probed(tmp_path: Path) -> None:
+def test_pid_1_else_the_only_edgeagent_server_process_is_the_one_probed(tmp_path: Path) -> None:
     def fake(pid: int, *argv: str, env: str = "") -> None:
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
@@ -133,7 +133,11 @@ def test_the_lowest_edgeagent_server_process_is_the_one_probed(tmp_path: Path) -
          env="EDGEAGENT_BIND=127.0.0.1\0PATH=/x")
     fake(9, "python", "-m", "edgeagent.cli", "controller")
     (tmp_path / "self").mkdir()
-    assert healthcheck.find_process(tmp_path, exclude=[1]) == (
+    # The init's command line carries the entrypoint's: PID 1 is probed with the arguments it was given.
+    assert healthcheck.find_process(tmp_path) == (["run"], {})
+    # Without PID 1, two servers: which one is meant cannot be guessed (issue 22 item 11: not the lowest pid).
+    assert healthcheck.find_process(tmp_path, exclude=[1]) is None
+    assert healthcheck.find_process(tmp_path, exclude=[1, 9]) == (
         ["run", "--port", "13267"], {"EDGEAGENT_BIND": "127.0.0.1", "PATH": "/x"})
     assert healthcheck.find_process(tmp_path, exclude=[1, 7]) == (["controller"], {})
     assert healthcheck.find_process(tmp_path, exclude=[1, 7, 9]) is None

@@ -161,12 +161,13 @@ def test_unreadable_or_empty_token_file_is_a_clear_error(tmp_path: Path, content
     assert ("empty" if content is not None else "cannot read") in str(caught.value)
 
 
-async def test_missing_kubeconfig_is_a_runtime_error_before_anything_is_created(tmp_path: Path) -> None:
+async def test_missing_kubeconfig_is_a_usage_error_before_anything_is_created(tmp_path: Path) -> None:
+    """Exit 2, as for a missing --token-file: a file the operator named is not there (issue 22 item 7)."""
     missing = tmp_path / "nope.kubeconfig"
     cfg = AgentConfig(node_name=NODE, kubeconfig=missing, port=0, state_dir=tmp_path / "s")
     with pytest.raises(AgentError) as caught:
         await Agent(cfg, notifier=SdNotifier({})).run()
-    assert caught.value.exit_code == 1
+    assert caught.value.exit_code == 2
     assert str(caught.value) == f"kubeconfig not found: {missing}"
     assert not (tmp_path / "s").exists(), "nothing is created before the configuration is known to be usable"
 

@@ -47,3 +47,4 @@ async def test_missing_kubeconfig_is_a_clear_start_up_error(tmp_path: Path) -> N
     with pytest.raises(ControllerError) as caught:
         await ControllerApp(ControllerConfig(kubeconfig=missing, metrics_port=0)).run()
     assert str(caught.value) == f"kubeconfig not found: {missing}"
+    assert caught.value.exit_code == 2  # like a missing --token-file (issue 22 item 7)
