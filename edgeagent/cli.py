@@ -388,6 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
          choices=_AUTHORIZATION_MODES)
     _switch(sim, "--no-node-links", help="give nodes no link of their own and no kubeconfig (one socket per node "
             "otherwise): for controller benchmarks at 100,000 nodes, where no agent runs")
+    _add(sim, "--audit-log", help="append every API request (verb, path, client, status code; for a pod DELETE the "
+         "pod's state at that instant) to this file as JSON lines; kept across restarts", type=Path)
     _logging_flags(sim)
 
     demo = _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
@@ -455,6 +457,25 @@ def build_parser() -> argparse.ArgumentParser:
     _switch(status, "--watch", help="keep printing until the rollout completes")
     _add(status, "--timeout", help="with --watch, give up after this many seconds (0: never)", default=0.0,
          type=_non_negative_float)
+    steering = {
+        "promote": ("end the current wave's bake now: the next wave starts",
+                    "Writes edgeagent.io/rollout-promote naming the revision and wave shown by `rollout status`; "
+                    "the controller ends that wave's bake once the wave is finished and starts the next."),
+        "pause": ("pause the rollout (edgeagent.io/paused)", "Sets edgeagent.io/paused=true: no pod moves and no "
+                  "wave starts until `rollout resume`."),
+        "resume": ("resume a paused rollout", "Removes edgeagent.io/paused."),
+        "abort": ("stop the rollout, and roll back if on-failure says so",
+                  "Writes edgeagent.io/rollout-abort naming the revision being rolled: the controller stops the "
+                  "rollout and, with edgeagent.io/on-failure: rollback, restores the last completed revision."),
+    }
+    for verb, (summary, description) in steering.items():
+        command = _command(rollout_sub, verb, summary, description + " Exit 0 once written, 1 on an error (no "
+                           "such DaemonSet, no rollout plan, nothing to promote or abort).")
+        command.add_argument("daemonset", metavar="DS")
+        command.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
+                             help="namespace (env EDGEAGENT_NAMESPACE; default default)")
+        _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
+             fallback_env="KUBECONFIG")
     return parser
 
 
@@ -505,7 +526,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
                         image_pull_seconds=args.image_pull_seconds, history=args.history,
-                        authorization=args.authorization, node_links=not args.no_node_links, log=_log(args))
+                        authorization=args.authorization, node_links=not args.no_node_links,
+                        audit_log=args.audit_log, log=_log(args))
         from edgeagent.sim import app as sim_app  # the `sim` extra
 
         return sim_app.main(sim_cfg)
@@ -548,10 +570,15 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UsageError(f"--timeout {args.timeout:g} applies only with --watch (status without --watch "
                              "prints once and exits); add --watch")
         rollout_cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
-                            watch=args.watch, timeout=args.timeout)
-        from edgeagent import rollout_cli
+                                    watch=getattr(args, "watch", False), timeout=getattr(args, "timeout", 0.0),
+                                    action=args.rollout_command)
+        if args.rollout_command == "status":
+            from edgeagent import rollout_cli
 
-        return rollout_cli.main(rollout_cfg)
+            return rollout_cli.main(rollout_cfg)
+        from edgeagent import rollout_steer
+
+        return rollout_steer.main(rollout_cfg)
     raise UsageError(f"unknown command {command!r}")
 
 

@@ -100,6 +100,8 @@ class SimConfig:
     # nodes have no link and no kubeconfig, so 100,000 nodes fit in the file-descriptor and port limits
     # (controller benchmarks, where no agent runs and no link is cut).
     node_links: bool = True
+    # Append-only JSON-lines audit file (sim/audit.py); pod DELETEs then also record the pod's state.
+    audit_log: Path | None = None
     log: LogConfig = field(default_factory=LogConfig)
 
 
@@ -120,3 +122,5 @@ class RolloutConfig:
     kubeconfig: Path | None = None
     watch: bool = False
     timeout: float = 0.0
+    # "status", or a steering command: "promote", "pause", "resume", "abort" (edgeagent/rollout_steer.py).
+    action: str = "status"

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ from edgeagent.sim.auth import load_signing_key, node_user
 from edgeagent.sim.auth_http import ADMIN, AuthLayer
 from edgeagent.sim.auth_tls import ServerTLS, ensure_server_tls
 from edgeagent.sim.daemonsets import DaemonSetController
+from edgeagent.sim.delete_context import pod_state
+from edgeagent.sim.faults import FaultInjector
 from edgeagent.sim.gc import OwnerGarbageCollector
 from edgeagent.sim.images import ImageCatalog, ImageSpec
 from edgeagent.sim.jobs import JobController
@@ -88,7 +92,10 @@ class SimCluster:
         self.config = config
         self.node_names: list[str] = names
         self.store = Store(history=config.history)
-        self.audit = AuditLog()
+        self.audit = AuditLog(path=config.audit_log)
+        if config.audit_log is not None:
+            self.store.delete_context = functools.partial(pod_state, self.store)
+        self.faults = FaultInjector()
         self.url = ""
         self.dir = Path(config.dir) if config.dir is not None else Path()
         self.links: dict[str, Link] = {}
@@ -135,7 +142,7 @@ class SimCluster:
         key = load_signing_key(self.dir if self.config.authorization == "rbac" else None)
         self.auth = AuthLayer(self.store, self.config.authorization, key)
         app = create_app(self.store, extra_routes=self._add_routes, settings=settings, audit=self.audit,
-                         auth=self.auth)
+                         auth=self.auth, faults=self.faults)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         if self.auth.enforcing:
@@ -213,6 +220,7 @@ class SimCluster:
             state.close()
         if self.auth is not None:
             self.auth.close()
+        self.audit.close()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
             self._own_dir = False
@@ -288,6 +296,10 @@ class SimCluster:
         app.router.add_get("/sim/v1/audit", self._h_audit)
         app.router.add_get("/sim/v1/images", self._h_images)
         app.router.add_post("/sim/v1/images", self._h_set_image)
+        app.router.add_get("/sim/v1/faults", self._h_faults)
+        app.router.add_post("/sim/v1/faults", self._h_add_fault)
+        app.router.add_delete("/sim/v1/faults", self._h_clear_faults)
+        app.router.add_delete("/sim/v1/faults/{id}", self._h_clear_faults)
 
     def _node_link(self, request: web.Request) -> tuple[str, Link]:
         node = request.match_info["node"]
@@ -326,6 +338,36 @@ class SimCluster:
 
     async def _h_audit(self, request: web.Request) -> web.Response:
         return _json_response({"items": list(self.audit.entries)})
+
+    # Faults -------------------------------------------------------------------------------------------
+
+    async def _h_faults(self, request: web.Request) -> web.Response:
+        return _json_response(self.faults.as_json())
+
+    async def _h_add_fault(self, request: web.Request) -> web.Response:
+        try:
+            try:
+                body = await request.json()
+            except ValueError as exc:
+                raise errors.bad_request(f"body is not JSON: {exc}") from exc
+            try:
+                rule = self.faults.add(body)
+            except ValueError as exc:
+                raise errors.bad_request(str(exc)) from exc
+        except errors.ApiError as exc:
+            return _error_response(exc)
+        shown = rule.as_json(time.monotonic())
+        _log.info("fault rule added", **{k: v for k, v in shown.items() if k != "injected"})
+        return _json_response(shown, 201)
+
+    async def _h_clear_faults(self, request: web.Request) -> web.Response:
+        text = request.match_info.get("id")
+        if text is not None and not text.isdigit():
+            return _error_response(errors.bad_request(f"fault id must be a number, not {text!r}"))
+        removed = self.faults.clear(int(text) if text is not None else None)
+        if text is not None and not removed:
+            return _error_response(errors.not_found("faults", text))
+        return _json_response({"removed": removed})
 
     # Images -------------------------------------------------------------------------------------------
 

@@ -22,9 +22,10 @@ from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
 from edgeagent.sim import discovery, errors, events_v1, openapi, printers, protobuf
-from edgeagent.sim.audit import AuditLog
+from edgeagent.sim.audit import AuditLog, note_delete
 from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
+from edgeagent.sim.faults import FaultInjector
 from edgeagent.sim.patch import APPLY_PATCH, PatchError, apply_patch, media_type
 from edgeagent.sim.patch import CONTENT_TYPES as PATCH_CONTENT_TYPES
 from edgeagent.sim.protobuf import ProtobufError
@@ -71,13 +72,17 @@ def create_app(
     settings: ServerSettings | None = None,
     audit: AuditLog | None = None,
     auth: AuthLayer | None = None,
+    faults: FaultInjector | None = None,
 ) -> web.Application:
     """The full REST surface; `extra_routes` may add more (e.g. `/sim/v1/...`) before the 404 fallback.
 
     `auth` (sim/auth_http.py) authenticates and authorizes every request and serves TokenRequest and the
-    access reviews; without it every request may do everything.
+    access reviews; without it every request may do everything. `faults` (sim/faults.py) injects errors and
+    latency; it sits inside the audit log, so audit records what the client really got.
     """
     middlewares: list[Middleware] = [_errors_middleware]
+    if faults is not None:
+        middlewares.insert(0, faults.middleware())
     if audit is not None:
         middlewares.insert(0, audit.middleware())
     if auth is not None and auth.enforcing:
@@ -365,7 +370,12 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
         return _json_response(patched, 200 if existed else 201)
     if method == "DELETE" and target.subresource is None:
         options = await _delete_options(request)
-        return _json_response(store.delete(res, target.namespace, target.name, options, dry_run=dry_run))
+        recorded = len(store.deletes)
+        try:
+            return _json_response(store.delete(res, target.namespace, target.name, options, dry_run=dry_run))
+        finally:
+            if len(store.deletes) > recorded:  # store.delete records synchronously: this call's own record
+                note_delete(store.deletes[recorded])
     raise errors.method_not_allowed(method.lower(), res.plural, res.group)
 
 

@@ -232,6 +232,8 @@ class Store:
         self._subscribers_all: set[Subscription] = set()
         self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.deletes: list[JSON] = []
+        # When set, each pod DELETE's record carries what this returns for the pod as it stood (sim/delete_context.py).
+        self.delete_context: Callable[[JSON], JSON] | None = None
         for name in DEFAULT_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": name}})
 
@@ -822,6 +824,8 @@ class Store:
         old = stored.obj
         old_meta = _meta(old)
         record["uid"] = old_meta.get("uid")
+        if self.delete_context is not None and res is PODS:
+            record["state"] = self.delete_context(old)
         want_uid = preconditions.get("uid")
         if want_uid is not None and want_uid != old_meta.get("uid"):
             record.update(outcome="conflict", code=409)

@@ -1,0 +1,117 @@
+"""What a deleted pod looked like at the instant of its DELETE, for the audit log.
+
+"Was this delete allowed?" can only be answered against the state the API server held when the DELETE
+arrived: the pod's conditions (`PodNeedUpgrade`, `UpgradeHeld`, `Ready`), its node's readiness, its
+DaemonSet's annotations (paused, rollout plan and state, budget) and the availability of the DaemonSet's
+other pods. A history checker reading the audit log afterwards cannot rebuild that reliably from watch
+events, so the store captures it synchronously, inside the delete, before the pod changes. Data only: no
+judgement is made here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgeagent.kube.objects import (
+    annotations_of,
+    daemonset_owner,
+    get_condition,
+    is_node_ready,
+    is_pod_ready,
+    is_terminating,
+    labels_of,
+    meta,
+    node_name_of,
+)
+from edgeagent.sim.resources import DAEMONSETS, NODES, PODS
+from edgeagent.sim.store import Store
+
+JSON = dict[str, Any]
+
+CONDITIONS = ("Ready", "PodNeedUpgrade", "UpgradeHeld", "PodImageReady")
+_ANNOTATION_PREFIXES = ("edgeagent.io/", "apps.openyurt.io/", "deprecated.daemonset.template.generation")
+_LABELS = ("controller-revision-hash", "pod-template-generation")
+
+
+def _conditions(pod: JSON) -> JSON:
+    found: JSON = {}
+    for kind in CONDITIONS:
+        cond = get_condition(pod, kind)
+        if cond is not None:
+            found[kind] = {k: cond.get(k) for k in ("status", "reason", "message")}
+    return found
+
+
+def _node_ready(store: Store, name: str, cache: dict[str, bool | None]) -> bool | None:
+    if name not in cache:
+        try:
+            cache[name] = is_node_ready(store.entry(NODES, None, name).obj)
+        except Exception:
+            cache[name] = None
+    return cache[name]
+
+
+def _held(pod: JSON) -> bool:
+    cond = get_condition(pod, "UpgradeHeld")
+    return cond is not None and cond.get("status") == "True"
+
+
+def pod_state(store: Store, pod: JSON) -> JSON:
+    """The deleted pod, its node and its DaemonSet (with every sibling pod's availability) at this instant."""
+    node_cache: dict[str, bool | None] = {}
+    node = node_name_of(pod)
+    labels = labels_of(pod)
+    state: JSON = {
+        "node": node,
+        "labels": {k: labels[k] for k in _LABELS if k in labels},
+        "terminating": is_terminating(pod),
+        "ready": is_pod_ready(pod),
+        "conditions": _conditions(pod),
+        "nodeReady": _node_ready(store, node, node_cache) if node else None,
+    }
+    owner = daemonset_owner(pod)
+    if owner is None:
+        return state
+    namespace = str(meta(pod).get("namespace") or "")
+    try:
+        ds = store.entry(DAEMONSETS, namespace, str(owner.get("name"))).obj
+    except Exception:
+        state["daemonset"] = {"name": owner.get("name"), "uid": owner.get("uid"), "gone": True}
+        return state
+    ds_meta = meta(ds)
+    if ds_meta.get("uid") != owner.get("uid"):
+        state["daemonset"] = {"name": owner.get("name"), "uid": owner.get("uid"), "gone": True}
+        return state
+    annotations = {k: v for k, v in annotations_of(ds).items() if k.startswith(_ANNOTATION_PREFIXES)}
+    spec = ds.get("spec") or {}
+    siblings: list[JSON] = []
+    for item in store.list_page(PODS, namespace).items:
+        other = item.obj
+        other_owner = daemonset_owner(other)
+        if other_owner is None or other_owner.get("uid") != owner.get("uid"):
+            continue
+        other_node = node_name_of(other)
+        siblings.append({
+            "uid": meta(other).get("uid"),
+            "node": other_node,
+            "hash": labels_of(other).get("controller-revision-hash"),
+            "ready": is_pod_ready(other),
+            "terminating": is_terminating(other),
+            "held": _held(other),
+            "nodeReady": _node_ready(store, other_node, node_cache) if other_node else None,
+        })
+    state["daemonset"] = {
+        "name": ds_meta.get("name"),
+        "uid": ds_meta.get("uid"),
+        "generation": ds_meta.get("generation"),
+        "annotations": annotations,
+        "updateStrategy": (spec.get("updateStrategy") or {}).get("type"),
+        "minReadySeconds": spec.get("minReadySeconds", 0),
+        "siblings": siblings,
+    }
+    if any(k.startswith("edgeagent.io/rollout-") for k in annotations):
+        # A rollout plan ranks nodes by their labels (canary selector, group label): keep them for the checker.
+        state["nodeLabels"] = {
+            str(meta(n.obj).get("name")): labels_of(n.obj) for n in store.list_page(NODES, None).items
+        }
+    return state
