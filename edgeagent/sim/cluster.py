@@ -185,12 +185,14 @@ class SimCluster:
         snapshot = self._state.load()
         if snapshot is not None:
             self.store.restore(snapshot.resource_version, snapshot.objects)
+            self.images.restore(snapshot.images)  # already checked by load()
             self.resumed = True
             _log.info("resumed simulated cluster state", dir=str(self.dir),
                       resource_version=snapshot.resource_version)
         else:
             self._state.save_all(self.store)
         self.store.persist = self._state.record
+        self.images.persist = self._state.save_images
         return snapshot
 
     async def _run(self) -> None:
@@ -217,6 +219,7 @@ class SimCluster:
         state, self._state = self._state, None
         if state is not None:
             self.store.persist = None
+            self.images.persist = None
             state.close()
         if self.auth is not None:
             self.auth.close()

@@ -69,14 +69,23 @@ class ImageSpec:
         return {"image": self.image, "pullSeconds": self.pull_seconds if self.pull_seconds is not None
                 else default_pull, "missing": self.missing, "crash": self.crash}
 
+    def saved(self) -> JSON:
+        """As written to the state directory: an unset pullSeconds stays unset (it follows the default)."""
+        return {"image": self.image, "pullSeconds": self.pull_seconds, "missing": self.missing, "crash": self.crash}
+
 
 class ImageCatalog:
-    """The registry every node pulls from. Changing an entry wakes pods waiting in back-off (see `changed`)."""
+    """The registry every node pulls from. Changing an entry wakes pods waiting in back-off (see `changed`).
+
+    `persist`, when set, is called with every entry before it takes effect (sim/persist.py), so a sim restarted
+    on the same directory keeps its registry: an image said to be missing must not turn up after a restart.
+    """
 
     def __init__(self, default_pull_seconds: float = DEFAULT_PULL_SECONDS) -> None:
         self.default_pull_seconds = default_pull_seconds
         self._specs: dict[str, ImageSpec] = {}
         self._listeners: list[Callable[[], None]] = []
+        self.persist: Callable[[list[JSON]], None] | None = None
 
     def spec(self, image: str) -> ImageSpec:
         return self._specs.get(normalize_image(image)) or ImageSpec(image)
@@ -86,9 +95,23 @@ class ImageCatalog:
         return self.default_pull_seconds if spec.pull_seconds is None else spec.pull_seconds
 
     def set(self, spec: ImageSpec) -> None:
-        self._specs[normalize_image(spec.image)] = spec
+        specs = {**self._specs, normalize_image(spec.image): spec}
+        if self.persist is not None:
+            self.persist([entry.saved() for entry in specs.values()])  # first: nothing half-done if it fails
+        self._specs = specs
         for listener in list(self._listeners):
             listener()
+
+    def saved(self) -> list[JSON]:
+        return [spec.saved() for spec in self._specs.values()]
+
+    def restore(self, saved: list[JSON]) -> None:
+        """Take back the entries of an earlier run (validated as a POST body would be)."""
+        specs: dict[str, ImageSpec] = {}
+        for entry in saved:
+            spec = self.parse({k: v for k, v in entry.items() if v is not None})
+            specs[normalize_image(spec.image)] = spec
+        self._specs = specs
 
     def items(self) -> list[JSON]:
         return [spec.as_json(self.default_pull_seconds) for spec in self._specs.values()]

@@ -1,4 +1,5 @@
-"""The sim's durable state in `--dir`: every stored object, the resourceVersion counter and the ports.
+"""The sim's durable state in `--dir`: every stored object, the resourceVersion counter, the ports and the
+simulated image registry (`POST /sim/v1/images`).
 
 Restarting `edgeagent sim` on the same directory must look to running agents and controllers like an
 API server restart, not like a new cluster: same objects and UIDs, a resourceVersion that never goes
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgeagent.sim.images import ImageCatalog
 from edgeagent.sim.resources import RESOURCES
 from edgeagent.sim.store import Store, WatchEvent, dumps
 
@@ -49,6 +51,7 @@ class Snapshot:
     objects: dict[str, list[JSON]]
     api_port: int | None = None
     link_ports: dict[str, int] = field(default_factory=dict)
+    images: list[JSON] = field(default_factory=list)  # the registry's entries (sim/images.ImageSpec.saved)
 
 
 class StateFile:
@@ -119,11 +122,17 @@ class StateFile:
                 objects[plural].append(obj)
             ports = json.loads(self._meta("linkPorts") or "{}")
             api_port = self._meta("apiPort")
+            images = json.loads(self._meta("images") or "[]")
+            if not isinstance(images, list) or not all(isinstance(entry, dict) for entry in images):
+                raise ValueError("the image registry is not a list of entries")
+            for entry in images:  # checked as a POST /sim/v1/images body would be
+                ImageCatalog.parse({k: v for k, v in entry.items() if v is not None})
             return Snapshot(
                 resource_version=int(rv_text),
                 objects=objects,
                 api_port=int(api_port) if api_port else None,
                 link_ports={str(k): int(v) for k, v in ports.items()},
+                images=images,
             )
         except (sqlite3.Error, ValueError, TypeError, AttributeError) as exc:
             raise self._unreadable(exc) from exc
@@ -155,6 +164,11 @@ class StateFile:
         with self._transaction():
             self._set("apiPort", str(api_port))
             self._set("linkPorts", json.dumps(link_ports, sort_keys=True))
+
+    def save_images(self, entries: list[JSON]) -> None:
+        """The whole image registry (a handful of entries), written through before it takes effect."""
+        with self._transaction():
+            self._set("images", json.dumps(entries, sort_keys=True))
 
     def _put(self, plural: str, obj: JSON) -> None:
         meta = obj.get("metadata") or {}

@@ -90,3 +90,53 @@ async def test_a_second_sim_on_the_same_directory_is_refused(tmp_path: Path) -> 
         assert first.store.resource_version > 0
     finally:
         await first.stop()
+
+
+def _waiting_reason(pod: JSON) -> str | None:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return statuses[0].get("state", {}).get("waiting", {}).get("reason") if statuses else None
+
+
+async def _backing_off(admin: KubeClient) -> bool:
+    return _waiting_reason(await admin.get(f"{PODS}/stuck")) == "ImagePullBackOff"
+
+
+async def test_restart_keeps_the_image_registry(tmp_path: Path) -> None:
+    """A pod in ImagePullBackOff on a missing image stays there after a restart; pull times are kept too."""
+    config = fast_sim_config(tmp_path / "sim", nodes=1, image_pull_seconds=0.1, kubelet_backoff=0.2)
+    registry = [{"image": "registry.local/missing:1", "pullSeconds": 0.1, "missing": True, "crash": False},
+                {"image": "registry.local/slow:1", "pullSeconds": 3600, "missing": False, "crash": False}]
+    first = SimCluster(config)
+    await first.start()
+    try:
+        async with await KubeClient.connect(first.admin_kubeconfig) as admin:
+            for entry in registry:
+                await admin.request("POST", "/sim/v1/images", body={k: entry[k] for k in ("image", "pullSeconds",
+                                                                                          "missing")})
+            pod = _pod("stuck", "edge-1")
+            pod["spec"]["containers"][0]["image"] = "registry.local/missing:1"
+            await admin.create(PODS, pod)
+            await eventually(lambda: _backing_off(admin), what="stuck in ImagePullBackOff")
+    finally:
+        await first.stop()
+
+    second = SimCluster(config)
+    await second.start()
+    try:
+        async with await KubeClient.connect(second.admin_kubeconfig) as admin:
+            listed = await admin.request("GET", "/sim/v1/images")
+            assert sorted(listed["items"], key=lambda e: str(e["image"])) == registry
+            # Give the restarted kubelet time for several pull attempts (its back-off is 0.2 s here): each fails.
+            await eventually(lambda: _backing_off(admin), what="still in ImagePullBackOff after the restart")
+            pulls = 0
+
+            async def retried() -> bool:
+                nonlocal pulls
+                pod = await admin.get(f"{PODS}/stuck")
+                assert pod["status"]["phase"] == "Pending", pod["status"]
+                pulls += _waiting_reason(pod) == "ErrImagePull"
+                return pulls >= 2
+
+            await eventually(retried, interval=0.01, what="the restarted kubelet retrying the missing image")
+    finally:
+        await second.stop()
