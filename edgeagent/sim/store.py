@@ -699,7 +699,9 @@ class Store:
             if value and value != old_meta.get(field_name):
                 causes.append(errors.field_invalid(f"metadata.{field_name}", value, "field is immutable"))
         if causes:
-            raise errors.invalid(res.kind, name, causes, res.group)
+            # The apiserver checks ObjectMeta twice on an update (the registry's common-field check, then the
+            # kind's own ValidateUpdate), so each cause is listed twice; the message dedups them (§11).
+            raise errors.invalid(res.kind, name, causes + [dict(c) for c in causes], res.group)
         if res is LEASES:
             _check_micro_times(patched, name, patched=True)
         merged = self._prepare_update(res, old, patched, subresource)
