@@ -40,7 +40,18 @@ from edgeagent.kube.selectors import (
 from edgeagent.sim import errors, stored_kinds
 from edgeagent.sim.job_defaults import default_job
 from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
-from edgeagent.sim.resources import DAEMONSETS, EVENTS, JOBS, LEASES, NAMESPACES, PODS, RESOURCES, Resource
+from edgeagent.sim.pod_admission import admit_new_pod, default_pod_only, mirror_service_account
+from edgeagent.sim.resources import (
+    DAEMONSETS,
+    EVENTS,
+    JOBS,
+    LEASES,
+    NAMESPACES,
+    PODS,
+    RESOURCES,
+    SERVICE_ACCOUNTS,
+    Resource,
+)
 
 JSON = dict[str, Any]
 # Aliases: inside Store, `list` names the method, not the builtin.
@@ -612,6 +623,7 @@ class Store:
             new.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             new["status"] = {"phase": "Active"}
         elif res is PODS:
+            admit_new_pod(new, self._service_account)
             status = new.setdefault("status", {})
             status.setdefault("phase", "Pending")
         new = _ordered(res, new)
@@ -700,7 +712,7 @@ class Store:
                 causes.append(errors.field_invalid(f"metadata.{field_name}", value, "field is immutable"))
         if causes:
             # The apiserver checks ObjectMeta twice on an update (the registry's common-field check, then the
-            # kind's own ValidateUpdate), so each cause is listed twice; the message dedups them (§11).
+            # kind's own ValidateUpdate), so each cause is listed twice; the message dedups them.
             raise errors.invalid(res.kind, name, causes + [dict(c) for c in causes], res.group)
         if res is LEASES:
             _check_micro_times(patched, name, patched=True)
@@ -964,6 +976,10 @@ class Store:
             )
         return str(namespace or body_ns or "default")
 
+    def _service_account(self, namespace: str, name: str) -> JSON | None:
+        stored = self._objects[SERVICE_ACCOUNTS.plural].get((namespace, name))
+        return stored.obj if stored is not None else None
+
     def _generate_name(self, res: Resource, namespace: str, prefix: str) -> str:
         # The apiserver truncates the prefix so the name stays within 63 characters.
         base = prefix[: 63 - 5]
@@ -1038,6 +1054,8 @@ def _default_pod_spec(spec: JSON) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    mirror_service_account(spec)
     for list_name in ("initContainers", "containers"):
         for container in spec.get(list_name) or []:
             if isinstance(container, dict):
@@ -1050,6 +1068,7 @@ def _default(res: Resource, obj: JSON) -> None:
     spec = obj.get("spec")
     if res is PODS and isinstance(spec, dict):
         _default_pod_spec(spec)
+        default_pod_only(spec)
     elif res is JOBS and isinstance(spec, dict):
         default_job(obj)
         template_spec = (spec.get("template") or {}).get("spec")

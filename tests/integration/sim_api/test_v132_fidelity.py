@@ -1,7 +1,9 @@
-"""What kube-api-semantics' second side-by-side found the sim lacked next to a real server (issue 22 items
-12-17): each test asserts the real server's answer, so each failed against the sim as it was."""
+"""Where the sim differed from a real API server measured side by side (issue 22 items 12-17): each test
+asserts what the real server answers, so each failed against the sim as it was."""
 
 from __future__ import annotations
+
+import re
 
 from edgeagent.sim.resources import PODS
 from tests.integration.sim_api.support import Api, create_pod
@@ -19,5 +21,57 @@ async def test_a_status_patch_with_a_wrong_uid_lists_the_cause_twice(api: Api) -
              "field": "metadata.uid"}
     assert reply.body["details"]["causes"] == [cause, cause]
     # The message names it once (the aggregate dedups identical texts), as the real server's does.
-    assert reply.body["message"] == 'Pod "a" is invalid: metadata.uid: Invalid value: "someone-else": field is immutable'
+    assert reply.body["message"] == (
+        'Pod "a" is invalid: metadata.uid: Invalid value: "someone-else": field is immutable')
     assert api.store.get(PODS, "default", "a")["status"]["phase"] == "Pending"
+
+
+SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+async def test_a_new_pod_gets_the_defaults_and_the_token_volume_a_real_server_adds(api: Api) -> None:
+    body = {"metadata": {"name": "web"}, "spec": {
+        "initContainers": [{"name": "init", "image": "busybox"}],
+        "containers": [{"name": "a", "image": "nginx:1.19.4"}, {"name": "b", "image": "nginx:1.19.4",
+                                                                "volumeMounts": [{"name": "x", "mountPath": "/x"}]}],
+        "volumes": [{"name": "x", "emptyDir": {}}]}}
+    spec = (await api.ok("POST", PODS_PATH, body=body))["spec"]
+    assert (spec["serviceAccountName"], spec["serviceAccount"]) == ("default", "default")
+    assert (spec["priority"], spec["preemptionPolicy"], spec["enableServiceLinks"]) == (0, "PreemptLowerPriority", True)
+    assert spec["securityContext"] == {}
+    assert spec["volumes"][0] == {"name": "x", "emptyDir": {}}
+    token = spec["volumes"][1]
+    assert re.fullmatch(r"kube-api-access-[bcdfghjklmnpqrstvwxz2456789]{5}", token["name"])
+    sources = token["projected"]["sources"]
+    assert sources[0] == {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}
+    assert sources[1]["configMap"]["name"] == "kube-root-ca.crt"
+    assert sources[2]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    mount = {"name": token["name"], "readOnly": True, "mountPath": SA_PATH}
+    assert spec["initContainers"][0]["volumeMounts"] == [mount]
+    assert spec["containers"][0]["volumeMounts"] == [mount]
+    assert spec["containers"][1]["volumeMounts"] == [{"name": "x", "mountPath": "/x"}, mount]
+    assert [(t["key"], t["tolerationSeconds"]) for t in spec["tolerations"]] == [
+        ("node.kubernetes.io/not-ready", 300), ("node.kubernetes.io/unreachable", 300)]
+
+
+async def test_pod_defaults_follow_the_pod_and_its_service_account(api: Api) -> None:
+    await api.ok("POST", "/api/v1/namespaces/default/serviceaccounts",
+                 body={"metadata": {"name": "quiet"}, "automountServiceAccountToken": False})
+    quiet = (await api.ok("POST", PODS_PATH, body={"metadata": {"name": "q"}, "spec": {
+        "serviceAccountName": "quiet", "containers": [{"name": "a", "image": "nginx"}]}}))["spec"]
+    assert quiet["serviceAccount"] == "quiet" and "volumes" not in quiet
+    assert "volumeMounts" not in quiet["containers"][0]
+    critical = (await api.ok("POST", PODS_PATH, body={"metadata": {"name": "c"}, "spec": {
+        "priorityClassName": "system-node-critical", "automountServiceAccountToken": False,
+        "containers": [{"name": "a", "image": "nginx"}]}}))["spec"]
+    assert critical["priority"] == 2000001000 and "volumes" not in critical
+
+
+async def test_a_daemonset_template_gets_only_the_template_defaults(api: Api) -> None:
+    ds = {"metadata": {"name": "ds"}, "spec": {
+        "selector": {"matchLabels": {"app": "a"}},
+        "template": {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "a", "image": "x"}]}}}}
+    spec = (await api.ok("POST", "/apis/apps/v1/namespaces/default/daemonsets", body=ds))["spec"]["template"]["spec"]
+    assert spec["securityContext"] == {}
+    for pod_only in ("serviceAccountName", "priority", "enableServiceLinks", "volumes", "preemptionPolicy"):
+        assert pod_only not in spec
