@@ -18,7 +18,7 @@ from typing import Any
 from edgeagent import log
 from edgeagent.kube.objects import is_terminating, node_name_of, uid_of
 from edgeagent.sim.errors import ApiError
-from edgeagent.sim.images import NodeImages, PullError, backoff_delay, image_digest
+from edgeagent.sim.images import NodeImages, PullError, backoff_delay, runtime_image
 from edgeagent.sim.resources import PODS
 from edgeagent.sim.store import Store
 
@@ -48,9 +48,10 @@ def _base(container: JSON, *, ready: bool = False, restarts: int = 0) -> JSON:
 
 
 def _with_image(status: JSON, uid: str, restarts: int = 0) -> JSON:
-    image = str(status["image"])
-    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
-    status["imageID"] = f"{repo}@{image_digest(image)}"
+    """A container the runtime has created: the image as containerd names it, its digest and the container id.
+
+    (A container still waiting for its image keeps the spec's reference and an empty imageID, as on a node.)"""
+    status["image"], status["imageID"] = runtime_image(str(status["image"]))
     status["containerID"] = _cid(uid, str(status["name"]), restarts)
     return status
 

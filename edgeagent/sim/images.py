@@ -40,6 +40,17 @@ def image_digest(image: str) -> str:
     return "sha256:" + hashlib.sha256(("image/" + normalize_image(image)).encode()).hexdigest()
 
 
+def runtime_image(image: str) -> tuple[str, str]:
+    """`(image, imageID)` as a containerd kubelet reports a started container: the fully qualified reference
+    (`docker.io/library/nginx:1.19.4`) and the repository with the digest (`docker.io/library/nginx@sha256:…`),
+    whatever short form the pod spec used."""
+    ref = normalize_image(image)
+    repo = ref.split("@", 1)[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo.rsplit(":", 1)[0]
+    return ref, f"{repo}@{image_digest(image)}"
+
+
 def image_size(image: str) -> int:
     """A stable, plausible size (20-120 MB) so `status.images` looks like a node's."""
     seed = int(hashlib.sha256(normalize_image(image).encode()).hexdigest()[:8], 16)
@@ -198,15 +209,12 @@ class NodeImages:
             self._pulls.pop(key, None)
 
     def status_images(self) -> list[JSON]:
-        """`status.images` as a kubelet reports it: largest first, at most NODE_STATUS_MAX_IMAGES."""
+        """`status.images` as a containerd kubelet reports it: largest first, at most NODE_STATUS_MAX_IMAGES, each
+        named only by its fully qualified references (digest and tag), never the short form a pod spec used."""
         entries: list[tuple[int, str, JSON]] = []
-        for key, first in self._present.items():
-            repo = key.rsplit("@", 1)[0]
-            if ":" in repo.rsplit("/", 1)[-1]:
-                repo = repo.rsplit(":", 1)[0]
-            names = [f"{repo}@{image_digest(key)}", key]
-            if first != key:
-                names.append(first)
+        for key in self._present:
+            ref, digest_ref = runtime_image(key)
+            names = [digest_ref, ref]
             size = image_size(key)
             entries.append((-size, key, {"names": names, "sizeBytes": size}))
         entries.sort(key=lambda e: (e[0], e[1]))

@@ -21,7 +21,7 @@ from edgeagent.config import SimConfig
 from edgeagent.kube.objects import get_condition, is_terminating, meta, name_of, namespace_of, node_name_of, uid_of
 from edgeagent.sim.containers import PodLauncher
 from edgeagent.sim.errors import ApiError
-from edgeagent.sim.images import ImageCatalog, NodeImages
+from edgeagent.sim.images import ImageCatalog, NodeImages, runtime_image
 from edgeagent.sim.resources import LEASES, NODES, PODS
 from edgeagent.sim.store import Store, WatchEvent
 
@@ -141,7 +141,7 @@ def _running_status(pod: JSON, host_ip: str, pod_ip: str) -> JSON:
     ]
 
     def container_status(container: JSON, *, init: bool) -> JSON:
-        image = str(container.get("image", ""))
+        image, image_id = runtime_image(str(container.get("image", "")))
         cid = "containerd://" + _hex(f"{uid_of(pod)}/{container.get('name')}")
         state: JSON = (
             {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now,
@@ -155,7 +155,7 @@ def _running_status(pod: JSON, host_ip: str, pod_ip: str) -> JSON:
             "ready": not init,
             "restartCount": 0,
             "image": image,
-            "imageID": f"{image.split(':')[0]}@sha256:{_hex('image/' + image)}",
+            "imageID": image_id,
             "containerID": cid,
             "started": not init,
         }

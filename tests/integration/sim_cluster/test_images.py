@@ -3,6 +3,7 @@ crashing images, `status.images`, and `POST /sim/v1/images` — over real HTTP."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,31 @@ async def test_a_restarted_sim_keeps_what_its_nodes_pulled(tmp_path: Path) -> No
             assert node_has_images(await admin.get("/api/v1/nodes/edge-1"), ["registry.local/kept:1"])
     finally:
         await second.stop()
+
+
+async def test_statuses_name_images_as_a_containerd_node_does(sim_factory: SimFactory) -> None:
+    """Spec `nginx:1.19.4`: a started container reports `docker.io/library/nginx:1.19.4` with the digest form as
+    imageID, and the node lists only fully qualified names; a container still waiting keeps the spec's form."""
+    sim = await sim_factory()
+    admin = await connect(sim)
+    try:
+        await admin.request("POST", "/sim/v1/images", body={"image": "registry.local/none:1", "missing": True})
+        await admin.create(PODS, pod("web", "nginx:1.19.4"))
+        await admin.create(PODS, pod("stuck", "registry.local/none:1"))
+        await eventually(lambda: _phase(admin, "web", "Running"), what="web running")
+        [status] = (await admin.get(f"{PODS}/web"))["status"]["containerStatuses"]
+        assert status["image"] == "docker.io/library/nginx:1.19.4"
+        assert re.fullmatch(r"docker\.io/library/nginx@sha256:[0-9a-f]{64}", status["imageID"]), status["imageID"]
+
+        async def waiting() -> JSON | None:
+            statuses = (await admin.get(f"{PODS}/stuck")).get("status", {}).get("containerStatuses") or []
+            return statuses[0] if statuses and "waiting" in statuses[0]["state"] else None
+
+        stuck = await eventually(waiting, what="stuck waiting for its image")
+        assert (stuck["image"], stuck["imageID"]) == ("registry.local/none:1", "")
+        node = await admin.get("/api/v1/nodes/edge-1")
+        names = [name for entry in node["status"]["images"] for name in entry["names"]]
+        assert "docker.io/library/nginx:1.19.4" in names and "nginx:1.19.4" not in names
+        assert node_has_images(node, ["nginx:1.19.4", "docker.io/library/nginx:1.19.4"])
+    finally:
+        await admin.close()

@@ -155,7 +155,7 @@ async def test_bound_pod_becomes_running_and_ready(sim: SimCluster, admin: KubeC
     assert container["ready"] is True
     assert container["started"] is True
     assert "running" in container["state"]
-    assert container["image"] == "example/app:1"
+    assert container["image"] == "docker.io/example/app:1"  # as containerd names it (issue 22 item 13)
 
 
 async def test_kubelet_finishes_graceful_deletion_with_grace_zero_and_uid_precondition(
