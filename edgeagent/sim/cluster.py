@@ -29,6 +29,7 @@ from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.auth import load_signing_key, node_user
 from edgeagent.sim.auth_http import ADMIN, AuthLayer
 from edgeagent.sim.auth_tls import ServerTLS, ensure_server_tls
+from edgeagent.sim.cluster_events import SchedulerEvents
 from edgeagent.sim.daemonsets import DaemonSetController
 from edgeagent.sim.delete_context import pod_state
 from edgeagent.sim.faults import FaultInjector
@@ -104,6 +105,7 @@ class SimCluster:
         self.daemonsets = DaemonSetController(self.store)
         self.jobs = JobController(self.store, pod_backoff=config.kubelet_backoff)
         self.gc = OwnerGarbageCollector(self.store)
+        self.scheduler_events = SchedulerEvents(self.store)
         self.auth: AuthLayer | None = None
         self.tls: ServerTLS | None = None
         self._own_dir = False
@@ -202,6 +204,7 @@ class SimCluster:
             tg.create_task(self.daemonsets.run(), name="sim-daemonsets")
             tg.create_task(self.jobs.run(), name="sim-jobs")
             tg.create_task(self.gc.run(), name="sim-gc")
+            tg.create_task(self.scheduler_events.run(), name="sim-scheduler-events")
 
     async def stop(self) -> None:
         """Idempotent; re-raises a controller crash after cleaning up, so a test cannot miss it."""

@@ -19,6 +19,7 @@ from typing import Any
 from edgeagent import log
 from edgeagent.config import SimConfig
 from edgeagent.kube.objects import get_condition, is_terminating, meta, name_of, namespace_of, node_name_of, uid_of
+from edgeagent.sim.cluster_events import NODE_CONTROLLER, EventRecorder
 from edgeagent.sim.containers import PodLauncher
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.images import ImageCatalog, NodeImages, runtime_image
@@ -504,11 +505,14 @@ class NodeLifecycleController:
         self.period = max(0.05, min(config.node_grace / 4, 5.0))
         self._observed: dict[str, tuple[str, float]] = {}  # node -> (renewTime, monotonic when seen)
         self._last_check: float | None = None
+        self.events = EventRecorder(store, NODE_CONTROLLER)
+        self._registered: set[str] = set()
 
     async def run(self) -> None:
         subscription = self.store.open_subscription([NODES], copy=False)  # read only, as below
         try:
             for stored in self.store.list_page(NODES).items:
+                self._register(stored.obj)
                 self.reconcile_taints(stored.obj)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._monitor())
@@ -519,11 +523,25 @@ class NodeLifecycleController:
     async def _watch(self, subscription: Any) -> None:
         async for event in subscription:
             if event.type != "DELETED":
+                self._register(event.object)
                 self.reconcile_taints(event.object)
                 self._follow_ready(event.object)
             else:
                 self._observed.pop(name_of(event.object), None)
                 self._ready_status.pop(name_of(event.object), None)
+                if name_of(event.object) in self._registered:
+                    self._registered.discard(name_of(event.object))
+                    self._node_event(event.object, "RemovingNode", "Removing Node {} from Controller")
+
+    def _register(self, node: JSON) -> None:
+        """The first sight of a node (also after a restart, as a restarted controller-manager reports)."""
+        if name_of(node) not in self._registered:
+            self._registered.add(name_of(node))
+            self._node_event(node, "RegisteredNode", "Registered Node {} in Controller")
+
+    def _node_event(self, node: JSON, reason: str, what: str) -> None:
+        name = name_of(node)
+        self.events.record(node, "Normal", reason, f"Node {name} event: {what.format(name)}")
 
     def _follow_ready(self, node: JSON) -> None:
         """Ready leaving True (the kubelet posting False, or Unknown) marks the node's pods NotReady, as the real
@@ -534,6 +552,7 @@ class NodeLifecycleController:
         before = self._ready_status.get(name)
         self._ready_status[name] = status
         if before == "True" and status != "True":
+            self.events.record(node, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady")
             self._mark_pods_not_ready(name)
 
     async def _monitor(self) -> None:
@@ -608,6 +627,8 @@ class NodeLifecycleController:
                 self.store.patch(PODS, namespace_of(pod), name_of(pod), patch, STRATEGIC, subresource="status")
             except ApiError as exc:
                 _log.debug("could not mark pod not ready", pod=name_of(pod), error=str(exc))
+                continue
+            self.events.record(pod, "Warning", "NodeNotReady", "Node is not ready")
 
     def reconcile_taints(self, node: JSON) -> None:
         """Ready False → not-ready taints, Unknown → unreachable taints (NoSchedule and NoExecute), True → none."""

@@ -60,3 +60,42 @@ async def test_describe_pod_shows_priority_service_account_mounts_and_volumes(
         in volumes, volumes
     assert _field(volumes, "TokenExpirationSeconds") == "3607"
     assert _field(volumes, "ConfigMapName") == "kube-root-ca.crt"
+
+
+DS = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"}, "spec": {
+    "selector": {"matchLabels": {"app": "agent"}},
+    "template": {"metadata": {"labels": {"app": "agent"}},
+                 "spec": {"containers": [{"name": "agent", "image": "example/agent:1"}]}}}}
+
+
+def _event_rows(describe: str) -> list[list[str]]:
+    """The rows of the Events table at the end of `kubectl describe` (Type, Reason, Age, From, Message)."""
+    tail = describe.split("\nEvents:", 1)[1]
+    return [re.split(r"\s{2,}", line.strip()) for line in tail.splitlines()[3:] if line.strip()]
+
+
+async def test_describe_pod_shows_its_history_from_scheduler_and_node_controller(
+        sim: SimCluster, admin: KubeClient, kubectl: Kubectl) -> None:
+    await admin.create("/apis/apps/v1/namespaces/default/daemonsets", DS)
+
+    async def pod_on_edge_2() -> JSON | None:
+        pods = (await admin.get(PODS, query={"fieldSelector": "spec.nodeName=edge-2"}))["items"]
+        return pods[0] if pods and pods[0].get("status", {}).get("phase") == "Running" else None
+
+    pod = await eventually(pod_on_edge_2, what="the DaemonSet's pod on edge-2 Running")
+    name = pod["metadata"]["name"]
+    await sim.disconnect("edge-2")
+
+    async def history() -> list[list[str]] | None:
+        rows = _event_rows(await kubectl("describe", "pod", name))
+        return rows if {r[1] for r in rows} >= {"Scheduled", "NodeNotReady"} else None
+
+    rows = await eventually(history, timeout=20, interval=0.5, what="Scheduled and NodeNotReady in describe pod")
+    scheduled = next(r for r in rows if r[1] == "Scheduled")
+    assert (scheduled[0], scheduled[3], scheduled[4]) == (
+        "Normal", "default-scheduler", f"Successfully assigned default/{name} to edge-2")
+    not_ready = next(r for r in rows if r[1] == "NodeNotReady")
+    assert (not_ready[0], not_ready[3], not_ready[4]) == ("Warning", "node-controller", "Node is not ready")
+    node_rows = _event_rows(await kubectl("describe", "node", "edge-2"))
+    assert node_rows[0][:2] == ["Normal", "RegisteredNode"], node_rows
+    assert any(r[1] == "NodeNotReady" and r[4] == "Node edge-2 status is now: NodeNotReady" for r in node_rows)
