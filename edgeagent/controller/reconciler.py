@@ -10,6 +10,7 @@ DaemonSet change (OpenYurt watches no nodes).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -17,11 +18,16 @@ from typing import Any
 from edgeagent import log
 from edgeagent.contract import (
     ANNOTATION_PAUSED,
+    ANNOTATION_ROLLED_BACK_FROM,
+    ANNOTATION_ROLLOUT_STATE,
     ANNOTATION_UPDATE_STRATEGY,
     EVENT_INVALID_ANNOTATION,
     EVENT_INVALID_UPDATE_STRATEGY,
     EVENT_NORMAL,
     EVENT_ROLLOUT_AUTO_PAUSED,
+    EVENT_ROLLOUT_PLAN_INVALID,
+    EVENT_ROLLOUT_ROLLED_BACK,
+    EVENT_UPGRADE_FAILED,
     EVENT_UPGRADING_PODS,
     EVENT_WARNING,
     LABEL_PREPULL,
@@ -34,11 +40,22 @@ from edgeagent.controller.ota import condition_changes
 from edgeagent.controller.ota import progress as ota_progress
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import PrePuller, PrepullSettings
-from edgeagent.controller.revisions import current_hash
+from edgeagent.controller.revisions import current_hash, revision_hash
 from edgeagent.controller.rolling import Plan, plan_step
 from edgeagent.controller.settings import Strategy, roll_settings, select
+from edgeagent.controller.waves import (
+    Decision,
+    Gate,
+    RankCache,
+    decide,
+    gate_of,
+    node_labels,
+    observe,
+    previous_revision,
+    steering_of,
+)
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
-from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.client import CONTENT_JSON_PATCH, CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.informer import DELETED, Informer
 from edgeagent.kube.objects import (
     controller_owner,
@@ -51,6 +68,12 @@ from edgeagent.kube.objects import (
     namespace_of,
     uid_of,
 )
+from edgeagent.rollout_plan import (
+    PHASE_ABORTED,
+    PHASE_ROLLED_BACK,
+    parse_plan,
+    state_of,
+)
 
 JSON = dict[str, Any]
 
@@ -60,6 +83,12 @@ _WRITE_CONCURRENCY = 32
 _UNHEALTHY_RETRY = 1.0
 # Names listed in one Event message before "and N more".
 _NAMES_IN_EVENT = 10
+# Warning topics of rollout plans (per annotation), kept apart from the roll settings' own topics.
+_PLAN_TOPIC = "plan:"
+# Wake-ups at a bake's end or a progress deadline come this much later, so the reconcile sees it passed.
+_PLAN_SLACK = 0.05
+# A state write refused because the cache was behind is decided again after this long.
+_PLAN_CONFLICT_RETRY = 0.05
 
 
 class ReconcileError(Exception):
@@ -136,6 +165,9 @@ class Controller:
         self.nodes = Informer(client, "/api/v1/nodes", name="nodes", transform=trim.node, **opts)
         self.revisions = Informer(client, "/apis/apps/v1/controllerrevisions", name="controllerrevisions",
                                   transform=trim.strip_managed_fields, **opts)
+        # The agents' UpgradeFailed Events: a failure a node saw (perhaps offline) counts toward max-failed.
+        self.failure_events = Informer(client, "/api/v1/events", field_selector=f"reason={EVENT_UPGRADE_FAILED}",
+                                       name="events", transform=trim.event, **opts)
         self.queue = WorkQueue()
         self.jobs: Informer | None = None
         self.prepull: PrePuller | None = None
@@ -147,6 +179,11 @@ class Controller:
         self.expectations = Expectations()
         self.condition_writes = UnobservedWrites()
         self.pause_writes = UnobservedWrites()
+        # Rollout plans: the ranking per DaemonSet and revision, state writes not yet seen in the cache, and
+        # the gate decided with each (reused while the cache still shows the DaemonSet before the write).
+        self.ranks = RankCache()
+        self.plan_writes = UnobservedWrites()
+        self._plan_gates: dict[str, Gate] = {}
         # Indexes kept by the informer handlers, so a reconcile costs O(its own pods), not O(cluster).
         self._pods_by_owner: dict[str, dict[str, JSON]] = {}
         self._owners_by_node: dict[str, dict[str, str]] = {}  # node -> pod key -> DaemonSet key
@@ -157,6 +194,7 @@ class Controller:
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
         self.revisions.add_handler(self._on_revision)
+        self.failure_events.add_handler(self._on_failure_event)
         if self.jobs is not None and self.prepull is not None:
             prepuller = self.prepull
             self.jobs.add_handler(lambda etype, obj, old: prepuller.on_job(etype, obj))
@@ -166,7 +204,7 @@ class Controller:
 
     @property
     def informers(self) -> tuple[Informer, ...]:
-        core = (self.daemonsets, self.pods, self.nodes, self.revisions)
+        core = (self.daemonsets, self.pods, self.nodes, self.revisions, self.failure_events)
         return core if self.jobs is None else (*core, self.jobs)
 
     def _on_daemonset(self, etype: str, obj: JSON, old: JSON | None) -> None:
@@ -176,6 +214,10 @@ class Controller:
             self.pause_writes.forget(uid_of(obj))
             self._warned.pop(uid_of(obj), None)
             self.metrics.forget_rollout(namespace_of(obj), name_of(obj))
+            self.metrics.forget_plan(namespace_of(obj), name_of(obj))
+            self.ranks.forget(uid_of(obj))
+            self.plan_writes.forget(uid_of(obj))
+            self._plan_gates.pop(uid_of(obj), None)
         elif old is not None and not _daemonset_changed(old, obj):
             # Status counters move with every pod change; those pod events already brought us here.
             return
@@ -242,6 +284,23 @@ class Controller:
         owner = _owner_key(obj)
         if owner:
             self.queue.add(owner)
+
+    def _on_failure_event(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        """An agent's UpgradeFailed Event wakes the DaemonSet whose pod it is about (by the pod name's prefix:
+        the pod itself is usually gone by then)."""
+        if etype == DELETED:
+            return
+        involved = obj.get("involvedObject") or {}
+        namespace = str(involved.get("namespace") or "")
+        pod = str(involved.get("name") or "")
+        for key in self.daemonsets.items:
+            ds_namespace, _, name = key.partition("/")
+            if ds_namespace == namespace and pod.startswith(name + "-"):
+                self.queue.add(key)
+
+    def failure_events_in(self, namespace: str) -> list[JSON]:
+        return [e for e in self.failure_events.items.values()
+                if (e.get("involvedObject") or {}).get("namespace") == namespace]
 
     # ------------------------------------------------------------------ reads
 
@@ -334,14 +393,15 @@ class Controller:
             self._log.debug("current revision not known yet", daemonset=key)
             return
         pods = self.pods_of(ds)
+        gate = await self._plan_gate(key, ds, pods, hash_)
         prepull_errors: list[BaseException] = []
         if self.prepull is not None:
             template = (ds.get("spec") or {}).get("template") or {}
             prepull_errors = await self.prepull.sync(ds, pods, hash_, template, self.nodes.items)
         if selection.strategy is Strategy.OTA:
-            await self._sync_conditions(ds, pods, hash_)
+            await self._sync_conditions(ds, pods, hash_, gate)
         else:
-            await self._roll(key, ds, pods, hash_)
+            await self._roll(key, ds, pods, hash_, gate)
         if prepull_errors:
             raise ReconcileError(f"{len(prepull_errors)} pre-pull write(s) failed, first: {prepull_errors[0]}")
 
@@ -375,11 +435,12 @@ class Controller:
 
     # ------------------------------------------------------------------ OTA
 
-    async def _sync_conditions(self, ds: JSON, pods: list[JSON], hash_: str) -> None:
+    async def _sync_conditions(self, ds: JSON, pods: list[JSON], hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), ota_progress(ds, pods, hash_, self._clock()))
         changes = [
-            change for change in condition_changes(ds, pods, hash_, self._clock())
+            change for change in condition_changes(ds, pods, hash_, self._clock(),
+                                                   gate.allows if gate is not None else None)
             if not self.condition_writes.pending(uid_of(change.pod), _rv(change.pod))
         ]
         self.metrics.planning_cpu.inc(time.process_time() - started)
@@ -414,16 +475,19 @@ class Controller:
 
     # ------------------------------------------------------------------ AdvancedRollingUpdate
 
-    async def _roll(self, key: str, ds: JSON, pods: list[JSON], hash_: str) -> None:
+    async def _roll(self, key: str, ds: JSON, pods: list[JSON], hash_: str, gate: Gate | None = None) -> None:
         settings, problems = roll_settings(ds)
         bad = {p.annotation for p in problems}
         for problem in problems:
             await self._warn_once(ds, problem.annotation, problem.value, EVENT_INVALID_ANNOTATION, problem.message)
         for topic in list(self._warned.get(uid_of(ds), {})):
-            if topic != ANNOTATION_UPDATE_STRATEGY and topic not in bad:
+            if topic != ANNOTATION_UPDATE_STRATEGY and not topic.startswith(_PLAN_TOPIC) and topic not in bad:
                 self._clear_warning(ds, topic)
         if problems:
             return
+        if gate is not None:
+            # The plan counts failures and stops the rollout itself (RolloutAborted), instead of the auto-pause.
+            settings = dataclasses.replace(settings, max_failed=None)
         stale = [informer.name for informer in self.informers if not informer.healthy]
         if stale:
             # A broken watch means a cache that may be missing deletions or readiness changes: deciding
@@ -434,7 +498,8 @@ class Controller:
         started = time.process_time()
         prepull = self.prepull if self.prepull is not None and self.prepull.wanted_by(ds) else None
         plan = plan_step(key, ds, pods, self.nodes.items, hash_, settings, self._clock(), self.expectations,
-                         pulled=(lambda pod: prepull.pulled(pod, hash_)) if prepull is not None else None)
+                         pulled=(lambda pod: prepull.pulled(pod, hash_)) if prepull is not None else None,
+                         may_move=gate.allows if gate is not None else None)
         self.metrics.planning_cpu.inc(time.process_time() - started)
         if plan is None:
             self._log.debug("waiting to observe earlier deletions", daemonset=key,
@@ -522,3 +587,140 @@ class Controller:
         await self.events.emit(ds, EVENT_WARNING, EVENT_ROLLOUT_AUTO_PAUSED, message)
         self._log.warning("roll paused automatically", daemonset=key_of(ds), failed=plan.failed,
                           resource_version=meta(ds).get("resourceVersion"))
+
+    # ------------------------------------------------------------------ rollout plans
+
+    async def _plan_gate(self, key: str, ds: JSON, pods: list[JSON], hash_: str) -> Gate | None:
+        """Moves the DaemonSet's rollout plan on (state annotation, Events, rollback) and says which pods may
+        move now; None when the DaemonSet has no (valid) plan and is rolled as before."""
+        uid = uid_of(ds)
+        plan, problems = parse_plan(ds)
+        bad = {_PLAN_TOPIC + p.annotation for p in problems}
+        for problem in problems:
+            await self._warn_once(ds, _PLAN_TOPIC + problem.annotation, problem.value, EVENT_ROLLOUT_PLAN_INVALID,
+                                  problem.message)
+        for topic in list(self._warned.get(uid, {})):
+            if topic.startswith(_PLAN_TOPIC) and topic not in bad and topic != _PLAN_TOPIC + "state":
+                self._clear_warning(ds, topic)
+        if plan is None:
+            self.metrics.forget_plan(namespace_of(ds), name_of(ds))
+            self.ranks.forget(uid)
+            self._plan_gates.pop(uid, None)
+            return None
+        if self.plan_writes.pending(uid, _rv(ds)):
+            # Our last state write is not in the cache yet: deciding again on the old state would repeat it.
+            return self._plan_gates.get(uid)
+        started = time.process_time()
+        state, unreadable = state_of(ds)
+        if unreadable:
+            raw = str(meta(ds).get("annotations", {}).get(ANNOTATION_ROLLOUT_STATE, ""))
+            await self._warn_once(ds, _PLAN_TOPIC + "state", raw, EVENT_ROLLOUT_PLAN_INVALID,
+                                  f"{unreadable}; the rollout of the current revision starts again from wave 1")
+        settings, _ = roll_settings(ds)
+        now = self._clock()
+        obs = observe(ds, pods, self.nodes.items, hash_, settings.progress_deadline, now,
+                      self.failure_events_in(namespace_of(ds)))
+        names = set(obs.facts) | set(self.expectations.in_flight(key))
+        ranking = self.ranks.get(uid, hash_, plan, node_labels(names, self.nodes.items))
+        total = len(ranking.order)
+        max_failed = max(1, settings.max_failed.scaled(total, round_up=True)) if settings.max_failed else 1
+        steering = steering_of(ds)
+        decision = decide(plan=plan, state=state, revision=hash_, ranking=ranking, obs=obs, steering=steering,
+                          max_failed=max_failed, now=now, previous=previous_revision(pods, hash_))
+        self.metrics.planning_cpu.inc(time.process_time() - started)
+        if (decision.state is not None or decision.remove) and not await self._write_plan(ds, decision, hash_):
+            # Our cache was behind (the DaemonSet's status moves all the time during a roll): decide again on
+            # fresh data shortly, and meanwhile move only what the persisted state allows.
+            self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
+            gate = gate_of(state, ranking, hash_, steering.rolled_back_from)
+            self._plan_gates[uid] = gate
+            return gate
+        shown = decision.state or state
+        if shown is not None:
+            self.metrics.set_plan(namespace_of(ds), name_of(ds), shown.wave, shown.waves, shown.phase)
+        if decision.requeue_after is not None:
+            self.queue.add_after(key, max(0.0, decision.requeue_after) + _PLAN_SLACK)
+        self._plan_gates[uid] = decision.gate
+        return decision.gate
+
+    async def _write_plan(self, ds: JSON, decision: Decision, hash_: str) -> bool:
+        """One write per transition, guarded by the DaemonSet's UID and resourceVersion: a stale cache (a new
+        leader that has not seen its predecessor's last write) gets 409 and decides again on fresh data, so a
+        wave is never started twice. Events only after the write succeeded."""
+        state = decision.state
+        path = f"/apis/apps/v1/namespaces/{namespace_of(ds)}/daemonsets/{name_of(ds)}"
+        events = list(decision.events)
+        rollback_to: JSON | None = None
+        if decision.rollback and state is not None:
+            rollback_to = self._template_of(ds, state.stable_revision)
+            if rollback_to is None:
+                # Nothing to restore: stop, and say why the rollback did not happen.
+                state = dataclasses.replace(state, phase=PHASE_ABORTED)
+                events = [(t, r, f"{m}; cannot roll back: no ControllerRevision of a completed revision "
+                                 f"({state.stable_revision or 'none known'}) to restore") for t, r, m in events]
+        self.metrics.write("daemonset_patch")
+        try:
+            if rollback_to is not None and state is not None:
+                ops: list[JSON] = [
+                    {"op": "test", "path": "/metadata/uid", "value": uid_of(ds)},
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": _rv(ds)},
+                    {"op": "replace", "path": "/spec/template", "value": rollback_to},
+                ]
+                if not meta(ds).get("annotations"):
+                    ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+                ops += [
+                    {"op": "add", "path": _annotation_pointer(ANNOTATION_ROLLED_BACK_FROM), "value": hash_},
+                    {"op": "add", "path": _annotation_pointer(ANNOTATION_ROLLOUT_STATE), "value": state.to_json()},
+                ]
+                for name in decision.remove:
+                    ops.append({"op": "remove", "path": _annotation_pointer(name)})
+                await self._client.patch(path, ops, CONTENT_JSON_PATCH)
+            else:
+                annotations: JSON = {name: None for name in decision.remove}
+                if state is not None:
+                    annotations[ANNOTATION_ROLLOUT_STATE] = state.to_json()
+                patch = {"metadata": {"uid": uid_of(ds), "resourceVersion": _rv(ds), "annotations": annotations}}
+                await self._client.patch(path, patch, CONTENT_MERGE_PATCH)
+        except KubeError as exc:
+            if exc.code in (404, 409, 422):
+                # Gone, changed since our cache saw it, or a failed JSON-patch test: decide again on fresh data.
+                self._log.debug("rollout state not written; cache behind", daemonset=key_of(ds), code=exc.code)
+                return False
+            raise
+        self.plan_writes.record(uid_of(ds), _rv(ds))
+        if decision.aborted:
+            self.metrics.rollout_aborts.labels(namespace_of(ds), name_of(ds)).inc()
+        if rollback_to is not None and state is not None:
+            self.metrics.rollout_rollbacks.labels(namespace_of(ds), name_of(ds)).inc()
+            events.append((EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
+                           f"template restored to revision {state.stable_revision}, the last completed one; "
+                           f"revision {hash_} is marked {ANNOTATION_ROLLED_BACK_FROM}={hash_} and will not be "
+                           "rolled again automatically"))
+        for event_type, reason, message in events:
+            await self.events.emit(ds, event_type, reason, message)
+        if state is not None:
+            self._log.info("rollout state written", daemonset=key_of(ds), revision=state.revision,
+                           wave=f"{state.wave}/{state.waves}", phase=state.phase)
+        if state is not None and state.phase == PHASE_ROLLED_BACK:
+            self._log.warning("rolled back", daemonset=key_of(ds), bad=hash_, restored=state.stable_revision)
+        return True
+
+    def _template_of(self, ds: JSON, revision: str | None) -> JSON | None:
+        """The pod template stored in the DaemonSet's ControllerRevision with that hash (`kubectl rollout undo`)."""
+        if not revision:
+            return None
+        for rev in self.revisions_of(ds):
+            if revision_hash(ds, rev) != revision:
+                continue
+            template = ((rev.get("data") or {}).get("spec") or {}).get("template")
+            if isinstance(template, dict):
+                return {k: v for k, v in template.items() if k != "$patch"}
+        return None
+
+
+def _annotation_pointer(name: str) -> str:
+    """A JSON pointer to an annotation (RFC 6901: `~` as `~0`, `/` as `~1`)."""
+    return "/metadata/annotations/" + name.replace("~", "~0").replace("/", "~1")
+
+
+__all__ = ["Controller", "ReconcileError"]

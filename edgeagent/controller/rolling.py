@@ -203,6 +203,8 @@ class Plan:
     replacing_unavailable: int = 0
     held_by_partition: int = 0
     not_selected: int = 0
+    # Outdated pods on nodes whose rollout-plan wave is not reached yet.
+    waiting_for_wave: int = 0
     not_ready: int = 0
     # Nodes whose old pod is UpgradeHeld True: node -> (reason, message); never deleted, no budget spent.
     held: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -238,8 +240,12 @@ def plan_rolling_update(
     burst: int = BURST,
     proven: Collection[str] = frozenset(),
     pulled: Callable[[JSON], bool] | None = None,
+    may_move: Callable[[str], bool] | None = None,
 ) -> Plan:
-    """`pulled` (with `edgeagent.io/pre-pull`): whether an old pod's node already has the new images; others
+    """`may_move(node)` (a rollout plan's gate): whether the node's wave is reached; outdated pods of other
+    nodes are left alone like pods the node-selector excludes.
+
+    `pulled` (with `edgeagent.io/pre-pull`): whether an old pod's node already has the new images; others
     are not deleted (they are listed in `pull_wanted`), and the budget goes to the next pulled one.
     `in_flight`: nodes where this controller deleted a pod and has not yet seen an available pod
     again (see expectations.py); they count as unavailable whatever the cache shows. `proven`: UIDs of
@@ -319,6 +325,11 @@ def plan_rolling_update(
             if not is_available(view.old, min_ready, now):
                 plan.unavailable += 1
             continue
+        if may_move is not None and not may_move(view.name):
+            plan.waiting_for_wave += 1
+            if not is_available(view.old, min_ready, now):
+                plan.unavailable += 1
+            continue
         if is_available(view.old, min_ready, now):
             candidates.append(view.old)
         elif ready_since(view.old) is not None or _status_predates_node_ready(view, view.old):
@@ -369,6 +380,7 @@ def plan_step(
     now: float,
     expectations: Expectations,
     pulled: Callable[[JSON], bool] | None = None,
+    may_move: Callable[[str], bool] | None = None,
 ) -> Plan | None:
     """One reconcile's decision, guarded by the DaemonSet's expectations (None: still waiting to see our
     previous deletions in the cache). The chosen deletions are recorded as expected before returning,
@@ -377,7 +389,7 @@ def plan_step(
     if not expectations.satisfied(key, live):
         return None
     plan = plan_rolling_update(ds, pods, nodes, current_hash, settings, now, expectations.in_flight(key),
-                               proven=expectations.proven(key), pulled=pulled)
+                               proven=expectations.proven(key), pulled=pulled, may_move=may_move)
     expectations.settle(key, plan.settled)
     expectations.remember_proven(key, plan.proven, live)
     if plan.delete:

@@ -46,6 +46,15 @@ def _containers(items: Any) -> list[JSON]:
     return [{k: c[k] for k in _CONTAINER if k in c} for c in items if isinstance(c, dict)]
 
 
+def _waiting(statuses: Any) -> list[JSON]:
+    out: list[JSON] = []
+    for status in statuses if isinstance(statuses, list) else []:
+        waiting = ((status or {}).get("state") or {}).get("waiting") if isinstance(status, dict) else None
+        if isinstance(waiting, dict) and waiting.get("reason"):
+            out.append({"name": status.get("name"), "state": {"waiting": {"reason": waiting["reason"]}}})
+    return out
+
+
 def _is_prepull_pod(obj: JSON) -> bool:
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, dict) else None
@@ -75,6 +84,12 @@ def pod(obj: JSON) -> JSON:
         kept_status["conditions"] = _conditions(status, _POD_CONDITIONS_DROPPED)
     if _is_prepull_pod(obj) and "containerStatuses" in status:
         kept_status["containerStatuses"] = status["containerStatuses"]  # prepull.py reads why a pull waits
+    elif "containerStatuses" in status:
+        # Why a container waits (CrashLoopBackOff, ImagePullBackOff): a rollout plan names it when the new
+        # version fails. Only waiting containers are kept, so a healthy fleet's pods cost nothing more.
+        waiting = _waiting(status["containerStatuses"])
+        if waiting:
+            kept_status["containerStatuses"] = waiting
     out: JSON = {"metadata": _metadata(obj), "spec": kept_spec, "status": kept_status}
     for field in ("apiVersion", "kind"):
         if field in obj:
@@ -108,3 +123,11 @@ def strip_managed_fields(obj: JSON) -> JSON:
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
     return {**obj, "metadata": _metadata(obj)}
+
+
+def event(obj: JSON) -> JSON:
+    """An agent's UpgradeFailed Event: who it is about, who reported it, and the message naming the revision."""
+    kept: JSON = {k: obj[k] for k in ("reason", "message", "involvedObject", "source", "reportingComponent")
+                  if k in obj}
+    kept["metadata"] = {k: v for k, v in _metadata(obj).items() if k in ("name", "namespace", "uid")}
+    return kept

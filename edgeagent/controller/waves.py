@@ -1,0 +1,555 @@
+"""Rollout plans in the controller: which pods may move now, and the state machine that moves the waves on.
+
+The plan itself (annotations, node order, wave sizes, the state JSON) is read by `edgeagent.rollout_plan`,
+shared with `rollout status` and the fleet pages. This module adds what needs the caches and the clock:
+
+- `observe`: one pass over the DaemonSet's pods, per node: upgraded (new revision, available), deferred
+  (node NotReady, or its old pod's `UpgradeHeld` is True), failed (a new pod not available within
+  `progress-deadline-seconds`, or an agent's `UpgradeFailed` Event naming the new revision), or pending.
+- `decide`: pure; from the persisted state, the plan, the observation and the steering annotations, the next
+  state (or None: nothing to write), the Events to record in order, and when to look again (the bake's end:
+  a requeue, never polling). One transition per call: each write brings the DaemonSet back through its
+  informer, so a restarted controller or a new leader continues from exactly what was written.
+- `Gate`: what OTA and AdvancedRollingUpdate ask: may the pod on this node move to the current revision?
+
+Writes are bounded: the state annotation changes on a transition (wave started/finished, bake over, phase
+change), when a new failure is counted (at most max-failed times) and when steering annotations are
+consumed; never per node.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from edgeagent.contract import (
+    ANNOTATION_PAUSED,
+    ANNOTATION_ROLLED_BACK_FROM,
+    ANNOTATION_ROLLOUT_ABORT,
+    ANNOTATION_ROLLOUT_PROMOTE,
+    COMPONENT_AGENT,
+    EVENT_NORMAL,
+    EVENT_ROLLOUT_ABORTED,
+    EVENT_ROLLOUT_COMPLETE,
+    EVENT_UPGRADE_FAILED,
+    EVENT_WARNING,
+    EVENT_WAVE_FINISHED,
+    EVENT_WAVE_STARTED,
+    LABEL_REVISION_HASH,
+)
+from edgeagent.contract import held_by as _held_by
+from edgeagent.controller.pods import created_at, is_available, node_of, node_ready_changed_at
+from edgeagent.controller.revisions import is_pod_updated
+from edgeagent.kube.objects import (
+    annotations_of,
+    get_condition,
+    is_node_ready,
+    is_terminating,
+    labels_of,
+    name_of,
+    namespace_of,
+)
+from edgeagent.kube.timeutil import parse_time
+from edgeagent.rollout_plan import (
+    ACTIVE_PHASES,
+    MAX_FAILURES_LISTED,
+    PHASE_ABORTED,
+    PHASE_BAKING,
+    PHASE_COMPLETE,
+    PHASE_PAUSED,
+    PHASE_PROGRESSING,
+    PHASE_ROLLED_BACK,
+    Plan,
+    Ranking,
+    RolloutState,
+    format_duration,
+    rank,
+)
+
+JSON = dict[str, Any]
+
+# Names listed in one Event message.
+_NAMES_IN_EVENT = 10
+
+UPGRADED = "upgraded"
+DEFERRED = "deferred"
+FAILED = "failed"
+PENDING = "pending"
+
+
+# ------------------------------------------------------------------------------------------------ gate
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Which outdated pods may move: those on nodes of the reached waves; none when `frozen` (aborted,
+    rolled back, or the current revision is one the controller rolled back from)."""
+
+    ranking: Ranking | None
+    wave: int
+    frozen: bool = False
+
+    def allows(self, node: str) -> bool:
+        if self.frozen:
+            return False
+        if self.ranking is None:
+            return True
+        found = self.ranking.wave_of(node)
+        # A node the ranking does not know joined after the ranking was made: its pod was created from the
+        # current template anyway; let it through rather than strand it.
+        return found is None or found <= self.wave
+
+
+OPEN_GATE = Gate(None, 0)
+
+
+def gate_of(state: RolloutState | None, ranking: Ranking, revision: str,
+            rolled_back_from: str | None = None) -> Gate:
+    """The gate of a state as persisted: what may move while a transition could not be written yet."""
+    if rolled_back_from == revision:
+        return Gate(ranking, 0, frozen=True)
+    if state is None or state.revision != revision:
+        if state is not None and state.phase == PHASE_ROLLED_BACK and revision == state.stable_revision:
+            return OPEN_GATE
+        return Gate(ranking, 0)
+    if state.phase == PHASE_COMPLETE:
+        return Gate(ranking, ranking.waves)
+    return Gate(ranking, state.wave, frozen=state.phase not in ACTIVE_PHASES)
+
+
+# ------------------------------------------------------------------------------------------------ ranking
+
+
+class RankCache:
+    """One ranking per DaemonSet and revision, made once and kept while the node set only shrinks: a node
+    whose pod is being replaced drops out of the pod cache for a moment, and re-ranking without it would
+    shift every later node into an earlier wave. New nodes make a new ranking over old and new together."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, tuple[str, tuple[object, ...], dict[str, dict[str, str]], Ranking]] = {}
+
+    def get(self, uid: str, revision: str, plan: Plan, nodes: Mapping[str, dict[str, str]]) -> Ranking:
+        cached = self._by_uid.get(uid)
+        fingerprint = plan.fingerprint()
+        if cached is not None and cached[0] == revision and cached[1] == fingerprint:
+            known = cached[2]
+            if all(name in known for name in nodes):
+                return cached[3]
+            merged = {**known, **nodes}
+        else:
+            merged = dict(nodes)
+        ranking = rank(plan, merged)
+        self._by_uid[uid] = (revision, fingerprint, merged, ranking)
+        return ranking
+
+    def forget(self, uid: str) -> None:
+        self._by_uid.pop(uid, None)
+
+
+# ------------------------------------------------------------------------------------------------ observe
+
+
+@dataclass
+class NodeFacts:
+    new: JSON | None = None
+    old: JSON | None = None
+    excess: bool = False
+
+
+@dataclass
+class Observation:
+    """What the pods and nodes say about one revision's rollout."""
+
+    facts: dict[str, NodeFacts]
+    # node -> (namespace/pod, reason): failures seen now (timeouts and agents' Events), by node.
+    failures: dict[str, tuple[str, str]]
+    # When the next not-yet-available new pod reaches its progress deadline (a wake-up), if any.
+    next_deadline: float | None
+    all_updated: bool
+    ready: dict[str, bool] = field(default_factory=dict)
+    nodes: Mapping[str, JSON] = field(default_factory=dict)
+
+    def status(self, node: str) -> str:
+        if node in self.failures:
+            return FAILED
+        facts = self.facts.get(node)
+        if facts is None:
+            # No live pod: a Ready node is waiting for its replacement (deleted, not recreated yet), which the
+            # wave must wait for; a node that is gone or NotReady is deferred like any other.
+            known = self.nodes.get(node)
+            return PENDING if known is not None and is_node_ready(known) else DEFERRED
+        if not self.ready.get(node, False):
+            return DEFERRED
+        if facts.new is not None and facts.old is None and not facts.excess and is_available(facts.new, 0, 0.0):
+            return UPGRADED
+        if facts.old is not None and facts.new is None and not facts.excess and is_held(facts.old):
+            return DEFERRED
+        return PENDING
+
+
+def is_held(pod: JSON) -> bool:
+    """The agent publishes `UpgradeHeld` True while its node is held or outside its maintenance windows."""
+    return _held_by(pod) is not None
+
+
+def node_facts(ds: JSON, pods: Iterable[JSON], revision: str) -> dict[str, NodeFacts]:
+    """One pass, no sorting: at 100,000 nodes this runs on every reconcile of the DaemonSet."""
+    out: dict[str, NodeFacts] = {}
+    for pod in pods:
+        if is_terminating(pod):
+            continue
+        node = node_of(pod)
+        if not node:
+            continue
+        facts = out.get(node)
+        if facts is None:
+            facts = out[node] = NodeFacts()
+        if is_pod_updated(ds, pod, revision):
+            facts.excess = facts.excess or facts.new is not None
+            facts.new = pod
+        else:
+            facts.excess = facts.excess or facts.old is not None
+            facts.old = pod
+    return out
+
+
+def not_ready_reason(pod: JSON) -> str:
+    """Why a pod is not available, in the kubelet's words (a container's waiting reason when kept)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = ((status or {}).get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return str(waiting["reason"])
+    cond = get_condition(pod, "Ready")
+    if cond is not None and cond.get("reason"):
+        return str(cond["reason"])
+    return "not Ready"
+
+
+def failure_deadline(pod: JSON, node: JSON | None, progress_deadline: float) -> float:
+    """When a new pod that is not available counts as failed: `progress_deadline` after it was created, after
+    its node last turned Ready (a returning node's pods are re-reported late), or after it last turned not
+    Ready (a pod that worked and then broke gets the same grace as a new one)."""
+    deadline = created_at(pod) + progress_deadline
+    if node is not None:
+        returned = node_ready_changed_at(node)
+        if returned is not None:
+            deadline = max(deadline, returned + progress_deadline)
+    cond = get_condition(pod, "Ready")
+    if cond is not None and cond.get("status") != "True":
+        since = parse_time(cond.get("lastTransitionTime"))
+        if since is not None:
+            deadline = max(deadline, since + progress_deadline)
+    return deadline
+
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def event_names_revision(event: JSON, revision: str) -> bool:
+    return revision in _WORD.findall(str(event.get("message") or ""))
+
+
+def agent_failures(ds: JSON, revision: str, events: Iterable[JSON]) -> dict[str, tuple[str, str]]:
+    """node -> (pod, message) of the agents' `UpgradeFailed` Events for `revision` on this DaemonSet's pods.
+
+    The Event is on the pod the agent deleted (its name starts with the DaemonSet's, as every DaemonSet pod's
+    does) and names the revision it waited for in its message; a node counts once however many Events, or
+    repeats of one Event, say so."""
+    prefix = name_of(ds) + "-"
+    namespace = namespace_of(ds)
+    found: dict[str, tuple[str, str]] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        source = event.get("source") or {}
+        if (event.get("reason") != EVENT_UPGRADE_FAILED
+                or (source.get("component") or event.get("reportingComponent")) != COMPONENT_AGENT
+                or involved.get("kind") != "Pod" or involved.get("namespace") != namespace
+                or not str(involved.get("name") or "").startswith(prefix)
+                or not event_names_revision(event, revision)):
+            continue
+        node = str(source.get("host") or "")
+        if node and node not in found:
+            found[node] = (f"{namespace}/{involved.get('name')}", f"agent: {event.get('message') or ''}")
+    return found
+
+
+def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision: str, progress_deadline: float,
+            now: float, events: Iterable[JSON] = ()) -> Observation:
+    facts = node_facts(ds, pods, revision)
+    failures: dict[str, tuple[str, str]] = {}
+    next_deadline: float | None = None
+    all_updated = True
+    ready: dict[str, bool] = {}
+    for name, f in facts.items():
+        node = nodes.get(name)
+        ready[name] = node is not None and is_node_ready(node)
+        if f.old is not None or f.excess:
+            all_updated = False
+        pod = f.new
+        if pod is None or f.excess or not ready[name] or is_available(pod, 0, now):
+            continue
+        deadline = failure_deadline(pod, node, progress_deadline)
+        if now >= deadline:
+            failures[name] = (f"{namespace_of(pod)}/{name_of(pod)}",
+                              f"not available within {progress_deadline:g}s: {not_ready_reason(pod)}")
+        elif next_deadline is None or deadline < next_deadline:
+            next_deadline = deadline
+    for name, failure in agent_failures(ds, revision, events).items():
+        failures.setdefault(name, failure)
+    return Observation(facts, failures, next_deadline, all_updated, ready, nodes)
+
+
+def node_labels(names: Iterable[str], nodes: Mapping[str, JSON]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for name in names:
+        node = nodes.get(name)
+        out[name] = labels_of(node) if node is not None else {}
+    return out
+
+
+def previous_revision(pods: Iterable[JSON], revision: str) -> str | None:
+    """The revision most pods run other than `revision`: the one a rollout that has no state yet replaces."""
+    counts = Counter(labels_of(p).get(LABEL_REVISION_HASH) for p in pods if not is_terminating(p))
+    counts.pop(revision, None)
+    counts.pop(None, None)
+    if not counts:
+        return None
+    best = max(counts.items(), key=lambda item: (item[1], str(item[0])))[0]
+    return str(best) if best else None
+
+
+# ------------------------------------------------------------------------------------------------ decide
+
+
+@dataclass(frozen=True)
+class Steering:
+    paused: bool = False
+    promote: str | None = None
+    abort: str | None = None
+    rolled_back_from: str | None = None
+
+
+def steering_of(ds: JSON) -> Steering:
+    annotations = annotations_of(ds)
+
+    def text(name: str) -> str | None:
+        value = annotations.get(name)
+        return str(value).strip() if value is not None and str(value).strip() else None
+
+    return Steering(
+        paused=str(annotations.get(ANNOTATION_PAUSED) or "").strip().lower() == "true",
+        promote=text(ANNOTATION_ROLLOUT_PROMOTE),
+        abort=text(ANNOTATION_ROLLOUT_ABORT),
+        rolled_back_from=text(ANNOTATION_ROLLED_BACK_FROM),
+    )
+
+
+@dataclass
+class Decision:
+    """What one reconcile does about the plan. `state` None: nothing to write. `remove`: steering annotations
+    consumed (removed in the same write as the state). `rollback`: restore the template of
+    `state.stable_revision` (the state written then says rolledBack)."""
+
+    gate: Gate
+    state: RolloutState | None = None
+    remove: list[str] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+    rollback: bool = False
+    requeue_after: float | None = None
+    aborted: bool = False
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMES_IN_EVENT])
+    return shown + (f" and {len(names) - _NAMES_IN_EVENT} more" if len(names) > _NAMES_IN_EVENT else "")
+
+
+def _soonest(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _counts(state: RolloutState, ranking: Ranking, obs: Observation, k: int) -> RolloutState:
+    upgraded = deferred = 0
+    for node in ranking.order:
+        status = obs.status(node)
+        if status == UPGRADED:
+            upgraded += 1
+        elif status == DEFERRED and ranking.reached(node, k):
+            deferred += 1
+    return replace(state, nodes=len(ranking.order), upgraded=upgraded, deferred=deferred)
+
+
+def wave_finished(ranking: Ranking, obs: Observation, k: int) -> bool:
+    """Every node of waves 1..k is upgraded, deferred or counted failed (a failure below max-failed is tolerated,
+    and would otherwise block the rollout forever)."""
+    return all(obs.status(node) != PENDING for node in ranking.nodes_in_waves(k))
+
+
+def decide(
+    *,
+    plan: Plan,
+    state: RolloutState | None,
+    revision: str,
+    ranking: Ranking,
+    obs: Observation,
+    steering: Steering,
+    max_failed: int,
+    now: float,
+    previous: str | None,
+) -> Decision:
+    """The state machine: progressing -> baking -> next wave ... -> complete; aborted -> rolledBack."""
+    # The state keeps whole seconds, and a successor computes with what it reads: a wave's start is rounded
+    # down (it began no later), a bake's start up (the bake is never shorter than asked).
+    started_at = float(math.floor(now))
+    bake_from = float(math.ceil(now))
+    n = ranking.waves
+    remove: list[str] = []
+    if steering.rolled_back_from == revision:
+        # The template is back on a revision this controller rolled back from: never roll it again by itself.
+        # Steering annotations have nothing to act on.
+        remove = [a for a, v in ((ANNOTATION_ROLLOUT_PROMOTE, steering.promote),
+                                 (ANNOTATION_ROLLOUT_ABORT, steering.abort)) if v]
+        return Decision(Gate(ranking, 0, frozen=True), state=state if remove else None, remove=remove)
+    if state is not None and state.phase == PHASE_ROLLED_BACK and revision == state.stable_revision:
+        # Returning to the last good revision after a rollback: no waves, every node as fast as the model goes.
+        return Decision(OPEN_GATE)
+
+    if state is None or state.revision != revision:
+        if state is None:
+            stable = previous
+        elif state.phase == PHASE_COMPLETE:
+            stable = state.revision
+        else:
+            stable = state.stable_revision
+        if obs.all_updated:
+            new = RolloutState(revision=revision, stable_revision=stable, waves=n, wave=n, phase=PHASE_COMPLETE,
+                               wave_started_at=started_at)
+            return Decision(OPEN_GATE, state=_counts(new, ranking, obs, n))
+        new = RolloutState(revision=revision, stable_revision=stable, waves=n, wave=1, phase=PHASE_PROGRESSING,
+                           wave_started_at=started_at)
+        first = ranking.nodes_of_wave(1)
+        message = f"wave 1/{n} of revision {revision} started: {len(first)} node(s) ({_names(first)})"
+        return Decision(Gate(ranking, 1), state=_counts(new, ranking, obs, 1),
+                        events=[(EVENT_NORMAL, EVENT_WAVE_STARTED, message)])
+
+    k = min(state.wave, n)
+    if state.waves != n:
+        # The DaemonSet gained or lost enough nodes to change the number of waves: keep the wave reached.
+        state = replace(state, waves=n, wave=k)
+
+    # Steering that names another revision or wave is stale: removed, no effect.
+    if steering.abort is not None:
+        remove.append(ANNOTATION_ROLLOUT_ABORT)
+    promote_now = False
+    if steering.promote is not None:
+        if steering.promote == f"{revision}/{k}" and state.phase in (PHASE_PROGRESSING, PHASE_BAKING):
+            promote_now = True  # consumed below once it takes effect
+        else:
+            remove.append(ANNOTATION_ROLLOUT_PROMOTE)
+
+    if state.phase not in ACTIVE_PHASES:
+        gate = Gate(ranking, n) if state.phase == PHASE_COMPLETE else Gate(ranking, k, frozen=True)
+        return Decision(gate, state=state if remove else None, remove=remove)
+
+    # Failures: those listed in the state (a restart must not forget them) plus those seen now, by node.
+    known = {item.get("node", ""): item for item in state.failures}
+    new_failures = {node: f for node, f in obs.failures.items() if node not in known}
+    failed = max(state.failed, len(known) + len(new_failures))
+    failures = list(state.failures)
+    for node in sorted(new_failures):
+        pod, reason = new_failures[node]
+        if len(failures) < MAX_FAILURES_LISTED:
+            failures.append({"node": node, "pod": pod, "reason": reason})
+    counted = replace(state, failed=failed, failures=failures)
+
+    if (steering.abort == revision) or failed >= max_failed:
+        if steering.abort == revision:
+            why = "rollout abort requested"
+        else:
+            why = f"{failed} failure(s), max-failed is {max_failed}"
+        listed = "; ".join(f"{f.get('pod')} on {f.get('node')}: {f.get('reason')}" for f in failures)
+        message = f"rollout of revision {revision} stopped at wave {k}/{n}: {why}" + (f" ({listed})" if listed else "")
+        events = [(EVENT_WARNING, EVENT_ROLLOUT_ABORTED, message)]
+        final = _counts(replace(counted, phase=PHASE_ABORTED, bake_started_at=None), ranking, obs, k)
+        rollback = plan.rollback
+        if rollback:
+            final = replace(final, phase=PHASE_ROLLED_BACK)
+        return Decision(Gate(ranking, k, frozen=True), state=final, remove=remove, events=events,
+                        rollback=rollback, aborted=True)
+
+    if steering.paused:
+        if state.phase != PHASE_PAUSED or remove or counted != state:
+            return Decision(Gate(ranking, k), state=replace(counted, phase=PHASE_PAUSED), remove=remove)
+        return Decision(Gate(ranking, k))
+    phase = state.phase
+    if phase == PHASE_PAUSED:
+        phase = PHASE_BAKING if state.bake_started_at is not None else PHASE_PROGRESSING
+    current = replace(counted, phase=phase)
+    wake = obs.next_deadline - now if obs.next_deadline is not None else None
+    finished = wave_finished(ranking, obs, k)
+
+    if phase == PHASE_PROGRESSING and finished and not promote_now:
+        bake = plan.bake_seconds
+        deferred = [node for node in ranking.nodes_in_waves(k) if obs.status(node) == DEFERRED]
+        summary = _counts(current, ranking, obs, k)
+        message = (f"wave {k}/{n} of revision {revision} finished: {summary.upgraded} node(s) upgraded, "
+                   f"{len(deferred)} deferred" + (f" ({_names(deferred)})" if deferred else "")
+                   + f", {failed} failed; " + (f"baking {format_duration(bake)}" if bake > 0 else "no bake"))
+        events = [(EVENT_NORMAL, EVENT_WAVE_FINISHED, message)]
+        if bake > 0:
+            return Decision(Gate(ranking, k), state=replace(summary, phase=PHASE_BAKING, bake_started_at=bake_from),
+                            remove=remove, events=events, requeue_after=_soonest(bake_from + bake - now, wake))
+        # No bake: the next wave (or completion) at once, in the same write.
+        return _next_wave(summary, ranking, obs, revision, k, n, started_at, remove, events, wake)
+
+    if phase in (PHASE_PROGRESSING, PHASE_BAKING) and finished and promote_now:
+        remove.append(ANNOTATION_ROLLOUT_PROMOTE)
+        events = []
+        if phase == PHASE_PROGRESSING:
+            summary = _counts(current, ranking, obs, k)
+            events.append((EVENT_NORMAL, EVENT_WAVE_FINISHED,
+                           f"wave {k}/{n} of revision {revision} finished: {summary.upgraded} node(s) upgraded; "
+                           "promoted, no bake"))
+        return _next_wave(_counts(current, ranking, obs, k), ranking, obs, revision, k, n, started_at, remove,
+                          events, wake)
+
+    if phase == PHASE_BAKING:
+        if not finished:
+            # A node of the reached waves is no longer upgraded (nor deferred, nor failed): the bake starts over
+            # once it is.
+            back = replace(current, phase=PHASE_PROGRESSING, bake_started_at=None)
+            return Decision(Gate(ranking, k), state=back, remove=remove, requeue_after=wake)
+        ends = (state.bake_started_at if state.bake_started_at is not None else bake_from) + plan.bake_seconds
+        if now >= ends:
+            return _next_wave(_counts(current, ranking, obs, k), ranking, obs, revision, k, n, started_at, remove,
+                              [], wake)
+        write = current if (current != state or remove) else None
+        return Decision(Gate(ranking, k), state=write, remove=remove, requeue_after=_soonest(ends - now, wake))
+
+    write = current if (current != state or remove) else None
+    return Decision(Gate(ranking, k), state=write, remove=remove, requeue_after=wake)
+
+
+def _next_wave(state: RolloutState, ranking: Ranking, obs: Observation, revision: str, k: int, n: int,
+               now: float, remove: list[str], events: list[tuple[str, str, str]], wake: float | None) -> Decision:
+    if k >= n:
+        done = replace(state, phase=PHASE_COMPLETE, bake_started_at=None)
+        message = (f"revision {revision} reached all {n} wave(s): {done.upgraded}/{done.nodes} node(s) upgraded, "
+                   f"{done.deferred} deferred (upgraded when they return or open), {done.failed} failed")
+        return Decision(Gate(ranking, n), state=done, remove=remove,
+                        events=[*events, (EVENT_NORMAL, EVENT_ROLLOUT_COMPLETE, message)])
+    nodes = ranking.nodes_of_wave(k + 1)
+    started = _counts(replace(state, wave=k + 1, phase=PHASE_PROGRESSING, wave_started_at=now, bake_started_at=None),
+                      ranking, obs, k + 1)
+    message = f"wave {k + 1}/{n} of revision {revision} started: {len(nodes)} node(s) ({_names(nodes)})"
+    return Decision(Gate(ranking, k + 1), state=started, remove=remove,
+                    events=[*events, (EVENT_NORMAL, EVENT_WAVE_STARTED, message)], requeue_after=wake)
+
