@@ -125,13 +125,14 @@ def _add(
     type: Callable[[str], Any] = str,
     fallback_env: str | None = None,
     choices: tuple[str, ...] = (),
+    short: str = "",
 ) -> None:
     """A flag whose default comes from its `EDGEAGENT_*` variable (then `fallback_env`, then `default`).
 
     `choices` only feed shell completion: `type` (a `_one_of`) checks the value and words the error.
     """
     var = env_name(flag)
-    action = parser.add_argument(flag, type=type, default=_FROM_ENV)
+    action = parser.add_argument(*([short] if short else []), flag, type=type, default=_FROM_ENV)
     if choices:
         action.choices = choices
         action.metavar = action.dest.upper()
@@ -144,9 +145,10 @@ def _add(
     _remember(parser, _EnvFlag(action.dest, flag, var, fallback_env, type, default))
 
 
-def _switch(parser: argparse.ArgumentParser, flag: str, *, help: str) -> None:
+def _switch(parser: argparse.ArgumentParser, flag: str, *, help: str, short: str = "") -> None:
     var = env_name(flag)
-    action = parser.add_argument(flag, action="store_true", default=_FROM_ENV, help=f"{help} (env {var})")
+    action = parser.add_argument(*([short] if short else []), flag, action="store_true", default=_FROM_ENV,
+                                 help=f"{help} (env {var})")
     _remember(parser, _EnvFlag(action.dest, flag, var, None, None, False))
 
 
@@ -476,7 +478,73 @@ def build_parser() -> argparse.ArgumentParser:
                              help="namespace (env EDGEAGENT_NAMESPACE; default default)")
         _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
              fallback_env="KUBECONFIG")
+    _fleet_commands(sub)
     return parser
+
+
+@_named("format")
+def _output_format(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("", "wide", "json"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not wide or json")
+    return value
+
+
+def _fleet_commands(sub: Any) -> None:
+    """`fleet`, `fleet nodes [DS]` and `dashboard`: read-only views of every managed DaemonSet (edgeagent.fleet)."""
+    fleet = _command(sub, "fleet", "the whole fleet at a glance, one line per managed DaemonSet",
+                     "Lists every DaemonSet annotated apps.openyurt.io/update-strategy with its revision, how many "
+                     "nodes are up to date, its rollout wave and phase, and how many nodes are held, offline or "
+                     "failed. `fleet nodes [DS]` shows one line per node instead. Read-only.")
+    fleet.add_argument("what", nargs="*", metavar="nodes [DS]",
+                       help="`nodes` for one line per node, optionally only the nodes of DaemonSet DS")
+    _add(fleet, "--namespace", short="-n", help="namespace of the DaemonSets", default="default")
+    _switch(fleet, "--all-namespaces", short="-A", help="DaemonSets of every namespace")
+    _add(fleet, "--output", short="-o", help="wide (more columns) or json", default="",
+         type=_output_format)
+    _add(fleet, "--selector", short="-l", default="",
+         help="label selector: on DaemonSets, or on nodes with `fleet nodes` (e.g. zone=north)")
+    _add(fleet, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
+         fallback_env="KUBECONFIG")
+
+    dash = _command(sub, "dashboard", "serve a live, read-only web page of the fleet on loopback",
+                    "Like `kubectl proxy`, it uses your kubeconfig and adds no credential or object in the cluster: "
+                    "each managed DaemonSet's rollout, a grid of every node coloured by state, node details on "
+                    "click and the latest edgeagent Events, kept live from watches. It sends no write request.")
+    _add(dash, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path, fallback_env="KUBECONFIG")
+    _add(dash, "--bind", help="address to listen on; anything but loopback needs --allow-remote",
+         default="127.0.0.1")
+    _add(dash, "--port", help="port to listen on (0: any free port)", default=8080, type=_port)
+    _switch(dash, "--allow-remote", help="serve on a non-loopback --bind (a warning is printed): anyone who "
+            "reaches it sees the fleet as your kubeconfig lets you")
+    _logging_flags(dash)
+
+
+def _fleet_config(args: argparse.Namespace) -> Any:
+    from edgeagent.fleet.command import FleetConfig
+
+    what = list(args.what)
+    if what and what[0] != "nodes":
+        raise UsageError(f"unknown fleet view {what[0]!r}: expected `fleet` or `fleet nodes [DS]`")
+    if len(what) > 2:
+        raise UsageError("`fleet nodes` takes at most one DaemonSet name")
+    daemonset = what[1] if len(what) == 2 else ""
+    if daemonset and args.all_namespaces:
+        raise UsageError("-A and a DaemonSet name exclude each other: give -n NS with the name")
+    return FleetConfig(namespace=args.namespace, all_namespaces=args.all_namespaces, output=args.output,
+                       selector=args.selector, nodes=bool(what), daemonset=daemonset, kubeconfig=args.kubeconfig)
+
+
+def _dashboard_config(args: argparse.Namespace) -> Any:
+    from edgeagent.fleet.settings import DashboardConfig, is_loopback
+
+    if not is_loopback(args.bind):
+        if not args.allow_remote:
+            raise UsageError(f"--bind {args.bind}: the dashboard serves only loopback (127.0.0.1, ::1, localhost) "
+                             "unless --allow-remote is given")
+        print(f"edgeagent: warning: serving the dashboard on {args.bind}: anyone who can reach it sees the fleet "
+              "as your kubeconfig lets you (no login)", file=sys.stderr)
+    return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args))
 
 
 def _log(args: argparse.Namespace) -> LogConfig:
@@ -579,6 +647,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from edgeagent import rollout_steer
 
         return rollout_steer.main(rollout_cfg)
+    if command == "fleet":
+        from edgeagent.fleet import command as fleet_command
+
+        return fleet_command.main(_fleet_config(args))
+    if command == "dashboard":
+        from edgeagent.fleet import dashboard
+
+        return dashboard.main(_dashboard_config(args))
     raise UsageError(f"unknown command {command!r}")
 
 

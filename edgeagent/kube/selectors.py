@@ -396,13 +396,16 @@ def field_value(obj: Mapping[str, Any], field: str) -> str:
 
 
 def pod_field_value(obj: Mapping[str, Any], field: str) -> str:
-    """Pod selectable fields as registry/core/pod.PodToSelectableFields renders them.
+    """Pod selectable fields as registry/core/pod.PodToSelectableFields renders them (and an Event's `source`).
 
     `spec.hostNetwork` is a bool rendered "true"/"false" (absent = "false"), and `status.podIP` is the
     first of `status.podIPs` when present, since that is the field the real server reads.
     """
     if field in ("spec.hostNetwork", "spec.unschedulable"):  # Go bools: absent reads "false"
         return "true" if _lookup(obj, field) is True else "false"
+    if field == "source":  # an Event's: kube-apiserver's EventToSelectableFields renders source.component
+        source = _lookup(obj, "source")
+        return _render(source.get("component")) if isinstance(source, Mapping) else _render(source)
     if field == "status.podIP":
         ips = _lookup(obj, "status.podIPs")
         if isinstance(ips, list) and ips and isinstance(ips[0], Mapping):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from edgeagent.kube.timeutil import parse_time
+from edgeagent.kube.timeutil import human_duration, parse_time
 
 JSON = dict[str, Any]
 Cell = str | int | bool
@@ -33,42 +33,6 @@ UNKNOWN = "<unknown>"
 
 
 # ---------------------------------------------------------------------------------------------- time
-
-
-def human_duration(seconds: float) -> str:
-    """A duration as kubectl shows ages: 2-3 significant figures (`45s`, `5m12s`, `3h`, `6d2h`, `3y14d`).
-
-    Up to two seconds in the future still reads `0s` (clocks of client and server may differ a little);
-    more than that is `<invalid>`.
-    """
-    whole = int(seconds)  # truncates toward zero, like Go's int(d.Seconds())
-    if whole < -1:
-        return "<invalid>"
-    if whole < 0:
-        return "0s"
-    if whole < 120:
-        return f"{whole}s"
-    minutes = whole // 60
-    if minutes < 10:
-        rest = whole % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = whole // 3600
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
-    return f"{hours // 24 // 365}y"
 
 
 def since(value: object, now: float) -> str:

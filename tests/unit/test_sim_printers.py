@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from edgeagent.kube import timeutil
 from edgeagent.sim import printers
 
 JSON = dict[str, Any]
@@ -30,7 +31,7 @@ CREATED = "2027-01-15T07:55:00Z"  # five minutes before NOW
     ],
 )
 def test_human_duration_matches_kubectl_ages(seconds: float, text: str) -> None:
-    assert printers.human_duration(seconds) == text
+    assert timeutil.human_duration(seconds) == text
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 365 * 86400}
@@ -45,7 +46,7 @@ def _parse_age(text: str) -> tuple[int, int]:
 
 @given(st.integers(min_value=0, max_value=30 * 365 * 86400))
 def test_human_duration_never_overstates_and_loses_less_than_its_last_unit(seconds: int) -> None:
-    shown, unit = _parse_age(printers.human_duration(seconds))
+    shown, unit = _parse_age(timeutil.human_duration(seconds))
     assert shown <= seconds < shown + unit * (1 if unit < _UNITS["y"] else 1 + seconds // _UNITS["y"])
 
 

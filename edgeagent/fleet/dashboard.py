@@ -1,0 +1,313 @@
+"""`edgeagent dashboard`: a live, read-only web page of the fleet, served on loopback with the user's kubeconfig.
+
+Like `kubectl proxy`, it acts with the credentials of the person who started it and adds nothing to the
+cluster: informers (list + watch) on DaemonSets, ControllerRevisions, pods, nodes and edgeagent Events feed
+a `LiveFleet`, and every browser tab gets a server-sent event stream: one snapshot, then a few bytes per
+node whose state changed (`["edge-17","o"]`), DaemonSet summaries at most four times a second, new
+Events, and the connection's health. The page is static HTML, CSS and a small script shipped in this
+package (no build step, no CDN). The only requests it sends to the API server are GETs (lists and watches).
+
+Loopback only unless `--allow-remote` (checked in cli.py): the page shows the fleet with the operator's
+rights and has no login. On loopback, requests naming another Host are refused, so a web page elsewhere
+cannot read it through DNS rebinding (kubectl proxy's `--accept-hosts` does the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.resources
+import json
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from edgeagent import log
+from edgeagent.fleet import model
+from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_node, slim_pod, slim_revision
+from edgeagent.fleet.settings import DashboardConfig, is_loopback
+from edgeagent.kube.client import KubeClient, Timeouts, user_agent
+from edgeagent.kube.informer import Informer
+
+JSON = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_log = log.get("edgeagent.dashboard")
+
+STATIC_FILES = {"index.html": "text/html", "dashboard.css": "text/css", "dashboard.js": "text/javascript"}
+SUMMARY_INTERVAL = 0.25
+KEEPALIVE_SECONDS = 15.0
+# A tab that reads slower than the fleet changes is dropped past this much unsent data; its EventSource
+# reconnects and starts again from a fresh snapshot, so it never shows a stale cell.
+MAX_PENDING_BYTES = 8 * 1024 * 1024
+# A blackholed API server is noticed after this long without a byte on a watch (bookmarks keep it alive).
+IDLE_TIMEOUT = 20.0
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def frame(event: str, data: object) -> bytes:
+    """One server-sent event: compact JSON on one `data:` line."""
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}\n\n".encode()
+
+
+class _Client:
+    """One browser tab's stream: frames queue here and its writer sends whatever is waiting in one write."""
+
+    def __init__(self) -> None:
+        self.pending: deque[bytes] = deque()
+        self.pending_bytes = 0
+        self.wake = asyncio.Event()
+        self.dropped = False
+
+    def push(self, data: bytes) -> None:
+        if self.dropped:
+            return
+        if self.pending_bytes + len(data) > MAX_PENDING_BYTES:
+            self.dropped = True
+            self.pending.clear()
+        else:
+            self.pending.append(data)
+            self.pending_bytes += len(data)
+        self.wake.set()
+
+
+class Dashboard:
+    def __init__(self, cfg: DashboardConfig) -> None:
+        self.cfg = cfg
+        self.fleet = LiveFleet()
+        self.client: KubeClient | None = None
+        self.informers: list[Informer] = []
+        self._clients: set[_Client] = set()
+        self._health: JSON = {"state": "connecting"}
+        self._kick = asyncio.Event()
+        self.bytes_pushed = 0  # every byte sent to every tab (for the benchmark)
+        self.node_bytes = 0  # of which node-change frames
+        self.static = {name: (importlib.resources.files("edgeagent.fleet") / "static" / name).read_bytes()
+                       for name in STATIC_FILES}
+        self.fleet.add_node_listener(self._on_node_change)
+        self.fleet.add_event_listener(lambda ev: self._broadcast(frame("ev", ev)))
+
+    # ------------------------------------------------------------------------------ cluster side
+
+    async def connect(self) -> None:
+        """Load the kubeconfig (errors here are the operator's to fix: they end the command)."""
+        self.client = await KubeClient.connect(self.cfg.kubeconfig, Timeouts(connect=3, request=15),
+                                               agent=user_agent("dashboard"))
+        kinds: list[tuple[str, str, Callable[[str, JSON, JSON | None], None], Callable[[JSON], JSON] | None,
+                          str | None]] = [
+            ("daemonsets", "/apis/apps/v1/daemonsets", self.fleet.on_daemonset, slim_daemonset, None),
+            ("controllerrevisions", "/apis/apps/v1/controllerrevisions", self.fleet.on_revision, slim_revision, None),
+            ("nodes", "/api/v1/nodes", self.fleet.on_node, slim_node, None),
+            ("pods", "/api/v1/pods", self.fleet.on_pod, slim_pod, None),
+            ("agent events", "/api/v1/events", self.fleet.on_event, None, f"source={model.AGENT_COMPONENT}"),
+            ("controller events", "/api/v1/events", self.fleet.on_event, None,
+             f"source={model.CONTROLLER_COMPONENT}"),
+        ]
+        for name, path, handler, transform, fields in kinds:
+            informer = Informer(self.client, path, name=name, field_selector=fields, transform=transform,
+                                idle_timeout=IDLE_TIMEOUT, backoff_max=5.0)
+            informer.add_handler(handler)
+            informer.add_health_listener(lambda _healthy: self._kick.set())
+            self.informers.append(informer)
+        self.client.credentials.add_listener(lambda _rejected: self._kick.set())
+
+    def health(self) -> JSON:
+        """What the page says about its link to the cluster, with what to check when it is broken."""
+        assert self.client is not None
+        host = self.client.host
+        kubeconfig = str(self.cfg.kubeconfig) if self.cfg.kubeconfig else "the kubeconfig (KUBECONFIG)"
+        if self.client.credentials.rejected:
+            return {"state": "refused", "server": host,
+                    "problem": f"The API server at {host} refused the credentials of {kubeconfig}: "
+                               f"{self.client.credentials.last_error}",
+                    "check": ["the token or client certificate in the kubeconfig has not expired or been rotated",
+                              f"kubectl --kubeconfig {kubeconfig} get nodes works",
+                              "your user may list and watch daemonsets, controllerrevisions, pods, nodes "
+                              "and events (kubectl auth can-i watch pods -A)"]}
+        broken = [i for i in self.informers if not i.healthy and i.last_error]
+        if broken:
+            return {"state": "unreachable", "server": host,
+                    "problem": f"Cannot reach the API server at {host}: {broken[0].last_error}",
+                    "check": ["the cluster (or `edgeagent sim`) is running",
+                              f"the server address in {kubeconfig} is right",
+                              "your network, VPN or proxy lets this machine reach it",
+                              "the page reconnects by itself once it is reachable"]}
+        if not all(i.synced.is_set() for i in self.informers):
+            return {"state": "connecting", "server": host}
+        return {"state": "ok", "server": host}
+
+    async def run_informers(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers:
+                group.create_task(informer.run(), name=f"informer-{informer.name}")
+            group.create_task(self._publish(), name="dashboard-publish")
+
+    async def _publish(self) -> None:
+        """DaemonSet summaries (batched) and health changes, to every tab."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), SUMMARY_INTERVAL)
+            self._kick.clear()
+            health = self.health()
+            if health != self._health:
+                self._health = health
+                _log.info("cluster link", **{k: v for k, v in health.items() if k != "check"})
+                self._broadcast(frame("health", health))
+            if self.fleet.dirty:
+                dirty, self.fleet.dirty = self.fleet.dirty, set()
+                summaries = self.fleet.summaries(dirty)
+                gone = self.fleet.removed(dirty)
+                if summaries:
+                    self._broadcast(frame("ds", summaries))
+                if gone:
+                    self._broadcast(frame("dsgone", gone))
+
+    # ------------------------------------------------------------------------------ page side
+
+    def _on_node_change(self, node: str, code: str | None) -> None:
+        data = frame("n", [node, code])
+        self.node_bytes += len(data) * len(self._clients)
+        self._broadcast(data)
+
+    def _broadcast(self, data: bytes) -> None:
+        for client in self._clients:
+            client.push(data)
+
+    def snapshot(self) -> JSON:
+        return {"health": self.health(), "daemonsets": self.fleet.summaries(), "nodes": self.fleet.grid(),
+                "events": list(self.fleet.events), "now": time.time()}
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._guard])
+        app.router.add_get("/", self._h_index)
+        app.router.add_get("/static/{name}", self._h_static)
+        app.router.add_get("/api/snapshot", self._h_snapshot)
+        app.router.add_get("/api/nodes/{name}", self._h_node)
+        app.router.add_get("/api/stream", self._h_stream)
+        app.router.add_get("/healthz", self._h_healthz)
+        return app
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"], text="the dashboard is read-only\n")
+        host = (request.host or "").rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+        if is_loopback(self.cfg.bind) and not is_loopback(host):
+            raise web.HTTPForbidden(text=f"Host {request.host!r} is not this machine's loopback address\n")
+        response = await handler(request)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    async def _h_index(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.static["index.html"], content_type="text/html", charset="utf-8")
+
+    async def _h_static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:
+            raise web.HTTPNotFound()
+        return web.Response(body=self.static[name], content_type=STATIC_FILES[name], charset="utf-8")
+
+    async def _h_snapshot(self, request: web.Request) -> web.Response:
+        return web.json_response(self.snapshot())
+
+    async def _h_node(self, request: web.Request) -> web.Response:
+        detail = self.fleet.node_details(request.match_info["name"])
+        if detail is None:
+            raise web.HTTPNotFound(text="no such node\n")
+        return web.json_response(detail)
+
+    async def _h_healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _h_stream(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
+                                               "X-Accel-Buffering": "no", **SECURITY_HEADERS})
+        await response.prepare(request)
+        client = _Client()
+        first = frame("snapshot", self.snapshot())
+        self._clients.add(client)
+        try:
+            await response.write(first)
+            self.bytes_pushed += len(first)
+            while not client.dropped:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(client.wake.wait(), KEEPALIVE_SECONDS)
+                client.wake.clear()
+                if client.dropped:
+                    break
+                if not client.pending:
+                    await response.write(b": keepalive\n\n")
+                    continue
+                chunk = b"".join(client.pending)
+                client.pending.clear()
+                client.pending_bytes = 0
+                await response.write(chunk)
+                self.bytes_pushed += len(chunk)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self._clients.discard(client)
+        return response
+
+
+async def serve(cfg: DashboardConfig, *, ready: Callable[[str], None] | None = None,
+                stop: asyncio.Event | None = None) -> None:
+    """Run until `stop` is set (or SIGINT/SIGTERM when run as the command)."""
+    dashboard = Dashboard(cfg)
+    await dashboard.connect()
+    runner = web.AppRunner(dashboard.app(), handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.bind, cfg.port)
+    await site.start()
+    sockets = getattr(site._server, "sockets", None) or []
+    port = sockets[0].getsockname()[1] if sockets else cfg.port
+    host = f"[{cfg.bind}]" if ":" in cfg.bind else cfg.bind
+    url = f"http://{host}:{port}/"
+    stop = stop or asyncio.Event()
+    try:
+        async with asyncio.TaskGroup() as group:
+            informers = group.create_task(dashboard.run_informers(), name="dashboard-informers")
+            if ready is not None:
+                ready(url)
+            await stop.wait()
+            informers.cancel()
+    finally:
+        await runner.cleanup()
+        if dashboard.client is not None:
+            await dashboard.client.close()
+
+
+def main(cfg: DashboardConfig) -> int:
+    log.configure(cfg.log, stream=sys.stderr)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+
+        def announce(url: str) -> None:
+            print(f"edgeagent dashboard: serving {url} (read-only; Ctrl-C to stop)", flush=True)
+
+        await serve(cfg, ready=announce, stop=stop)
+
+    try:
+        asyncio.run(run())
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"edgeagent: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"edgeagent: error: cannot serve on {cfg.bind}:{cfg.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0

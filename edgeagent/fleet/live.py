@@ -1,0 +1,361 @@
+"""The fleet kept current from informer events, answering "what changed?" in a few bytes.
+
+The dashboard's page holds one cell per node; at 10,000 nodes, recomputing the whole picture on every pod
+change would cost far more than the change itself. So each informer event recomputes only the cells it
+can affect (a pod: one node of one DaemonSet; a node: that node across DaemonSets; a DaemonSet or its
+revision: that DaemonSet), with the same pure rules as `fleet` (model.pod_view), and tells listeners only
+when a node's overall state really changed. DaemonSet summaries are marked dirty and sent by the caller at
+its own pace (they count every node, so they are batched).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgeagent.fleet import model
+from edgeagent.kube.informer import DELETED
+from edgeagent.kube.objects import (
+    LABEL_REVISION_HASH,
+    LABEL_TEMPLATE_GENERATION,
+    controller_owner,
+    daemonset_owner,
+    get_condition,
+    is_terminating,
+    key_of,
+    meta,
+    name_of,
+    namespace_of,
+    node_name_of,
+    uid_of,
+)
+
+JSON = dict[str, Any]
+
+# One letter per state on the wire: a node change is `["edge-17","o"]`.
+CODES = {
+    model.State.UP_TO_DATE: "u",
+    model.State.UPGRADING: "g",
+    model.State.WAITING: "w",
+    model.State.HELD: "h",
+    model.State.OFFLINE: "o",
+    model.State.FAILED: "f",
+}
+OUTCOMES_PER_NODE = 20
+RECENT_EVENTS = 50
+MESSAGE_LIMIT = 300
+
+NodeListener = Callable[[str, str | None], None]  # (node, state code or None when the node is gone)
+EventListener = Callable[[JSON], None]
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple[Any, ...]:
+    """edge-2 before edge-10, as a person counts."""
+    return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name))
+
+
+# ------------------------------------------------------------------------------------------ transforms
+# Informer transforms: the cache keeps only what the rules read, so 10,000 pods and nodes stay small.
+
+_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, "PodNeedUpgrade"})
+
+
+def slim_pod(pod: JSON) -> JSON:
+    m = meta(pod)
+    labels = m.get("labels") or {}
+    owner = controller_owner(pod)
+    status = pod.get("status") or {}
+    return {
+        "metadata": {
+            "name": m.get("name"), "namespace": m.get("namespace"), "uid": m.get("uid"),
+            "resourceVersion": m.get("resourceVersion"),
+            "labels": {k: labels[k] for k in (LABEL_REVISION_HASH, LABEL_TEMPLATE_GENERATION) if k in labels},
+            "ownerReferences": [owner] if owner else [],
+            **({"deletionTimestamp": m["deletionTimestamp"]} if m.get("deletionTimestamp") else {}),
+        },
+        "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+        "status": {
+            "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message")}
+                           for c in status.get("conditions") or [] if c.get("type") in _POD_CONDITIONS],
+            "containerStatuses": [{"state": {"waiting": {"reason": ((s.get("state") or {}).get("waiting") or {})
+                                                         .get("reason")}}}
+                                  for s in status.get("containerStatuses") or []
+                                  if (s.get("state") or {}).get("waiting")],
+        },
+    }
+
+
+def slim_node(node: JSON) -> JSON:
+    m = meta(node)
+    ready = get_condition(node, "Ready")
+    return {
+        "metadata": {"name": m.get("name"), "resourceVersion": m.get("resourceVersion")},
+        "status": {"conditions": [{k: ready.get(k) for k in ("type", "status", "lastHeartbeatTime")}]
+                   if ready else []},
+    }
+
+
+def slim_daemonset(ds: JSON) -> JSON:
+    m = meta(ds)
+    return {"metadata": {k: m.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "annotations",
+                                                 "creationTimestamp")},
+            "status": {"desiredNumberScheduled": (ds.get("status") or {}).get("desiredNumberScheduled")}}
+
+
+def slim_revision(rev: JSON) -> JSON:
+    m = meta(rev)
+    owner = controller_owner(rev)
+    return {"metadata": {"name": m.get("name"), "namespace": m.get("namespace"),
+                         "creationTimestamp": m.get("creationTimestamp"),
+                         "labels": {k: v for k, v in (m.get("labels") or {}).items() if k == LABEL_REVISION_HASH},
+                         "ownerReferences": [owner] if owner else []},
+            "revision": rev.get("revision")}
+
+
+def event_summary(event: JSON) -> JSON:
+    """What the page shows of an Event; messages are cut so one chatty Event cannot flood the page."""
+    involved = event.get("involvedObject") or {}
+    source = event.get("source") or {}
+    message = str(event.get("message") or "")
+    return {
+        "time": model.event_time(event), "type": str(event.get("type") or ""), "reason": str(event.get("reason") or ""),
+        "object": f"{involved.get('kind', '')}/{involved.get('namespace') or namespace_of(event)}/"
+                  f"{involved.get('name', '')}",
+        "component": str(source.get("component") or ""), "node": str(source.get("host") or ""),
+        "message": message[:MESSAGE_LIMIT] + ("…" if len(message) > MESSAGE_LIMIT else ""),
+    }
+
+
+@dataclass
+class _DaemonSet:
+    obj: JSON
+    view: model.DaemonSetView
+    revision: str = ""
+    failures: set[str] = field(default_factory=set)
+
+
+class LiveFleet:
+    """Caches fed by informer handlers (`on_daemonset`, `on_pod`, `on_node`, `on_event`, `on_revision`)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self.daemonsets: dict[str, _DaemonSet] = {}  # by uid, managed only
+        self._pods: dict[str, dict[str, dict[str, JSON]]] = {}  # ds uid -> node -> pod key -> pod
+        self._pod_owner: dict[str, tuple[str, str]] = {}  # pod key -> (ds uid, node)
+        self._revisions: dict[str, dict[str, JSON]] = {}  # ds uid -> revision key -> revision
+        self.nodes: dict[str, JSON] = {}
+        self.outcomes: dict[str, deque[model.Outcome]] = {}
+        self.events: deque[JSON] = deque(maxlen=RECENT_EVENTS)
+        self.states: dict[str, str] = {}  # node -> code
+        self.dirty: set[str] = set()  # ds uids whose summary changed
+        self._node_listeners: list[NodeListener] = []
+        self._event_listeners: list[EventListener] = []
+        self.node_changes = 0  # node state changes told to listeners (for the benchmark)
+
+    def add_node_listener(self, fn: NodeListener) -> None:
+        self._node_listeners.append(fn)
+
+    def add_event_listener(self, fn: EventListener) -> None:
+        self._event_listeners.append(fn)
+
+    # ------------------------------------------------------------------------------ informer handlers
+
+    def on_daemonset(self, etype: str, ds: JSON, old: JSON | None) -> None:
+        uid = uid_of(ds)
+        if etype == DELETED or not model.is_managed(ds):
+            gone = self.daemonsets.pop(uid, None)
+            if gone is not None:
+                self.dirty.add(uid)
+                for node in list(gone.view.pods):
+                    self._refresh_node(node)
+            return
+        entry = self.daemonsets.get(uid)
+        if entry is None:
+            view = model.DaemonSetView(namespace=namespace_of(ds), name=name_of(ds), model="", revision="",
+                                       desired=0, wave=None, waves=None, phase="", bake_left=None, paused=False)
+            entry = self.daemonsets[uid] = _DaemonSet(obj=ds, view=view)
+        entry.obj = ds
+        self._refresh_daemonset(uid)
+
+    def on_revision(self, etype: str, rev: JSON, old: JSON | None) -> None:
+        owner = (controller_owner(rev) or {}).get("uid")
+        if not owner:
+            return
+        revisions = self._revisions.setdefault(str(owner), {})
+        if etype == DELETED:
+            revisions.pop(key_of(rev), None)
+        else:
+            revisions[key_of(rev)] = rev
+        if owner in self.daemonsets:
+            self._refresh_daemonset(str(owner))
+
+    def on_pod(self, etype: str, pod: JSON, old: JSON | None) -> None:
+        key = key_of(pod)
+        before = self._pod_owner.pop(key, None)
+        if before is not None:
+            self._pods.get(before[0], {}).get(before[1], {}).pop(key, None)
+        owner = daemonset_owner(pod)
+        node = node_name_of(pod)
+        now_at: tuple[str, str] | None = None
+        if etype != DELETED and owner is not None and node:
+            now_at = (str(owner.get("uid")), node)
+            self._pods.setdefault(now_at[0], {}).setdefault(node, {})[key] = pod
+            self._pod_owner[key] = now_at
+        for place in {p for p in (before, now_at) if p is not None}:
+            uid, node_name = place
+            entry = self.daemonsets.get(uid)
+            if entry is None:
+                continue
+            if self._revision_moved(entry, pod):
+                self._refresh_daemonset(uid)
+            else:
+                self._refresh_cell(uid, node_name)
+                self._refresh_node(node_name)
+
+    def on_node(self, etype: str, node: JSON, old: JSON | None) -> None:
+        name = name_of(node)
+        if etype == DELETED:
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = node
+            # A heartbeat changes nothing the page shows: only Ready's status matters.
+            if old is not None and model.node_ready(old) == model.node_ready(node):
+                return
+        for uid in self._daemonsets_on(name):
+            self._refresh_cell(uid, name)
+        self._refresh_node(name)
+
+    def on_event(self, etype: str, event: JSON, old: JSON | None) -> None:
+        if etype == DELETED:
+            return
+        outcome = model.outcome_of(event)
+        if outcome is not None and outcome.node:
+            outcomes = self.outcomes.setdefault(outcome.node, deque(maxlen=OUTCOMES_PER_NODE))
+            outcomes.appendleft(outcome)
+            if len(outcomes) > 1 and outcomes[1].time > outcome.time:  # arrived late (relist): keep newest first
+                ordered = sorted(outcomes, key=lambda o: o.time, reverse=True)
+                outcomes.clear()
+                outcomes.extend(ordered)
+            for uid in self._daemonsets_on(outcome.node):
+                self._refresh_cell(uid, outcome.node)
+            self._refresh_node(outcome.node)
+        summary = event_summary(event)
+        self.events.appendleft(summary)
+        for fn in self._event_listeners:
+            fn(summary)
+
+    # ------------------------------------------------------------------------------ recomputation
+
+    def _daemonsets_on(self, node: str) -> list[str]:
+        return [uid for uid in self.daemonsets if node in self._pods.get(uid, {})]
+
+    def _revision_moved(self, entry: _DaemonSet, pod: JSON) -> bool:
+        """A pod of a template generation whose hash differs from the one we hold: the revision changed."""
+        labels = (meta(pod).get("labels") or {})
+        generation = str((meta(entry.obj).get("annotations") or {}).get("deprecated.daemonset.template.generation")
+                         or "")
+        return bool(generation) and labels.get(LABEL_TEMPLATE_GENERATION) == generation \
+            and bool(labels.get(LABEL_REVISION_HASH)) and labels.get(LABEL_REVISION_HASH) != entry.revision
+
+    def _refresh_daemonset(self, uid: str) -> None:
+        entry = self.daemonsets[uid]
+        ds = entry.obj
+        pods = [p for by_key in self._pods.get(uid, {}).values() for p in by_key.values() if not is_terminating(p)]
+        entry.revision = model.current_revision(ds, pods, self._revisions.get(uid, {}).values())
+        state = model.rollout_state(ds)
+        entry.failures = {str(f.get("node")) for f in state.get("failures") or [] if isinstance(f, dict)} \
+            if state is not None and state.get("revision") == entry.revision else set()
+        view = entry.view
+        view.model = model.strategy_of(ds) or "unknown"
+        view.revision = entry.revision
+        view.paused = str((meta(ds).get("annotations") or {}).get("edgeagent.io/paused", "")).lower() == "true"
+        view.wave = view.waves = None
+        if state is not None:
+            view.wave, view.waves = model.int_or_none(state.get("wave")), model.int_or_none(state.get("waves"))
+        nodes = set(view.pods) | set(self._pods.get(uid, {}))
+        for node in nodes:
+            self._refresh_cell(uid, node)
+        for node in nodes:
+            self._refresh_node(node)
+        self.dirty.add(uid)
+
+    def _refresh_cell(self, uid: str, node: str) -> None:
+        entry = self.daemonsets[uid]
+        by_key = self._pods.get(uid, {}).get(node) or {}
+        if not by_key:
+            if entry.view.pods.pop(node, None) is not None:
+                self.dirty.add(uid)
+            return
+        pod = sorted(by_key.values(), key=lambda p: not is_terminating(p))[-1]
+        last = next((o for o in self.outcomes.get(node, ()) if o.namespace == entry.view.namespace
+                     and model.pod_belongs_to(o.pod, entry.view.name)), None)
+        view = model.pod_view(entry.obj, entry.revision, node, pod, self.nodes.get(node), last, entry.failures,
+                              waiting=False)
+        previous = entry.view.pods.get(node)
+        entry.view.pods[node] = view
+        if previous is None or previous.state is not view.state or previous.current != view.current \
+                or previous.held != view.held:
+            self.dirty.add(uid)
+
+    def node_state(self, node: str) -> model.State | None:
+        if node not in self.nodes:
+            return None
+        states = [e.view.pods[node].state for e in self.daemonsets.values() if node in e.view.pods]
+        found = model.worst(states)
+        if found is None:
+            found = model.State.OFFLINE if model.node_ready(self.nodes[node]) != "Ready" else model.State.UP_TO_DATE
+        return found
+
+    def _refresh_node(self, node: str) -> None:
+        state = self.node_state(node)
+        code = CODES[state] if state is not None else None
+        if self.states.get(node) == code:
+            return
+        if code is None:
+            self.states.pop(node, None)
+        else:
+            self.states[node] = code
+        self.node_changes += 1
+        for fn in self._node_listeners:
+            fn(node, code)
+
+    # ------------------------------------------------------------------------------ views for the page
+
+    def summaries(self, uids: set[str] | None = None) -> list[JSON]:
+        """DaemonSet summaries (all, or those in `uids`), with phase and bake left as of now."""
+        now = self._clock()
+        out = []
+        for uid, entry in sorted(self.daemonsets.items(), key=lambda kv: (kv[1].view.namespace, kv[1].view.name)):
+            if uids is not None and uid not in uids:
+                continue
+            view = entry.view
+            desired = model.int_or_none((entry.obj.get("status") or {}).get("desiredNumberScheduled"))
+            view.desired = max(desired or 0, len(view.pods))
+            all_current = bool(view.pods) and view.desired == len(view.pods) \
+                and all(p.current for p in view.pods.values())
+            state = model.rollout_state(entry.obj)
+            view.phase = model.phase_of(entry.obj, state, entry.revision, all_current, view.paused)
+            view.bake_left = model.bake_left_of(entry.obj, state, now)
+            out.append({"uid": uid, **view.to_json()})
+        return out
+
+    def removed(self, uids: set[str]) -> list[str]:
+        return [uid for uid in uids if uid not in self.daemonsets]
+
+    def grid(self) -> list[list[str]]:
+        return [[name, self.states[name]] for name in sorted(self.states, key=natural_key)]
+
+    def node_details(self, name: str) -> JSON | None:
+        node = self.nodes.get(name)
+        if node is None:
+            return None
+        views = [e.view for e in self.daemonsets.values()]
+        detail = model.node_view(name, node, views, list(self.outcomes.get(name, ()))).to_json()
+        detail["outcomes"] = [o.to_json() for o in self.outcomes.get(name, ())]
+        return detail
