@@ -159,6 +159,10 @@ class Dashboard:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), SUMMARY_INTERVAL)
             self._kick.clear()
+            if self.fleet.batching and all(i.synced.is_set() for i in self.informers):
+                self.fleet.finish_batch()
+                self.fleet.dirty.clear()
+                self._broadcast(frame("snapshot", self.snapshot()))
             health = self.health()
             if health != self._health:
                 self._health = health
@@ -183,6 +187,12 @@ class Dashboard:
     def _broadcast(self, data: bytes) -> None:
         for client in self._clients:
             client.push(data)
+
+    def close_streams(self) -> None:
+        """End every tab's stream (at shutdown: an open EventSource would otherwise hold the server up)."""
+        for client in self._clients:
+            client.dropped = True
+            client.wake.set()
 
     def snapshot(self) -> JSON:
         return {"health": self.health(), "daemonsets": self.fleet.summaries(), "nodes": self.fleet.grid(),
@@ -266,7 +276,7 @@ async def serve(cfg: DashboardConfig, *, ready: Callable[[str], None] | None = N
     """Run until `stop` is set (or SIGINT/SIGTERM when run as the command)."""
     dashboard = Dashboard(cfg)
     await dashboard.connect()
-    runner = web.AppRunner(dashboard.app(), handle_signals=False, access_log=None)
+    runner = web.AppRunner(dashboard.app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, cfg.bind, cfg.port)
     await site.start()
@@ -283,6 +293,7 @@ async def serve(cfg: DashboardConfig, *, ready: Callable[[str], None] | None = N
             await stop.wait()
             informers.cancel()
     finally:
+        dashboard.close_streams()
         await runner.cleanup()
         if dashboard.client is not None:
             await dashboard.client.close()

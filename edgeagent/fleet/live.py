@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgeagent import rollout_plan as plans
 from edgeagent.fleet import model
 from edgeagent.kube.informer import DELETED
 from edgeagent.kube.objects import (
@@ -95,7 +96,8 @@ def slim_node(node: JSON) -> JSON:
     m = meta(node)
     ready = get_condition(node, "Ready")
     return {
-        "metadata": {"name": m.get("name"), "resourceVersion": m.get("resourceVersion")},
+        "metadata": {"name": m.get("name"), "resourceVersion": m.get("resourceVersion"),
+                     "labels": m.get("labels") or {}},
         "status": {"conditions": [{k: ready.get(k) for k in ("type", "status", "lastHeartbeatTime")}]
                    if ready else []},
     }
@@ -138,6 +140,12 @@ class _DaemonSet:
     view: model.DaemonSetView
     revision: str = ""
     failures: set[str] = field(default_factory=set)
+    plan: plans.Plan | None = None
+    state: plans.RolloutState | None = None
+    # Nodes that ever ran one of its pods (a pod being replaced must not reshuffle the waves), and the
+    # planner's ranking over them, computed when first needed after a node joins.
+    members: set[str] = field(default_factory=set)
+    ranking: plans.Ranking | None = None
 
 
 class LiveFleet:
@@ -157,6 +165,22 @@ class LiveFleet:
         self._node_listeners: list[NodeListener] = []
         self._event_listeners: list[EventListener] = []
         self.node_changes = 0  # node state changes told to listeners (for the benchmark)
+        # While the informers' first lists arrive, objects are only stored: one full pass at the end
+        # (`finish_batch`) instead of recomputing 10,000 cells (and the ranking) once per object.
+        self.batching = True
+        self._quiet = False
+
+    def finish_batch(self) -> None:
+        """Compute every cell once (listeners are not told: the caller sends a fresh snapshot)."""
+        self.batching = False
+        self._quiet = True
+        try:
+            for uid in list(self.daemonsets):
+                self._refresh_daemonset(uid)
+            for node in self.nodes:
+                self._refresh_node(node)
+        finally:
+            self._quiet = False
 
     def add_node_listener(self, fn: NodeListener) -> None:
         self._node_listeners.append(fn)
@@ -181,7 +205,8 @@ class LiveFleet:
                                        desired=0, wave=None, waves=None, phase="", bake_left=None, paused=False)
             entry = self.daemonsets[uid] = _DaemonSet(obj=ds, view=view)
         entry.obj = ds
-        self._refresh_daemonset(uid)
+        if not self.batching:
+            self._refresh_daemonset(uid)
 
     def on_revision(self, etype: str, rev: JSON, old: JSON | None) -> None:
         owner = (controller_owner(rev) or {}).get("uid")
@@ -192,7 +217,7 @@ class LiveFleet:
             revisions.pop(key_of(rev), None)
         else:
             revisions[key_of(rev)] = rev
-        if owner in self.daemonsets:
+        if owner in self.daemonsets and not self.batching:
             self._refresh_daemonset(str(owner))
 
     def on_pod(self, etype: str, pod: JSON, old: JSON | None) -> None:
@@ -207,6 +232,12 @@ class LiveFleet:
             now_at = (str(owner.get("uid")), node)
             self._pods.setdefault(now_at[0], {}).setdefault(node, {})[key] = pod
             self._pod_owner[key] = now_at
+            entry = self.daemonsets.get(now_at[0])
+            if entry is not None and node not in entry.members:
+                entry.members.add(node)
+                entry.ranking = None
+        if self.batching:
+            return
         for place in {p for p in (before, now_at) if p is not None}:
             uid, node_name = place
             entry = self.daemonsets.get(uid)
@@ -222,11 +253,24 @@ class LiveFleet:
         name = name_of(node)
         if etype == DELETED:
             self.nodes.pop(name, None)
+            for entry in self.daemonsets.values():
+                if name in entry.members:
+                    entry.members.discard(name)
+                    entry.ranking = None
         else:
             self.nodes[name] = node
-            # A heartbeat changes nothing the page shows: only Ready's status matters.
-            if old is not None and model.node_ready(old) == model.node_ready(node):
+            # A heartbeat changes nothing the page shows: only Ready's status (and labels, for waves) matter.
+            if old is not None and model.node_ready(old) == model.node_ready(node) \
+                    and (meta(old).get("labels") or {}) == (meta(node).get("labels") or {}):
                 return
+            if old is not None and (meta(old).get("labels") or {}) != (meta(node).get("labels") or {}):
+                for entry in self.daemonsets.values():
+                    entry.ranking = None
+                if not self.batching:
+                    for uid in list(self.daemonsets):
+                        self._refresh_daemonset(uid)
+        if self.batching:
+            return
         for uid in self._daemonsets_on(name):
             self._refresh_cell(uid, name)
         self._refresh_node(name)
@@ -242,9 +286,10 @@ class LiveFleet:
                 ordered = sorted(outcomes, key=lambda o: o.time, reverse=True)
                 outcomes.clear()
                 outcomes.extend(ordered)
-            for uid in self._daemonsets_on(outcome.node):
-                self._refresh_cell(uid, outcome.node)
-            self._refresh_node(outcome.node)
+            if not self.batching:
+                for uid in self._daemonsets_on(outcome.node):
+                    self._refresh_cell(uid, outcome.node)
+                self._refresh_node(outcome.node)
         summary = event_summary(event)
         self.events.appendleft(summary)
         for fn in self._event_listeners:
@@ -268,22 +313,38 @@ class LiveFleet:
         ds = entry.obj
         pods = [p for by_key in self._pods.get(uid, {}).values() for p in by_key.values() if not is_terminating(p)]
         entry.revision = model.current_revision(ds, pods, self._revisions.get(uid, {}).values())
-        state = model.rollout_state(ds)
-        entry.failures = {str(f.get("node")) for f in state.get("failures") or [] if isinstance(f, dict)} \
-            if state is not None and state.get("revision") == entry.revision else set()
+        entry.state = model.active_state(ds, entry.revision)
+        plan = model.plan_of(ds)
+        if plan is None or entry.plan is None or plan.fingerprint() != entry.plan.fingerprint():
+            entry.ranking = None
+        entry.plan = plan
+        entry.failures = model.failed_nodes(entry.state)
+        entry.members |= set(self._pods.get(uid, {}))
         view = entry.view
         view.model = model.strategy_of(ds) or "unknown"
         view.revision = entry.revision
         view.paused = str((meta(ds).get("annotations") or {}).get("edgeagent.io/paused", "")).lower() == "true"
-        view.wave = view.waves = None
-        if state is not None:
-            view.wave, view.waves = model.int_or_none(state.get("wave")), model.int_or_none(state.get("waves"))
+        view.wave = view.waves = view.reached = None
+        if entry.state is not None:
+            view.wave, view.waves = entry.state.wave, entry.state.waves
+            waves = self._ranking(entry)
+            if waves is not None:
+                view.reached = len(waves.nodes_in_waves(entry.state.wave))
         nodes = set(view.pods) | set(self._pods.get(uid, {}))
         for node in nodes:
             self._refresh_cell(uid, node)
         for node in nodes:
             self._refresh_node(node)
         self.dirty.add(uid)
+
+    def _ranking(self, entry: _DaemonSet) -> plans.Ranking | None:
+        if entry.plan is None or entry.state is None or entry.state.phase not in plans.ACTIVE_PHASES:
+            return None
+        if entry.ranking is None:
+            entry.ranking = model.ranking(entry.plan, entry.state,
+                                          {n: meta(self.nodes.get(n) or {}).get("labels") or {}
+                                           for n in entry.members})
+        return entry.ranking
 
     def _refresh_cell(self, uid: str, node: str) -> None:
         entry = self.daemonsets[uid]
@@ -295,8 +356,10 @@ class LiveFleet:
         pod = sorted(by_key.values(), key=lambda p: not is_terminating(p))[-1]
         last = next((o for o in self.outcomes.get(node, ()) if o.namespace == entry.view.namespace
                      and model.pod_belongs_to(o.pod, entry.view.name)), None)
+        waves = self._ranking(entry)
+        waiting = waves is not None and entry.state is not None and not waves.reached(node, entry.state.wave)
         view = model.pod_view(entry.obj, entry.revision, node, pod, self.nodes.get(node), last, entry.failures,
-                              waiting=False)
+                              waiting=waiting)
         previous = entry.view.pods.get(node)
         entry.view.pods[node] = view
         if previous is None or previous.state is not view.state or previous.current != view.current \
@@ -321,6 +384,8 @@ class LiveFleet:
             self.states.pop(node, None)
         else:
             self.states[node] = code
+        if self._quiet:
+            return
         self.node_changes += 1
         for fn in self._node_listeners:
             fn(node, code)
@@ -339,9 +404,8 @@ class LiveFleet:
             view.desired = max(desired or 0, len(view.pods))
             all_current = bool(view.pods) and view.desired == len(view.pods) \
                 and all(p.current for p in view.pods.values())
-            state = model.rollout_state(entry.obj)
-            view.phase = model.phase_of(entry.obj, state, entry.revision, all_current, view.paused)
-            view.bake_left = model.bake_left_of(entry.obj, state, now)
+            view.phase = model.phase_of(entry.state, all_current, view.paused)
+            view.bake_left = model.bake_left_of(entry.plan, entry.state, now)
             out.append({"uid": uid, **view.to_json()})
         return out
 

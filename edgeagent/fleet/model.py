@@ -14,14 +14,14 @@ A node's overall state is the worst over its DaemonSets, in the order of `STATE_
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from edgeagent import rollout_plan as plans
 from edgeagent.kube.objects import (
     ANNOTATION_PAUSED,
     ANNOTATION_TEMPLATE_GENERATION,
@@ -48,12 +48,10 @@ from edgeagent.kube.timeutil import parse_time
 
 JSON = dict[str, Any]
 
-# Names the agent and controller publish (interfaces §6, §7). They move to edgeagent.contract once it exists.
+# Names the agent and controller publish (docs/operations.md). They move to edgeagent.contract once it exists.
 CONDITION_UPGRADE_HELD = "UpgradeHeld"
 REASON_OUTSIDE_WINDOW = "OutsideMaintenanceWindow"
-REASON_WAITING_FOR_WAVE = "WaitingForWave"
-ANNOTATION_ROLLOUT_STATE = "edgeagent.io/rollout-state"
-ANNOTATION_ROLLOUT_BAKE = "edgeagent.io/rollout-bake"
+REASON_WAITING_FOR_WAVE = plans.REASON_WAITING_FOR_WAVE
 AGENT_COMPONENT = "edgeagent"
 CONTROLLER_COMPONENT = "edgeagent-controller"
 OUTCOME_REASONS = frozenset({"UpgradeQueued", "UpgradeStarted", "UpgradeSucceeded", "UpgradeFailed",
@@ -100,28 +98,29 @@ def is_managed(ds: JSON) -> bool:
     return ANNOTATION_UPDATE_STRATEGY in annotations_of(ds)
 
 
-def rollout_state(ds: JSON) -> JSON | None:
-    """The controller's `edgeagent.io/rollout-state`, or None when absent or not a JSON object (never fatal)."""
-    raw = annotations_of(ds).get(ANNOTATION_ROLLOUT_STATE)
-    if not raw:
+def rollout_state(ds: JSON) -> plans.RolloutState | None:
+    """The controller's `edgeagent.io/rollout-state`, or None when absent or unreadable (never fatal)."""
+    return plans.state_of(ds)[0]
+
+
+def plan_of(ds: JSON) -> plans.Plan | None:
+    """The DaemonSet's rollout plan; None without one, or when the controller would ignore it (a problem)."""
+    plan, problems = plans.parse_plan(ds)
+    return None if problems else plan
+
+
+def active_state(ds: JSON, revision: str) -> plans.RolloutState | None:
+    """The rollout state when it is about the current revision (an older one says nothing about waves now)."""
+    state = rollout_state(ds)
+    return state if state is not None and (not revision or state.revision == revision) else None
+
+
+def ranking(plan: plans.Plan | None, state: plans.RolloutState | None,
+            members: Mapping[str, Mapping[str, str]]) -> plans.Ranking | None:
+    """The planner's waves over the DaemonSet's nodes (name -> labels), while a plan is rolling."""
+    if plan is None or state is None or state.phase not in plans.ACTIVE_PHASES:
         return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
-
-def parse_bake(text: str) -> float | None:
-    """`30s`, `10m`, `2h`, `1h30m` → seconds; None when unreadable (then no bake time left is shown)."""
-    match = _DURATION.match(text.strip())
-    if not text.strip() or match is None:
-        return None
-    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return float(hours * 3600 + minutes * 60 + seconds)
+    return plans.rank(plan, members)
 
 
 def held_condition(pod: JSON) -> tuple[str, str] | None:
@@ -236,11 +235,11 @@ def current_revision(ds: JSON, pods: list[JSON], revisions: Iterable[JSON] = ())
     if messages:
         return str(messages.most_common(1)[0][0])
     state = rollout_state(ds)
-    return str(state.get("revision") or "") if state else ""
+    return state.revision if state is not None else ""
 
 
 def is_current(pod: JSON, ds: JSON, revision: str) -> bool:
-    """interfaces §1: up to date when the hash label equals the current hash, or the template generation does."""
+    """OpenYurt's rule: up to date when the hash label equals the current hash, or the template generation does."""
     labels = labels_of(pod)
     generation = str(annotations_of(ds).get(ANNOTATION_TEMPLATE_GENERATION) or "")
     if generation and labels.get(LABEL_TEMPLATE_GENERATION) == generation:
@@ -274,6 +273,7 @@ class DaemonSetView:
     bake_left: float | None
     paused: bool
     pods: dict[str, PodView] = field(default_factory=dict)  # by node
+    reached: int | None = None  # nodes in the waves reached so far (with a rolling plan)
 
     @property
     def key(self) -> str:
@@ -295,7 +295,7 @@ class DaemonSetView:
         return {
             "namespace": self.namespace, "name": self.name, "model": self.model, "revision": self.revision,
             "upToDate": self.up_to_date, "desired": self.desired, "wave": self.wave, "waves": self.waves,
-            "phase": self.phase, "bakeLeftSeconds": self.bake_left, "paused": self.paused,
+            "phase": self.phase, "bakeLeftSeconds": self.bake_left, "paused": self.paused, "reached": self.reached,
             "held": self.held, "offline": counts[State.OFFLINE], "failed": counts[State.FAILED],
             "states": counts,
         }
@@ -351,24 +351,20 @@ def pod_view(ds: JSON, revision: str, node_name: str, pod: JSON | None, node: JS
     return view
 
 
-def phase_of(ds: JSON, state: JSON | None, revision: str, all_current: bool, paused: bool) -> str:
-    if state is not None and (not revision or state.get("revision") in (None, "", revision)):
-        phase = str(state.get("phase") or "")
-        if phase:
-            return phase
+def phase_of(state: plans.RolloutState | None, all_current: bool, paused: bool) -> str:
+    """The controller's phase while a plan rolls the current revision; else what the pods say."""
+    if state is not None:
+        return state.phase
     if paused:
         return "paused"
     return "complete" if all_current else "progressing"
 
 
-def bake_left_of(ds: JSON, state: JSON | None, now: float) -> float | None:
-    if state is None or state.get("phase") != "baking":
+def bake_left_of(plan: plans.Plan | None, state: plans.RolloutState | None, now: float) -> float | None:
+    if plan is None or state is None or state.phase != plans.PHASE_BAKING:
         return None
-    started = parse_time(state.get("bakeStartedAt"))
-    bake = parse_bake(str(annotations_of(ds).get(ANNOTATION_ROLLOUT_BAKE) or "0s"))
-    if started is None or bake is None:
-        return None
-    return max(0.0, started + bake - now)
+    ends = state.bake_ends_at(plan)
+    return None if ends is None else max(0.0, ends - now)
 
 
 def int_or_none(value: object) -> int | None:
@@ -397,26 +393,34 @@ def daemonset_view(ds: JSON, pods: list[JSON], nodes: dict[str, JSON], outcomes:
     for pod in sorted(owned, key=lambda p: not is_terminating(p)):
         by_node[node_name_of(pod)] = pod
     revision = current_revision(ds, [p for p in owned if not is_terminating(p)], revisions)
-    state = rollout_state(ds)
-    failures = {str(f.get("node")) for f in (state or {}).get("failures") or [] if isinstance(f, dict)} \
-        if state is not None and state.get("revision") == revision else set()
+    state = active_state(ds, revision)
+    failures = failed_nodes(state)
     paused = str(annotations_of(ds).get(ANNOTATION_PAUSED, "")).lower() == "true"
     view = DaemonSetView(
         namespace=namespace_of(ds), name=name_of(ds), model=strategy_of(ds) or "unknown", revision=revision,
         desired=0, wave=None, waves=None, phase="", bake_left=None, paused=paused)
+    plan = plan_of(ds)
+    waves = ranking(plan, state, {n: labels_of(nodes.get(n) or {}) for n in by_node})
     if state is not None:
-        view.wave, view.waves = int_or_none(state.get("wave")), int_or_none(state.get("waves"))
+        view.wave, view.waves = state.wave, state.waves
+    if waves is not None and state is not None:
+        view.reached = len(waves.nodes_in_waves(state.wave))
     for node_name, pod in sorted(by_node.items()):
         last = next((o for o in outcomes.get(node_name, ()) if o.namespace == view.namespace
                      and pod_belongs_to(o.pod, view.name)), None)
+        waiting = waves is not None and state is not None and not waves.reached(node_name, state.wave)
         view.pods[node_name] = pod_view(ds, revision, node_name, pod, nodes.get(node_name), last, failures,
-                                        waiting=False)
+                                        waiting=waiting)
     desired = int_or_none((ds.get("status") or {}).get("desiredNumberScheduled"))
     view.desired = max(desired or 0, len(view.pods))
     all_current = bool(view.pods) and all(p.current for p in view.pods.values()) and view.desired == len(view.pods)
-    view.phase = phase_of(ds, state, revision, all_current, paused)
-    view.bake_left = bake_left_of(ds, state, now)
+    view.phase = phase_of(state, all_current, paused)
+    view.bake_left = bake_left_of(plan, state, now)
     return view
+
+
+def failed_nodes(state: plans.RolloutState | None) -> set[str]:
+    return {node for node, _, _ in plans.iter_failures(state)} if state is not None else set()
 
 
 @dataclass

@@ -13,6 +13,7 @@ stays as written), each node put in its state the way the cluster would show it:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -65,7 +66,7 @@ async def agent_event(admin: KubeClient, pod: str, node: str, reason: str, messa
     now = _now()
     return await admin.create(f"/api/v1/namespaces/{NS}/events", {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": f"{pod[:40]}.", "namespace": NS},
+        "metadata": {"generateName": f"{re.sub('[^a-z0-9-]', '', pod)[:40] or 'pod'}.", "namespace": NS},
         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": NS, "name": pod},
         "reason": reason, "message": message, "type": event_type,
         "source": {"component": "edgeagent", "host": node}, "reportingComponent": "edgeagent",
@@ -73,9 +74,11 @@ async def agent_event(admin: KubeClient, pod: str, node: str, reason: str, messa
     })
 
 
-async def current_hash(admin: KubeClient, name: str = "web") -> str:
+async def current_hash(admin: KubeClient, name: str = "web") -> str | None:
     revs = (await admin.get(f"/apis/apps/v1/namespaces/{NS}/controllerrevisions"))["items"]
     owned = [r for r in revs if r["metadata"]["name"].startswith(f"{name}-")]
+    if not owned:
+        return None
     newest = max(owned, key=lambda r: int(r.get("revision") or 0))
     return str(labels_of(newest)["controller-revision-hash"])
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from edgeagent import rollout_plan as plans
 from edgeagent.fleet import model, table
 from edgeagent.kube.selectors import parse_field_selector
 
@@ -81,8 +82,10 @@ def test_rollout_state_failures_count_for_the_revision_they_name() -> None:
     failing = json.dumps({"revision": "new", "wave": 1, "waves": 2, "phase": "aborted",
                           "failures": [{"node": "n1", "pod": "default/web-abcde", "reason": "x"}]})
     up_to_date_elsewhere = pod("n2", generation="2", revision="new")
+    rev = {"metadata": {"name": "web-new", "labels": {"controller-revision-hash": "new"},
+                        "ownerReferences": [{"uid": DS_UID, "controller": True}]}, "revision": 2}
     fleet = model.build([ds(**{"edgeagent.io/rollout-state": failing})], [pod(), up_to_date_elsewhere],
-                        [node(), node("n2")], [], now=0.0)
+                        [node(), node("n2")], [], now=0.0, revisions=[rev])
     view = fleet.daemonsets[0]
     assert view.pods["n1"].state is model.State.FAILED
     assert (view.wave, view.waves, view.phase) == (1, 2, "aborted")
@@ -95,13 +98,33 @@ def test_worst_state_orders_offline_first() -> None:
 
 
 def test_bake_left_and_garbage_state_are_never_fatal() -> None:
-    baking = json.dumps({"revision": "", "wave": 1, "waves": 3, "phase": "baking",
+    baking = json.dumps({"revision": "new", "wave": 1, "waves": 3, "phase": "baking",
                          "bakeStartedAt": "2026-01-01T00:00:00Z"})
-    the_ds = ds(**{"edgeagent.io/rollout-state": baking, "edgeagent.io/rollout-bake": "10m"})
-    fleet = model.build([the_ds], [pod()], [node()], [], now=1767225600.0 + 60)
+    the_ds = ds(**{"edgeagent.io/rollout-state": baking, "edgeagent.io/rollout-bake": "10m",
+                   "edgeagent.io/rollout-steps": "1,50%,100%"})
+    fleet = model.build([the_ds], [pod(generation="2", revision="new")], [node()], [], now=1767225600.0 + 60)
     assert fleet.daemonsets[0].bake_left == 540.0
     fleet = model.build([ds(**{"edgeagent.io/rollout-state": "{not json"})], [pod()], [node()], [], now=0.0)
     assert (fleet.daemonsets[0].wave, fleet.daemonsets[0].phase) == (None, "progressing")
+
+
+def test_nodes_beyond_the_reached_wave_wait_in_the_planners_order() -> None:
+    """Ten nodes, steps 1,50%: wave 1 is one node, so nine wait while a DaemonSet without conditions rolls."""
+    names = [f"n{i}" for i in range(10)]
+    state = json.dumps({"revision": "new", "wave": 1, "waves": 2, "phase": "baking"})
+    the_ds = ds(**{"edgeagent.io/rollout-state": state, "edgeagent.io/rollout-steps": "1,100%"})
+    the_ds["metadata"]["annotations"]["deprecated.daemonset.template.generation"] = "2"
+    pods = [pod(n) for n in names]
+    for p in pods:
+        p["metadata"]["labels"]["controller-revision-hash"] = "old"
+    rev = {"metadata": {"name": "web-new", "labels": {"controller-revision-hash": "new"},
+                        "ownerReferences": [{"uid": DS_UID, "controller": True}]}, "revision": 2}
+    view = model.build([the_ds], pods, [node(n) for n in names], [], now=0.0, revisions=[rev]).daemonsets[0]
+    states = {n: p.state for n, p in view.pods.items()}
+    first = plans.rank(plans.parse_plan(the_ds)[0], {n: {} for n in names}).order[0]  # type: ignore[arg-type]
+    assert states[first] is model.State.UPGRADING
+    assert [n for n, s in states.items() if s is model.State.WAITING] == sorted(set(names) - {first})
+    assert view.reached == 1
 
 
 @pytest.mark.parametrize(("message", "expected"), [

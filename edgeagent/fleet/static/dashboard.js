@@ -80,6 +80,7 @@ function renderGrid(nodes) {
     frag.append(cell);
   }
   grid.replaceChildren(frag);
+  grid.classList.toggle("roomy", cells.size <= 400);
   showCounts();
   requestAnimationFrame(() => requestAnimationFrame(() => {
     document.body.setAttribute("data-rendered", String(cells.size));

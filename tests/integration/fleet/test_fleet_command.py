@@ -12,7 +12,8 @@ from pathlib import Path
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
-from tests.support.fleet_scenario import EXPECTED, NODES, NS, WINDOW_MESSAGE, manifest, mixed_fleet
+from tests.support.fleet_scenario import EXPECTED, NODES, NS, WINDOW_MESSAGE, current_hash, manifest, mixed_fleet
+from tests.waiting import eventually
 
 EDGEAGENT = [str(Path(sys.executable).parent / "edgeagent")]
 
@@ -92,9 +93,12 @@ async def test_fleet_counts_each_state_and_nodes_shows_one_row_per_node(sim_fact
 async def test_rollout_state_fills_wave_and_phase_and_selectors_filter(sim: SimCluster, admin: KubeClient) -> None:
     ds = manifest()
     ds["metadata"]["labels"] = {"tier": "edge"}
-    ds["metadata"]["annotations"]["edgeagent.io/rollout-state"] = json.dumps({
-        "revision": "", "waves": 4, "wave": 2, "phase": "baking", "bakeStartedAt": "2026-01-01T00:00:00Z"})
     await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", ds)
+    revision = await eventually(lambda: current_hash(admin), what="web's first revision")
+    # The rollout state as the controller writes it, for the revision being rolled.
+    await admin.patch(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web", {"metadata": {"annotations": {
+        "edgeagent.io/rollout-state": json.dumps({"revision": revision, "waves": 4, "wave": 2, "phase": "baking",
+                                                  "bakeStartedAt": "2026-01-01T00:00:00Z"})}}}, CONTENT_MERGE_PATCH)
     await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", manifest("other"))
     await admin.patch("/api/v1/nodes/edge-1", {"metadata": {"labels": {"zone": "north"}}}, CONTENT_MERGE_PATCH)
     kubeconfig = str(sim.admin_kubeconfig)
