@@ -18,11 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgeagent import rollout_plan as plans
+from edgeagent.contract import (
+    ANNOTATION_PAUSED,
+    ANNOTATION_TEMPLATE_GENERATION,
+    LABEL_REVISION_HASH,
+    LABEL_TEMPLATE_GENERATION,
+)
 from edgeagent.fleet import model
 from edgeagent.kube.informer import DELETED
 from edgeagent.kube.objects import (
-    LABEL_REVISION_HASH,
-    LABEL_TEMPLATE_GENERATION,
     controller_owner,
     daemonset_owner,
     get_condition,
@@ -303,7 +307,7 @@ class LiveFleet:
     def _revision_moved(self, entry: _DaemonSet, pod: JSON) -> bool:
         """A pod of a template generation whose hash differs from the one we hold: the revision changed."""
         labels = (meta(pod).get("labels") or {})
-        generation = str((meta(entry.obj).get("annotations") or {}).get("deprecated.daemonset.template.generation")
+        generation = str((meta(entry.obj).get("annotations") or {}).get(ANNOTATION_TEMPLATE_GENERATION)
                          or "")
         return bool(generation) and labels.get(LABEL_TEMPLATE_GENERATION) == generation \
             and bool(labels.get(LABEL_REVISION_HASH)) and labels.get(LABEL_REVISION_HASH) != entry.revision
@@ -323,7 +327,7 @@ class LiveFleet:
         view = entry.view
         view.model = model.strategy_of(ds) or "unknown"
         view.revision = entry.revision
-        view.paused = str((meta(ds).get("annotations") or {}).get("edgeagent.io/paused", "")).lower() == "true"
+        view.paused = str((meta(ds).get("annotations") or {}).get(ANNOTATION_PAUSED, "")).lower() == "true"
         view.wave = view.waves = view.reached = None
         if entry.state is not None:
             view.wave, view.waves = entry.state.wave, entry.state.waves

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from edgeagent import contract
 from edgeagent import rollout_plan as plans
-from edgeagent.kube.objects import (
+from edgeagent.contract import (
     ANNOTATION_PAUSED,
     ANNOTATION_TEMPLATE_GENERATION,
     ANNOTATION_UPDATE_STRATEGY,
@@ -31,6 +32,9 @@ from edgeagent.kube.objects import (
     LABEL_TEMPLATE_GENERATION,
     STRATEGY_ADVANCED_ROLLING_UPDATE,
     STRATEGY_OTA,
+    version_from_message,
+)
+from edgeagent.kube.objects import (
     annotations_of,
     controller_owner,
     daemonset_owner,
@@ -42,21 +46,20 @@ from edgeagent.kube.objects import (
     name_of,
     namespace_of,
     node_name_of,
-    version_from_message,
 )
 from edgeagent.kube.timeutil import parse_time
 
 JSON = dict[str, Any]
 
-# Names the agent and controller publish (docs/operations.md). They move to edgeagent.contract once it exists.
-CONDITION_UPGRADE_HELD = "UpgradeHeld"
-REASON_OUTSIDE_WINDOW = "OutsideMaintenanceWindow"
-REASON_WAITING_FOR_WAVE = plans.REASON_WAITING_FOR_WAVE
-AGENT_COMPONENT = "edgeagent"
-CONTROLLER_COMPONENT = "edgeagent-controller"
-OUTCOME_REASONS = frozenset({"UpgradeQueued", "UpgradeStarted", "UpgradeSucceeded", "UpgradeFailed",
-                             "UpgradeObsolete", "UpgradeCancelled"})
-REASON_UPGRADE_FAILED = "UpgradeFailed"
+CONDITION_UPGRADE_HELD = contract.CONDITION_UPGRADE_HELD
+REASON_OUTSIDE_WINDOW = contract.OUTSIDE_MAINTENANCE_WINDOW
+REASON_WAITING_FOR_WAVE = contract.REASON_WAITING_FOR_WAVE
+AGENT_COMPONENT = contract.COMPONENT_AGENT
+CONTROLLER_COMPONENT = contract.COMPONENT_CONTROLLER
+OUTCOME_REASONS = frozenset({contract.EVENT_UPGRADE_QUEUED, contract.EVENT_UPGRADE_STARTED,
+                             contract.EVENT_UPGRADE_SUCCEEDED, contract.EVENT_UPGRADE_FAILED,
+                             contract.EVENT_UPGRADE_OBSOLETE, contract.EVENT_UPGRADE_CANCELLED})
+REASON_UPGRADE_FAILED = contract.EVENT_UPGRADE_FAILED
 
 # A new pod that waits for one of these will not start by itself: the upgrade failed on that node.
 _STUCK_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
@@ -124,10 +127,7 @@ def ranking(plan: plans.Plan | None, state: plans.RolloutState | None,
 
 
 def held_condition(pod: JSON) -> tuple[str, str] | None:
-    cond = get_condition(pod, CONDITION_UPGRADE_HELD)
-    if cond is None or cond.get("status") != "True":
-        return None
-    return str(cond.get("reason") or ""), str(cond.get("message") or "")
+    return contract.held_by(pod)
 
 
 def next_window(held: tuple[str, str] | None) -> str:

@@ -62,12 +62,13 @@ async def dashboard(kubeconfig: Path) -> AsyncIterator[str]:
         await asyncio.wait_for(task, 20)
 
 
-async def until(driver: Any, condition: Callable[[Any], T], what: str, timeout: float = WAIT) -> T:
+async def until(driver: Any, condition: Callable[[Any], T | None], what: str, timeout: float = WAIT) -> T:
     """WebDriverWait in a thread: the condition's first truthy value, or a failure naming `what`."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     def wait() -> T:
-        result: T = WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition, message=what)
+        result = WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition, message=what)
+        assert result is not None  # until() returns only a truthy value
         return result
 
     return await asyncio.to_thread(wait)
@@ -139,8 +140,9 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
 
                 # Whatever the cluster says is shown as text, never run as markup.
                 await agent_event(admin, XSS, "edge-3", "UpgradeFailed", "boom " + XSS)
-                row = await until(driver, lambda d: XSS in d.find_element("id", "events").text and
-                                  d.find_element("id", "events").text, "the Event with markup in it")
+                row: str = await until(driver, lambda d: str(d.find_element("id", "events").text)
+                                       if XSS in d.find_element("id", "events").text else None,
+                                       "the Event with markup in it")
                 assert "boom " + XSS in row
                 assert await js(driver, "return window.pwned === undefined "
                                         "&& document.querySelectorAll('#events script, #events img').length === 0;")
