@@ -9,6 +9,7 @@ from typing import TextIO
 
 from edgeagent import log
 from edgeagent.config import SimConfig
+from edgeagent.sim.addresses import exposure_warning
 from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.persist import StateError
 
@@ -47,6 +48,9 @@ async def serve(config: SimConfig, out: TextIO = sys.stdout) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         async with SimCluster(config) as sim:
+            warning = exposure_warning(config.bind, config.authorization)
+            if warning is not None:
+                print(f"edgeagent sim: warning: {warning}", file=sys.stderr, flush=True)
             print(describe(sim), file=out, flush=True)
             await stop.wait()
             log.get("edgeagent.sim").info("stopping simulated cluster")

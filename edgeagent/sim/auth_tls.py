@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgeagent.sim.addresses import client_host
+
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"
 SERVER_CERT = "apiserver.crt"
@@ -44,7 +46,7 @@ def _san(bind: str) -> str:
     names = {"DNS:localhost", "IP:127.0.0.1"}
     try:
         ipaddress.ip_address(bind)
-        names.add(f"IP:{bind}")
+        names.add(f"IP:{client_host(bind)}")  # a wildcard bind is dialled on loopback (sim/addresses.py)
     except ValueError:
         names.add(f"DNS:{bind}")
     return ",".join(sorted(names))

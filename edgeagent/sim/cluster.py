@@ -25,6 +25,7 @@ from edgeagent.aio import cancel_and_wait
 from edgeagent.config import SimConfig
 from edgeagent.kube.objects import is_dns1123_subdomain
 from edgeagent.sim import errors
+from edgeagent.sim.addresses import client_host, exposure_warning, url_host
 from edgeagent.sim.audit import AuditLog
 from edgeagent.sim.auth import load_signing_key, node_user
 from edgeagent.sim.auth_http import ADMIN, AuthLayer
@@ -164,9 +165,10 @@ class SimCluster:
                                      f"{exc.strerror}") from exc
         port = self._runner.addresses[0][1]
         scheme = "https" if self.tls is not None else "http"
-        self.url = f"{scheme}://{self.config.bind}:{port}"
+        host = client_host(self.config.bind)  # kubeconfigs must name an address one can dial, never 0.0.0.0
+        self.url = f"{scheme}://{url_host(host)}:{port}"
         for name in self.node_names if self.config.node_links else ():
-            link = Link(name, self.config.bind, int(port), bind=self.config.bind, scheme=scheme)
+            link = Link(name, host, int(port), bind=self.config.bind, scheme=scheme)
             self.links[name] = link
             link_port = snapshot.link_ports.get(name, 0) if snapshot is not None else 0
             try:
@@ -180,6 +182,9 @@ class SimCluster:
         self.nodes.register()
         self._task = asyncio.create_task(self._run(), name="sim-controllers")
         _log.info("simulated cluster started", url=self.url, dir=str(self.dir), nodes=len(self.node_names))
+        warning = exposure_warning(self.config.bind, self.config.authorization)
+        if warning is not None:
+            _log.warning("simulated cluster exposed without authorization", bind=self.config.bind, detail=warning)
 
     def _open_state(self) -> Snapshot | None:
         """Resume the store from `dir` (or save the new one there); from now on every commit is written through."""

@@ -18,6 +18,7 @@ from typing import Literal
 
 from edgeagent import log
 from edgeagent.aio import cancel_and_wait
+from edgeagent.sim.addresses import client_host, url_host
 from edgeagent.sim.ports import bind_stable
 
 Mode = Literal["connected", "refuse", "blackhole"]
@@ -87,7 +88,7 @@ class Link:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://{self.bind}:{self._port}"
+        return f"{self.scheme}://{url_host(client_host(self.bind))}:{self._port}"
 
     @property
     def mode(self) -> Mode:

@@ -49,6 +49,7 @@ async def test_sim_command_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -
             proc.kill()
             await proc.wait()
     assert proc.returncode == 0, err.decode()
+    assert "edgeagent sim: warning:" not in err.decode()  # loopback: nothing to warn about
     text = out.decode()
     assert api_url in text
     assert str(admin_path) in text
@@ -72,3 +73,32 @@ async def test_sim_command_reports_a_taken_port(tmp_path: Path) -> None:
     lines = [line for line in err.decode().splitlines() if line.startswith("edgeagent sim: error:")]
     assert len(lines) == 1
     assert str(port) in lines[0]
+
+
+async def test_a_wildcard_bind_without_authorization_warns_and_kubeconfigs_name_loopback(tmp_path: Path) -> None:
+    """`--bind 0.0.0.0` (issue 22 item 11): one warning line on stderr; every kubeconfig names 127.0.0.1, an
+    address a client can dial, and works (only loopback is ever dialled here)."""
+    directory = tmp_path / "sim"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "edgeagent.cli", "sim", "--nodes", "1", "--bind", "0.0.0.0", "--dir", str(directory),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        admin_path = directory / "admin.kubeconfig"
+        await eventually(admin_path.exists, timeout=20, what="admin.kubeconfig to be written")
+        for path in (admin_path, directory / "edge-1.kubeconfig"):
+            text = path.read_text()
+            assert "0.0.0.0" not in text and "server: http://127.0.0.1:" in text, text
+            async with await KubeClient.connect(path, Timeouts(connect=2, request=5)) as client:
+                assert (await client.get("/api/v1/nodes/edge-1"))["metadata"]["name"] == "edge-1"
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    warnings = [line for line in err.decode().splitlines() if line.startswith("edgeagent sim: warning:")]
+    assert warnings == ["edgeagent sim: warning: --bind 0.0.0.0 with --authorization none: anyone who can reach "
+                        "this address may read and change everything in the simulated cluster; use "
+                        "--authorization rbac, or keep the default --bind 127.0.0.1"], err.decode()
+    assert "0.0.0.0" not in out.decode()
