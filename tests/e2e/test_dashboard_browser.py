@@ -13,17 +13,27 @@ import contextlib
 import json
 import os
 import socket
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
+from edgeagent.fleet import model
 from edgeagent.fleet.dashboard import serve
 from edgeagent.fleet.settings import DashboardConfig
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
+from tests.integration.controller.conftest import (
+    Controllers,
+    all_running,
+    controllers,
+    create_daemonset,
+    daemonset_manifest,
+    set_image,
+)
 from tests.support import browser
 from tests.support.fleet_scenario import (
     NODES,
@@ -36,6 +46,9 @@ from tests.support.fleet_scenario import (
     replace_pod,
     set_condition,
 )
+from tests.waiting import eventually
+
+__all__ = ["controllers"]  # the fixture, imported so that pytest finds it here
 
 pytestmark = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "browser present")
 
@@ -222,3 +235,46 @@ async def test_dashboard_follows_a_daemonset_patched_after_the_page_opened(sim: 
             await admin.patch(f"/apis/apps/v1/namespaces/{NS}/daemonsets/late", {"metadata": {"annotations": {
                 "apps.openyurt.io/update-strategy": None}}}, CONTENT_MERGE_PATCH)
             await until(driver, lambda d: d.find_element("id", "no-daemonsets").is_displayed(), "late's card gone")
+
+
+async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: SimFactory,
+                                                                 controllers: Controllers) -> None:
+    """The real controller rolls a two-wave plan (1 node, then the rest) and bakes for an hour after wave 1;
+    `edgeagent rollout promote` starts wave 2 and the page's bar follows, with no reload."""
+    sim = await sim_factory(nodes=4)
+    async with await KubeClient.connect(sim.admin_kubeconfig) as admin:
+        await controllers.start(sim)
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations={
+            "edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1h",
+            "apps.openyurt.io/max-unavailable": "4"}))
+        await eventually(lambda: all_running(admin, "web", 4), timeout=30, what="4 pods running")
+        await set_image(admin, "web", "nginx:1.20")
+
+        async def baking() -> bool:
+            found = model.rollout_state(await admin.get(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web"))
+            return found is not None and found.wave == 1 and found.phase == "baking"
+
+        await eventually(baking, timeout=30, what="wave 1 finished and baking")
+        async with dashboard(sim.admin_kubeconfig) as url:
+            with browser.chromium() as driver:
+                await asyncio.to_thread(driver.get, url)
+                await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered")
+                            == "4", "the grid of four nodes")
+                await js(driver, "window.sameDocument = true;")
+                card = await asyncio.to_thread(lambda: driver.find_element("css selector", ".rollout").text)
+                assert "wave 1/2" in card and "phase baking" in card and "bake left" in card
+                assert await asyncio.to_thread(bar, driver) == {"done": 25.0, "reached": 25.0}
+                assert (await asyncio.to_thread(counts, driver))["w"] == "3"
+
+                proc = await asyncio.create_subprocess_exec(
+                    str(Path(sys.executable).parent / "edgeagent"), "rollout", "promote", "web",
+                    "--kubeconfig", str(sim.admin_kubeconfig), stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE)
+                _, err = await asyncio.wait_for(proc.communicate(), 60)
+                assert proc.returncode == 0, err.decode()
+
+                await until(driver, lambda d: bar(d)["reached"] == 100.0, "the reached part at 100%")
+                await until(driver, lambda d: bar(d)["done"] == 100.0, "every node done", timeout=60)
+                await until(driver, lambda d: "wave 2/2" in d.find_element("css selector", ".rollout").text,
+                            "wave 2/2 on the card")
+                assert await js(driver, "return window.sameDocument === true;")
