@@ -26,7 +26,7 @@ from bench.common import Agent, Sim, bench_pod, median, note, report, workdir
 from edgeagent.demo.processes import child_env
 
 NODE = "edge-1"
-IMPORTS = "import edgeagent.cli, edgeagent.agent.app, edgeagent.agent.http, edgeagent.agent.drainer"
+IMPORTS = "import edgeagent.cli, edgeagent.agent.app, edgeagent.agent.api.http, edgeagent.agent.requests.drainer"
 
 
 async def first_full_pods(url: str, pods: int, deadline: float) -> None:

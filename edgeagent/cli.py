@@ -237,7 +237,7 @@ def _window_flags(parser: argparse.ArgumentParser) -> None:
 
 def _windows(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
     """The specs (flags win over the variable) and zone, checked here so a bad one exits 2 with one line."""
-    from edgeagent.agent.windows import WindowSpecError, load_zone, parse_windows, split_env_windows
+    from edgeagent.agent.policy.windows import WindowSpecError, load_zone, parse_windows, split_env_windows
 
     specs = tuple(args.maintenance_window or split_env_windows(os.environ.get(env_name("--maintenance-window"), "")))
     try:
@@ -616,7 +616,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
         if command in ("upgrade", "imagepull"):
             namespace, name = _pod_name(args.pod)
-        from edgeagent.agent import client_cli
+        from edgeagent.agent.client import commands as client_cli
 
         if command == "pods":
             return client_cli.pods(client)
@@ -627,7 +627,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return client_cli.upgrades(client, args.cancel)
     if command in ("hold", "release"):
         client = ClientConfig(agent=args.agent, token_file=args.token_file, json=args.json)
-        from edgeagent.agent import hold_cli
+        from edgeagent.agent.client import hold as hold_cli
 
         if command == "release":
             return hold_cli.release(client)
@@ -675,7 +675,7 @@ def _pod_name(text: str) -> tuple[str, str]:
 
 
 def _hold_until(args: argparse.Namespace) -> datetime | None:
-    from edgeagent.agent.policy import MAX_HOLD, parse_duration, parse_time
+    from edgeagent.agent.policy.times import MAX_HOLD, parse_duration, parse_time
 
     flag = "--until" if args.until else "--for"
     if args.until and getattr(args, "for"):

@@ -37,9 +37,9 @@ class AgentConfig:
     successes_to_connect: int = 1
     watch_timeout_seconds: int = 240
     max_body_bytes: int = 64 * 1024
-    # Site policy (agent/policy.py): `[DAYS] HH:MM-HH:MM` specs, none = always open; "" = the node's zone.
+    # Site policy (agent/policy/site.py): `[DAYS] HH:MM-HH:MM` specs, none = always open; "" = the node's zone.
     maintenance_windows: tuple[str, ...] = ()
-    # Ask for the pre-pull of every new revision by itself (agent/autoprepull.py).
+    # Ask for the pre-pull of every new revision by itself (agent/policy/autoprepull.py).
     auto_prepull: bool = False
     timezone: str = ""
     log: LogConfig = field(default_factory=LogConfig)

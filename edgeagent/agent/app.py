@@ -22,16 +22,16 @@ from typing import Any
 from aiohttp import web
 
 from edgeagent import log
-from edgeagent.agent.autoprepull import AutoPrepuller
-from edgeagent.agent.cache import PodCache
-from edgeagent.agent.held import HeldPublisher
-from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.api.token_file import read_token_file
+from edgeagent.agent.link.cache import PodCache
+from edgeagent.agent.link.monitor import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
-from edgeagent.agent.policy import Clock, PolicyStatus, SitePolicy
+from edgeagent.agent.policy.autoprepull import AutoPrepuller
+from edgeagent.agent.policy.held import HeldPublisher
+from edgeagent.agent.policy.site import Clock, PolicyStatus, SitePolicy
+from edgeagent.agent.policy.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
 from edgeagent.agent.sdnotify import SdNotifier
-from edgeagent.agent.state import ACTIVE_STATES, VERIFYING, StateStore, StateUnavailable
-from edgeagent.agent.token_file import read_token_file
-from edgeagent.agent.windows import Window, WindowSpecError, load_zone, local_zone, parse_windows
+from edgeagent.agent.state.store import ACTIVE_STATES, VERIFYING, StateStore, StateUnavailable
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
@@ -164,10 +164,10 @@ class Agent:
     async def _serve(self, client: KubeClient, state: StateStore, policy: SitePolicy, token: str | None,
                      ready: asyncio.Event | None, stop: asyncio.Event) -> None:
         # Imported here: these modules belong to the upgrade half of the agent and import this one's parts.
-        from edgeagent.agent.drainer import Drainer
-        from edgeagent.agent.http import create_app
+        from edgeagent.agent.api.http import create_app
         from edgeagent.agent.outcomes import Outcomes
-        from edgeagent.agent.upgrade import UpgradeService
+        from edgeagent.agent.requests.drainer import Drainer
+        from edgeagent.agent.requests.upgrade import UpgradeService
 
         cfg = self.cfg
         metrics = self.metrics

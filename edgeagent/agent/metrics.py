@@ -16,7 +16,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from edgeagent.agent.request_metrics import RequestMetrics
-from edgeagent.agent.state import STATES
+from edgeagent.agent.state.store import STATES
 from edgeagent.kube.client import CredentialHealth
 from edgeagent.kube.informer import Informer
 

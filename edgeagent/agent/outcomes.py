@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any
 
-from edgeagent.agent.autoupgrade import AutoUpgrader, SitePolicy
-from edgeagent.agent.cache import PodCache
-from edgeagent.agent.events import EventMetrics, EventReporter
-from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.link.cache import PodCache
+from edgeagent.agent.link.monitor import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
-from edgeagent.agent.state import VERIFYING, StateStore
-from edgeagent.agent.upgrade import UpgradeService
-from edgeagent.agent.verifier import Verifier
+from edgeagent.agent.policy.autoupgrade import AutoUpgrader, SitePolicy
+from edgeagent.agent.requests.events import EventMetrics, EventReporter
+from edgeagent.agent.requests.upgrade import UpgradeService
+from edgeagent.agent.requests.verifier import Verifier
+from edgeagent.agent.state.store import VERIFYING, StateStore
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.informer import Informer

@@ -64,7 +64,7 @@ REASON_UPGRADE_FAILED = contract.EVENT_UPGRADE_FAILED
 # A new pod that waits for one of these will not start by itself: the upgrade failed on that node.
 _STUCK_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                             "CreateContainerError", "InvalidImageName", "RunContainerError"})
-# The agent writes "… outside the maintenance windows (…); next opens <when>" (agent/policy.py).
+# The agent writes "… outside the maintenance windows (…); next opens <when>" (agent/policy/site.py).
 _NEXT_OPENS = re.compile(r"next opens (.+)$")
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import pytest
 
-from edgeagent.agent.state import StateStore
+from edgeagent.agent.state.store import StateStore
 from edgeagent.kube.client import KubeClient, Timeouts
 from tests.support.notify import NotifyReceiver
 from tests.waiting import eventually

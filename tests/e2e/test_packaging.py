@@ -817,8 +817,8 @@ def _exposed_metric_names() -> set[str]:
     """Family and sample names as a scrape shows them, from the real metric registries."""
     from types import SimpleNamespace
 
-    from edgeagent.agent.events import EventMetrics
     from edgeagent.agent.metrics import AgentMetrics
+    from edgeagent.agent.requests.events import EventMetrics
     from edgeagent.controller.metrics import ControllerMetrics
     from edgeagent.controller.prepull import PrepullMetrics
     from edgeagent.kube.client import CredentialHealth

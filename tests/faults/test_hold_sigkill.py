@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from edgeagent.agent.held import current
+from edgeagent.agent.policy.held import current
 from edgeagent.kube.client import KubeClient
 from tests.faults.conftest import NAMESPACE, NODE, AgentSpawner, get_json, orphan_pod, wait_link
 from tests.waiting import eventually

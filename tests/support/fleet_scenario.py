@@ -62,7 +62,7 @@ async def set_condition(admin: KubeClient, pod: JSON, cond: JSON) -> None:
 
 async def agent_event(admin: KubeClient, pod: str, node: str, reason: str, message: str,
                       event_type: str = "Warning") -> JSON:
-    """An Event as the node's agent creates it (agent/events.py's shape)."""
+    """An Event as the node's agent creates it (agent/requests/events.py's shape)."""
     now = _now()
     return await admin.create(f"/api/v1/namespaces/{NS}/events", {
         "apiVersion": "v1", "kind": "Event",

@@ -47,17 +47,20 @@ def test_the_real_package_keeps_every_contract(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("module", "line", "contract", "culprit"), [
     # A product module that loads the simulator (or the demo) drags it into every node install.
-    ("edgeagent.agent.upgrade", "import edgeagent.sim.store", "no-sim-in-product", "edgeagent.sim.store"),
+    ("edgeagent.agent.requests.upgrade", "import edgeagent.sim.store", "no-sim-in-product", "edgeagent.sim.store"),
     ("edgeagent.controller.ota", "import edgeagent.demo.cluster", "no-sim-in-product", "edgeagent.demo.cluster"),
     ("edgeagent.kube.objects", "import edgeagent.sim.store", "no-sim-in-product", "edgeagent.sim.store"),
     # The agent and the controller share edgeagent.contract, never each other.
-    ("edgeagent.agent.upgrade", "import edgeagent.controller.ota", "independence", "edgeagent.controller.ota"),
-    ("edgeagent.controller.rolling", "import edgeagent.agent.held", "independence", "edgeagent.agent.held"),
+    ("edgeagent.agent.requests.upgrade", "import edgeagent.controller.ota", "independence", "edgeagent.controller.ota"),
+    ("edgeagent.controller.rolling", "import edgeagent.agent.policy.held", "independence",
+     "edgeagent.agent.policy.held"),
+    ("edgeagent.fleet.model", "import edgeagent.agent.policy.site", "independence", "edgeagent.agent.policy.site"),
+    ("edgeagent.fleet.model", "import edgeagent.sim.store", "no-sim-in-product", "edgeagent.sim.store"),
     # The contract sits below the components, kube below the contract.
-    ("edgeagent.contract", "import edgeagent.agent.held", "layers", "edgeagent.agent.held"),
+    ("edgeagent.contract", "import edgeagent.agent.policy.held", "layers", "edgeagent.agent.policy.held"),
     ("edgeagent.kube.objects", "import edgeagent.contract", "layers", "edgeagent.contract"),
     # A cycle between two sibling modules (the one http.py and hold_api.py had).
-    ("edgeagent.agent.hold_api", "import edgeagent.agent.http", "acyclic", "hold_api"),
+    ("edgeagent.agent.api.hold_api", "import edgeagent.agent.api.http", "acyclic", "hold_api"),
 ])
 def test_a_violating_import_breaks_its_contract(tmp_path: Path, module: str, line: str, contract: str,
                                                 culprit: str) -> None:
@@ -78,10 +81,11 @@ def test_the_agent_and_controller_load_no_simulator_module() -> None:
 
 
 def test_the_agent_client_commands_load_no_server_or_kubernetes_client() -> None:
-    """`edgeagent pods|upgrade|upgrades|imagepull` start fast: no aiohttp server, no Kubernetes client library."""
-    code = ("import sys, edgeagent.cli, edgeagent.agent.client_cli; "
+    """`edgeagent pods|upgrade|upgrades|imagepull|hold|release` start fast: no aiohttp server, no Kubernetes
+    client library, no metrics, no state database."""
+    code = ("import sys, edgeagent.cli, edgeagent.agent.client.commands, edgeagent.agent.client.hold; "
             "print(sorted(m for m in sys.modules if m.startswith(('aiohttp.web', 'kubernetes_asyncio', "
-            "'edgeagent.sim', 'edgeagent.controller', 'prometheus_client'))))")
+            "'edgeagent.sim', 'edgeagent.controller', 'prometheus_client', 'sqlite3', 'edgeagent.agent.state'))))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                             check=True)
     assert result.stdout.strip() == "[]", result.stdout

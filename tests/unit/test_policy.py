@@ -11,10 +11,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from edgeagent.agent import state as st
-from edgeagent.agent.policy import InvalidHold, PolicyStatus, SitePolicy, parse_duration, parse_time
-from edgeagent.agent.state import StateStore
-from edgeagent.agent.windows import parse_windows
+from edgeagent.agent.policy.site import InvalidHold, PolicyStatus, SitePolicy
+from edgeagent.agent.policy.times import parse_duration, parse_time
+from edgeagent.agent.policy.windows import parse_windows
+from edgeagent.agent.state import store as st
+from edgeagent.agent.state.store import StateStore
 from edgeagent.aio import cancel_and_wait
 from edgeagent.contract import AUTO_UPGRADE_FAILED, HELD_BY_OPERATOR, OPEN, OUTSIDE_MAINTENANCE_WINDOW
 from tests.support.clock import FakeClock

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from edgeagent.agent import state as st
-from edgeagent.agent.state import InvalidTransition, StateStore, StateUnavailable, UnknownRequest
+from edgeagent.agent.state import store as st
+from edgeagent.agent.state.store import InvalidTransition, StateStore, StateUnavailable, UnknownRequest
 
 
 def pod(name: str, rv: str = "1", pad: int = 0) -> dict[str, object]:
@@ -354,7 +354,7 @@ async def test_full_disk_rolls_back_whole_writes(tmp_path: Path) -> None:
 _ENQUEUE_THEN_HANG = textwrap.dedent("""
     import asyncio, sys
     from pathlib import Path
-    from edgeagent.agent.state import StateStore
+    from edgeagent.agent.state.store import StateStore
 
     async def main() -> None:
         s = await StateStore.open(Path(sys.argv[1]))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from edgeagent.agent import state as st
-from edgeagent.agent.state import InvalidTransition, StateStore, UpgradeRequest
+from edgeagent.agent.state import store as st
+from edgeagent.agent.state.store import InvalidTransition, StateStore, UpgradeRequest
 
 
 @pytest.fixture

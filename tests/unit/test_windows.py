@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from edgeagent.agent.windows import (
+from edgeagent.agent.policy.windows import (
     DAY_NAMES,
     Window,
     WindowSpecError,

@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 
 from edgeagent.agent.app import Agent
-from edgeagent.agent.policy import Clock
-from edgeagent.agent.state import StateStore
+from edgeagent.agent.policy.site import Clock
+from edgeagent.agent.state.store import StateStore
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
 from tests.integration.agent_api.faulty_proxy import FaultyProxy

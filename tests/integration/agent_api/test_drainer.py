@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from edgeagent.agent.app import Agent
-from edgeagent.agent.state import RUNNING, StateStore
+from edgeagent.agent.state.store import RUNNING, StateStore
 from tests.integration.agent_api.conftest import (
     NODE,
     AgentFactory,

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from edgeagent.agent.http import create_app
+from edgeagent.agent.api.http import create_app
 from edgeagent.agent.metrics import AgentMetrics
 from tests.integration.agent_api.conftest import AgentFactory, ds_pod, seed_snapshot
 

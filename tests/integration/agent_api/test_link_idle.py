@@ -138,7 +138,7 @@ async def test_after_a_partition_the_watch_resumes_instead_of_relisting(
     await wait_cached(agent, old)
 
     def published() -> bool:
-        # The agent's own first write (UpgradeHeld, agent/held.py) is in the cache: nothing left to send.
+        # The agent's own first write (UpgradeHeld, agent/policy/held.py) is in the cache: nothing left to send.
         cached = agent.cache.get("default", old["metadata"]["name"]) if agent.cache is not None else None
         return cached is not None and get_condition(cached, "UpgradeHeld") is not None
 

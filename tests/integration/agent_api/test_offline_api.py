@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from edgeagent.agent.state import RUNNING, StateStore
+from edgeagent.agent.state.store import RUNNING, StateStore
 from tests.integration.agent_api.conftest import AgentFactory, ds_pod, seed_snapshot
 
 JSON_ACCEPT = {"Accept": "application/json"}

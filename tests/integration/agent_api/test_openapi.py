@@ -9,10 +9,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from edgeagent.agent import upgrade as upgrade_module
-from edgeagent.agent.http import create_app
+from edgeagent.agent.api.http import create_app
 from edgeagent.agent.metrics import AgentMetrics
-from edgeagent.agent.state import RUNNING, StateStore
+from edgeagent.agent.requests import upgrade as upgrade_module
+from edgeagent.agent.state.store import RUNNING, StateStore
 from tests.integration.agent_api import openapi
 from tests.integration.agent_api.conftest import AgentFactory, ds_pod, seed_snapshot
 

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from edgeagent.agent.app import Agent
-from edgeagent.agent.held import current
+from edgeagent.agent.policy.held import current
 from edgeagent.contract import CONDITION_UPGRADE_HELD
 from edgeagent.kube.client import CONTENT_MERGE_PATCH
 from edgeagent.sim.cluster import SimCluster

@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from edgeagent.agent.events import EventReporter
-from edgeagent.agent.state import StateStore, UpgradeRequest
+from edgeagent.agent.requests.events import EventReporter
+from edgeagent.agent.state.store import StateStore, UpgradeRequest
 from edgeagent.kube.client import KubeClient
 from tests.integration.agent_api.conftest import (
     NODE,

@@ -8,8 +8,8 @@ from typing import Any
 
 import aiohttp
 
-from edgeagent.agent.state import StateStore
-from edgeagent.agent.upgrade import UpgradeService
+from edgeagent.agent.requests.upgrade import UpgradeService
+from edgeagent.agent.state.store import StateStore
 from edgeagent.kube.client import KubeClient, Timeouts
 from tests.integration.agent_api.conftest import (
     NODE,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from edgeagent.agent.cache import PodCache
+from edgeagent.agent.link.cache import PodCache
 from edgeagent.agent.metrics import AgentMetrics
-from edgeagent.agent.state import StateStore
+from edgeagent.agent.state.store import StateStore
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.informer import Informer
 from tests.integration.agent_runtime.conftest import NODE, OTHER, Admin

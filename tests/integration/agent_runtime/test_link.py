@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.link.monitor import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.informer import Informer

@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from edgeagent.agent.cache import PodCache
-from edgeagent.agent.episodes import REMINDER_INTERVAL, RETRY_CAP, Episode, retry_delay
-from edgeagent.agent.state import StateStore
+from edgeagent.agent.link.cache import PodCache
+from edgeagent.agent.state.episodes import REMINDER_INTERVAL, RETRY_CAP, Episode, retry_delay
+from edgeagent.agent.state.store import StateStore
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.informer import Informer
 from tests.integration.agent_runtime.conftest import NODE, Admin

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import structlog.testing
 
-from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.link.monitor import LinkMonitor
 from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.agent_runtime.conftest import NODE, AgentFactory

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from edgeagent import rollout_cli as rollout
-from edgeagent.agent.held import current
+from edgeagent.agent.policy.held import current
 from edgeagent.config import RolloutConfig
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import is_pod_ready, is_terminating

@@ -16,8 +16,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from edgeagent import log
-from edgeagent.agent.state import FAILED, UpgradeRequest
-from edgeagent.agent.upgrade import Outcome, upgrade_refusal
+from edgeagent.agent.requests.upgrade import Outcome, upgrade_refusal
+from edgeagent.agent.state.store import FAILED, UpgradeRequest
 from edgeagent.aio import wait_event
 from edgeagent.contract import AUTO_UPGRADE_FAILED, CONDITION_POD_NEED_UPGRADE, HELD_BY_OPERATOR
 from edgeagent.kube.objects import get_condition, meta, uid_of
@@ -30,7 +30,7 @@ ORIGIN = "auto"
 
 
 class SitePolicy(Protocol):
-    """The part of the site policy (edgeagent/agent/policy.py) the auto-upgrader relies on."""
+    """The part of the site policy (edgeagent/agent/policy/site.py) the auto-upgrader relies on."""
 
     def is_open(self, now: datetime | None = None) -> bool: ...
 

@@ -14,10 +14,11 @@ from typing import Any
 
 from aiohttp import web
 
-from edgeagent.agent.auth import Handler
-from edgeagent.agent.policy import InvalidHold, SitePolicy, parse_time
-from edgeagent.agent.responses import message_response
-from edgeagent.agent.state import StateUnavailable
+from edgeagent.agent.api.auth import Handler
+from edgeagent.agent.api.responses import message_response
+from edgeagent.agent.policy.site import InvalidHold, SitePolicy
+from edgeagent.agent.policy.times import parse_time
+from edgeagent.agent.state.store import StateUnavailable
 
 ROUTE_HOLD = "/v1/hold"
 _POLICY = web.AppKey("site_policy", SitePolicy)

@@ -19,7 +19,9 @@ from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from edgeagent import log
-from edgeagent.agent.state import (
+from edgeagent.agent.requests.upgrade import Link, UpgradeMetrics, describe_failure, is_retryable, publish_queue_counts
+from edgeagent.agent.requests.verifier import record_deleted
+from edgeagent.agent.state.store import (
     FAILED,
     OBSOLETE,
     QUEUED,
@@ -31,8 +33,6 @@ from edgeagent.agent.state import (
     UnknownRequest,
     UpgradeRequest,
 )
-from edgeagent.agent.upgrade import Link, UpgradeMetrics, describe_failure, is_retryable, publish_queue_counts
-from edgeagent.agent.verifier import record_deleted
 from edgeagent.aio import wait_event
 from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, image_not_ready
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable

@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from edgeagent import log
-from edgeagent.agent.cache import PodCache
-from edgeagent.agent.link import LinkMonitor
-from edgeagent.agent.passes import run_passes
-from edgeagent.agent.policy import PolicyStatus, SitePolicy
+from edgeagent.agent.link.cache import PodCache
+from edgeagent.agent.link.monitor import LinkMonitor
+from edgeagent.agent.policy.passes import run_passes
+from edgeagent.agent.policy.site import PolicyStatus, SitePolicy
 from edgeagent.contract import CONDITION_UPGRADE_HELD
 from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.informer import Informer

@@ -11,9 +11,9 @@ from datetime import datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from edgeagent.agent.client_cli import EXIT_FAILED, EXIT_OK, ClientError, _message, _print_json, _request, _run
-from edgeagent.agent.policy import parse_time, rfc3339
-from edgeagent.agent.windows import local_zone
+from edgeagent.agent.client.commands import EXIT_FAILED, EXIT_OK, ClientError, _message, _print_json, _request, _run
+from edgeagent.agent.policy.times import parse_time, rfc3339
+from edgeagent.agent.policy.windows import local_zone
 from edgeagent.config import ClientConfig
 
 HOLD_PATH = "/v1/hold"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from edgeagent import log
-from edgeagent.agent.state import (
+from edgeagent.agent.state.store import (
     FAILED,
     SUCCEEDED,
     TERMINAL_STATES,

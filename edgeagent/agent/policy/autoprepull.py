@@ -14,10 +14,10 @@ import asyncio
 from typing import Any, Protocol
 
 from edgeagent import log
-from edgeagent.agent.cache import PodCache
-from edgeagent.agent.link import LinkMonitor
-from edgeagent.agent.passes import run_passes
-from edgeagent.agent.state import StateStore, StateUnavailable
+from edgeagent.agent.link.cache import PodCache
+from edgeagent.agent.link.monitor import LinkMonitor
+from edgeagent.agent.policy.passes import run_passes
+from edgeagent.agent.state.store import StateStore, StateUnavailable
 from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, version_from_message
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.objects import (

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from edgeagent import log
-from edgeagent.agent.episodes import Episode
+from edgeagent.agent.state.episodes import Episode
 
 DB_NAME = "edgeagent.db"
 
@@ -75,7 +75,7 @@ _SCHEMA_V1 = [
     "CREATE INDEX requests_state ON requests (state, seq)",
 ]
 
-# Site policy (agent/policy.py): the operator hold, at most one row; and `?when=open` on queued requests.
+# Site policy (agent/policy/site.py): the operator hold, at most one row; and `?when=open` on queued requests.
 _SITE_POLICY = [
     """CREATE TABLE hold (
         id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -87,9 +87,10 @@ _SITE_POLICY = [
     "ALTER TABLE requests ADD COLUMN when_open INTEGER NOT NULL DEFAULT 0",
 ]
 
-# Verified outcomes (agent/verifier.py, agent/events.py): the `verifying` state, what the verifier needs to
-# recognise the deleted pod's replacement (revision, template generation, DaemonSet uid, wanted revision,
-# deadline), why a request failed, where it came from, and the outbox of Events not yet sent to the cloud.
+# Verified outcomes (agent/requests/verifier.py, agent/requests/events.py): the `verifying` state, what the
+# verifier needs to recognise the deleted pod's replacement (revision, template generation, DaemonSet uid,
+# wanted revision, deadline), why a request failed, where it came from, and the outbox of Events not yet sent
+# to the cloud.
 # SQLite cannot change a CHECK constraint in place, so the requests table is rebuilt; every row is kept.
 _VERIFIED_OUTCOMES = [
     """CREATE TABLE requests_v2 (
@@ -141,7 +142,7 @@ _VERIFIED_OUTCOMES = [
 
 # One step per schema version, applied in order from the file's `user_version`: an existing agent's
 # file is upgraded in place, and a step is never edited once merged (add a new one instead).
-# `--auto-prepull` (agent/autoprepull.py): the (pod, revision) pairs it has asked a pre-pull for.
+# `--auto-prepull` (agent/policy/autoprepull.py): the (pod, revision) pairs it has asked a pre-pull for.
 _AUTO_PREPULL = [
     """CREATE TABLE prepull_asked (
         pod_uid TEXT NOT NULL,

@@ -16,17 +16,17 @@ from typing import Any
 from aiohttp import web
 
 from edgeagent import log
-from edgeagent.agent import auth
-from edgeagent.agent.cache import PodCache
-from edgeagent.agent.hold_api import add_hold_routes
-from edgeagent.agent.link import LinkMonitor
+from edgeagent.agent.api import auth
+from edgeagent.agent.api.hold_api import add_hold_routes
+from edgeagent.agent.api.responses import CONTENT_JSON, message_response, wants_json
+from edgeagent.agent.api.responses import json_response as _json
+from edgeagent.agent.api.responses import text_response as _text
+from edgeagent.agent.link.cache import PodCache
+from edgeagent.agent.link.monitor import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
-from edgeagent.agent.policy import SitePolicy
-from edgeagent.agent.responses import CONTENT_JSON, message_response, wants_json
-from edgeagent.agent.responses import json_response as _json
-from edgeagent.agent.responses import text_response as _text
-from edgeagent.agent.state import InvalidTransition, StateStore, StateUnavailable, UnknownRequest
-from edgeagent.agent.upgrade import Outcome, UpgradeService
+from edgeagent.agent.policy.site import SitePolicy
+from edgeagent.agent.requests.upgrade import Outcome, UpgradeService
+from edgeagent.agent.state.store import InvalidTransition, StateStore, StateUnavailable, UnknownRequest
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.http")
@@ -168,7 +168,7 @@ async def _upgrade(request: web.Request) -> web.Response:
     namespace, name = request.match_info["namespace"], request.match_info["name"]
     when = request.query.get("when")
     if when is not None:
-        # ?when=open: wait for the site policy (agent/policy.py); no query: OpenYurt's "now", hold or not.
+        # ?when=open: wait for the site policy (agent/policy/site.py); no query: OpenYurt's "now", hold or not.
         if when != "open":
             return message_response(request, 400, f"unknown when={when!r}: the only value is when=open "
                                                   "(apply once the node is open); omit it to upgrade now")

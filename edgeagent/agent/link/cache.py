@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from edgeagent import log
-from edgeagent.agent.episodes import Episode, retry_delay
 from edgeagent.agent.metrics import AgentMetrics
-from edgeagent.agent.state import StateStore, StateUnavailable
+from edgeagent.agent.state.episodes import Episode, retry_delay
+from edgeagent.agent.state.store import StateStore, StateUnavailable
 from edgeagent.kube.informer import Informer
 
 JSON = dict[str, Any]

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from edgeagent import log
-from edgeagent.agent.state import (
+from edgeagent.agent.state.store import (
     CANCELLED,
     FAILED,
     OBSOLETE,

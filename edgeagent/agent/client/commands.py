@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 import aiohttp
 
-from edgeagent.agent.token_file import read_token_file
+from edgeagent.agent.api.token_file import read_token_file
 from edgeagent.config import ClientConfig
 from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, LABEL_REVISION_HASH
 from edgeagent.kube.objects import get_condition, is_pod_ready, labels_of, meta

@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from edgeagent import log
-from edgeagent.agent.state import (
+from edgeagent.agent.requests.verifier import record_deleted
+from edgeagent.agent.state.store import (
     FAILED,
     OBSOLETE,
     RUNNING,
@@ -32,8 +33,7 @@ from edgeagent.agent.state import (
     UnknownRequest,
     UpgradeRequest,
 )
-from edgeagent.agent.state import QUEUED as QUEUED_STATE
-from edgeagent.agent.verifier import record_deleted
+from edgeagent.agent.state.store import QUEUED as QUEUED_STATE
 from edgeagent.contract import (
     CONDITION_POD_IMAGE_READY,
     CONDITION_POD_NEED_UPGRADE,

@@ -1,0 +1,3 @@
+"""The agent's durable state: one SQLite database (store.py) and the retry pacing when its directory is
+broken (episodes.py).
+"""
