@@ -48,7 +48,6 @@ from edgeagent.controller.waves import (
     Gate,
     RankCache,
     decide,
-    gate_of,
     node_labels,
     observe,
     previous_revision,
@@ -89,6 +88,10 @@ _PLAN_TOPIC = "plan:"
 _PLAN_SLACK = 0.05
 # A state write refused because the cache was behind is decided again after this long.
 _PLAN_CONFLICT_RETRY = 0.05
+# Warning topics about the state rather than an annotation's value (cleared only when the DaemonSet goes).
+_PLAN_OWN_TOPICS = (_PLAN_TOPIC + "state", _PLAN_TOPIC + "rolled-back")
+# What `_plan_gate` answers when this reconcile must change nothing.
+_HOLD = Gate(None, 0, frozen=True)
 
 
 class ReconcileError(Exception):
@@ -394,6 +397,8 @@ class Controller:
             return
         pods = self.pods_of(ds)
         gate = await self._plan_gate(key, ds, pods, hash_)
+        if gate is _HOLD:
+            return
         prepull_errors: list[BaseException] = []
         if self.prepull is not None:
             template = (ds.get("spec") or {}).get("template") or {}
@@ -592,7 +597,8 @@ class Controller:
 
     async def _plan_gate(self, key: str, ds: JSON, pods: list[JSON], hash_: str) -> Gate | None:
         """Moves the DaemonSet's rollout plan on (state annotation, Events, rollback) and says which pods may
-        move now; None when the DaemonSet has no (valid) plan and is rolled as before."""
+        move now; None when the DaemonSet has no (valid) plan and is rolled as before; `_HOLD` when nothing may
+        be changed in this reconcile (the state could not be written)."""
         uid = uid_of(ds)
         plan, problems = parse_plan(ds)
         bad = {_PLAN_TOPIC + p.annotation for p in problems}
@@ -600,7 +606,7 @@ class Controller:
             await self._warn_once(ds, _PLAN_TOPIC + problem.annotation, problem.value, EVENT_ROLLOUT_PLAN_INVALID,
                                   problem.message)
         for topic in list(self._warned.get(uid, {})):
-            if topic.startswith(_PLAN_TOPIC) and topic not in bad and topic != _PLAN_TOPIC + "state":
+            if topic.startswith(_PLAN_TOPIC) and topic not in bad and topic not in _PLAN_OWN_TOPICS:
                 self._clear_warning(ds, topic)
         if plan is None:
             self.metrics.forget_plan(namespace_of(ds), name_of(ds))
@@ -628,13 +634,16 @@ class Controller:
         decision = decide(plan=plan, state=state, revision=hash_, ranking=ranking, obs=obs, steering=steering,
                           max_failed=max_failed, now=now, previous=previous_revision(pods, hash_))
         self.metrics.planning_cpu.inc(time.process_time() - started)
+        if steering.rolled_back_from == hash_:
+            await self._warn_once(
+                ds, _PLAN_TOPIC + "rolled-back", hash_, EVENT_ROLLOUT_ROLLED_BACK,
+                f"revision {hash_} is the template again, but it was rolled back ({ANNOTATION_ROLLED_BACK_FROM}="
+                f"{hash_}): no pod is moved to it automatically; remove the annotation to roll it again")
         if (decision.state is not None or decision.remove) and not await self._write_plan(ds, decision, hash_):
             # Our cache was behind (the DaemonSet's status moves all the time during a roll): decide again on
-            # fresh data shortly, and meanwhile move only what the persisted state allows.
+            # fresh data shortly, and move nothing meanwhile (conditions would flip back and forth otherwise).
             self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
-            gate = gate_of(state, ranking, hash_, steering.rolled_back_from)
-            self._plan_gates[uid] = gate
-            return gate
+            return _HOLD
         shown = decision.state or state
         if shown is not None:
             self.metrics.set_plan(namespace_of(ds), name_of(ds), shown.wave, shown.waves, shown.phase)

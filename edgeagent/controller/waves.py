@@ -107,20 +107,6 @@ class Gate:
 OPEN_GATE = Gate(None, 0)
 
 
-def gate_of(state: RolloutState | None, ranking: Ranking, revision: str,
-            rolled_back_from: str | None = None) -> Gate:
-    """The gate of a state as persisted: what may move while a transition could not be written yet."""
-    if rolled_back_from == revision:
-        return Gate(ranking, 0, frozen=True)
-    if state is None or state.revision != revision:
-        if state is not None and state.phase == PHASE_ROLLED_BACK and revision == state.stable_revision:
-            return OPEN_GATE
-        return Gate(ranking, 0)
-    if state.phase == PHASE_COMPLETE:
-        return Gate(ranking, ranking.waves)
-    return Gate(ranking, state.wave, frozen=state.phase not in ACTIVE_PHASES)
-
-
 # ------------------------------------------------------------------------------------------------ ranking
 
 

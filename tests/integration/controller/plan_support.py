@@ -48,7 +48,10 @@ class PlanRecorder:
     _task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> PlanRecorder:
+        # Listed and subscribed in one step of the event loop: nothing happens in between.
         subscription = self.sim.store.subscribe([PODS, DAEMONSETS])
+        pods, _ = self.sim.store.list(PODS, NS, label_selector=f"app={self.ds}")
+        self.pods = {uid_of(p): p for p in pods}
         self._task = asyncio.create_task(self._run(subscription))
         return self
 
@@ -99,15 +102,32 @@ class PlanRecorder:
                 out.append(step)
         return out
 
+    def find(self, wave: int, phase: str, revision: str | None = None) -> Snapshot | None:
+        return next((s for s in self.states if s.state["wave"] == wave and s.state["phase"] == phase
+                     and (revision is None or s.state.get("revision") == revision)), None)
+
     def first(self, wave: int, phase: str, revision: str | None = None) -> Snapshot:
-        return next(s for s in self.states if s.state["wave"] == wave and s.state["phase"] == phase
-                     and (revision is None or s.state.get("revision") == revision))
+        found = self.find(wave, phase, revision)
+        assert found is not None, f"no state wave {wave} {phase} of {revision} in {self.phases()}"
+        return found
 
     def terminated_nodes(self) -> list[str]:
         return [node for node, _, _ in self.terminations]
 
     def first_termination(self, node: str) -> float:
         return min(t for n, t, _ in self.terminations if n == node)
+
+
+async def new_hash(kube: KubeClient, name: str, old: str | None) -> str:
+    """Waits until the DaemonSet controller has made the revision of a changed template."""
+    from tests.integration.controller.conftest import current_hash
+    from tests.waiting import eventually
+
+    async def changed() -> str | None:
+        found = await current_hash(kube, name)
+        return found if found is not None and found != old else None
+
+    return str(await eventually(changed, what=f"a revision of {name} other than {old}"))
 
 
 async def plan_state(kube: KubeClient, name: str) -> JSON | None:
@@ -136,6 +156,7 @@ __all__ = [
     "Snapshot",
     "annotate",
     "documented_order",
+    "new_hash",
     "plan_events",
     "plan_reasons",
     "plan_state",
