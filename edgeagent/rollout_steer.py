@@ -36,6 +36,7 @@ from edgeagent.rollout_cli import EXIT_COMPLETE, JSON, RolloutError, connect, fe
 from edgeagent.rollout_plan import (
     ACTIVE_PHASES,
     ON_FAILURE_ROLLBACK,
+    PHASE_PAUSED,
     Plan,
     RolloutState,
     parse_plan,
@@ -81,6 +82,9 @@ async def steer(client: KubeClient, action: str, namespace: str, name: str) -> s
     plan = _plan(ds, namespace)
     state = _active_state(ds, namespace, action)
     if action == "promote":
+        if state.phase == PHASE_PAUSED:
+            raise RolloutError(f'the rollout of daemonset "{name}" in namespace "{namespace}" is paused: '
+                               f"`edgeagent rollout resume {name}` first (a promote would be dropped unused)")
         value = f"{state.revision}/{state.wave}"
         await _annotate(client, ds, namespace, {ANNOTATION_ROLLOUT_PROMOTE: value})
         after = (f"starts wave {state.wave + 1}/{state.waves}" if state.wave < state.waves

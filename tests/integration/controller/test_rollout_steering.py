@@ -155,6 +155,11 @@ async def test_promote_names_the_revision_and_wave_seen(six: SimCluster, kube: K
     assert out == (f"daemonset.apps/web promote requested (edgeagent.io/rollout-promote={new}/1): once wave 1/3 is "
                    "finished the controller ends its bake and starts wave 2/3\n")
     assert annotations_of(await get_daemonset(kube, "web"))["edgeagent.io/rollout-promote"] == f"{new}/1"
+    await write_state(kube, state(new, old, wave=2, phase="paused"))
+    code, out, err = await rollout(six, "promote")
+    assert (code, out) == (1, "")
+    assert err == ('edgeagent: error: the rollout of daemonset "web" in namespace "default" is paused: '
+                   "`edgeagent rollout resume web` first (a promote would be dropped unused)\n")
 
 
 async def test_abort_names_the_revision_and_says_what_follows(six: SimCluster, kube: KubeClient) -> None:

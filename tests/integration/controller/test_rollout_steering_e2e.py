@@ -1,0 +1,155 @@
+"""`edgeagent rollout promote|pause|resume|abort` steering a real controller on the simulated cluster.
+
+Each command is run as the CLI runs it (main() in a thread, over HTTP with the admin kubeconfig); the
+controller runs in this event loop. What is checked is what the rollout plan contract promises: promote
+ends the bake now and the next wave starts; pause stops every further move until resume; abort stops the
+rollout and, with on-failure: rollback, restores the previous template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from edgeagent import rollout_cli, rollout_steer
+from edgeagent.config import RolloutConfig
+from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.kube.objects import annotations_of, is_terminating
+from edgeagent.sim.cluster import SimCluster
+from tests.conftest import SimFactory
+from tests.integration.controller.conftest import (
+    Controllers,
+    all_running,
+    create_daemonset,
+    current_hash,
+    daemonset_manifest,
+    get_daemonset,
+    images_by_node,
+    pods_of,
+    set_image,
+)
+from tests.waiting import eventually
+
+JSON = dict[str, object]
+OLD, NEW = "nginx:1.19.4", "nginx:2"
+
+
+async def rollout(sim: SimCluster, action: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    cfg = RolloutConfig(daemonset="web", namespace="default", kubeconfig=sim.admin_kubeconfig, action=action)
+    main = rollout_cli.main if action == "status" else rollout_steer.main
+    code = await asyncio.to_thread(main, cfg, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+async def six(sim_factory: SimFactory) -> SimCluster:
+    return await sim_factory(nodes=6)
+
+
+@pytest.fixture
+async def kube(six: SimCluster) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(six.admin_kubeconfig, Timeouts(connect=2, request=5))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def state_of(kube: KubeClient) -> dict[str, object]:
+    raw = annotations_of(await get_daemonset(kube, "web")).get("edgeagent.io/rollout-state")
+    return dict(json.loads(raw)) if raw else {}
+
+
+async def until_state(kube: KubeClient, what: str, **want: object) -> dict[str, object]:
+    async def probe() -> dict[str, object] | None:
+        state = await state_of(kube)
+        return state if state and all(state.get(k) == v for k, v in want.items()) else None
+
+    return await eventually(probe, what=f"rollout-state {what} ({want})", timeout=20)
+
+
+async def started(kube: KubeClient, controllers: Controllers, sim: SimCluster, **annotations: str) -> str:
+    """A 6-node AdvancedRollingUpdate DaemonSet with plan 1,50%,100%, rolled to NEW; returns the new hash."""
+    plan = {"edgeagent.io/rollout-steps": "1,50%,100%", "edgeagent.io/rollout-bake": "1h",
+            "apps.openyurt.io/max-unavailable": "100%", **annotations}
+    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+    await eventually(lambda: all_running(kube, "web", 6), what="6 pods running")
+    await controllers.start(sim)
+    old = await current_hash(kube, "web")
+    await set_image(kube, "web", NEW)
+    new = await eventually(lambda: _new_hash(kube, old), what="the new revision")
+    await until_state(kube, "wave 1 baking", revision=new, wave=1, phase="baking")
+    return str(new)
+
+
+async def test_promote_ends_the_bake_now_and_the_next_wave_starts(
+        six: SimCluster, kube: KubeClient, controllers: Controllers) -> None:
+    new = await started(kube, controllers, six)
+    assert await _on_new(kube) == 1  # the bake (1 h) holds wave 2 back
+    code, out, _ = await rollout(six, "promote")
+    assert code == 0, out
+    await until_state(kube, "wave 2", revision=new, wave=2)
+    await eventually(lambda: _promote_gone(kube), what="the promote annotation consumed")
+    await eventually(lambda: _count_on_new(kube, 3), what="wave 2 (3 nodes in all) on the new revision")
+    code, out, _ = await rollout(six, "status")
+    assert code == 3 and "wave 2/3: " in out
+
+
+async def test_pause_holds_the_rollout_until_resume(
+        six: SimCluster, kube: KubeClient, controllers: Controllers) -> None:
+    new = await started(kube, controllers, six)
+    code, out, _ = await rollout(six, "pause")
+    assert code == 0, out
+    await until_state(kube, "paused", revision=new, wave=1, phase="paused")
+    code, out, _ = await rollout(six, "status")
+    assert code == 3 and "wave 1/3: paused (edgeagent.io/paused)" in out
+    code, _, err = await rollout(six, "promote")  # the controller would drop it: the CLI says so instead
+    assert code == 1 and "is paused: `edgeagent rollout resume web` first" in err
+    await rollout(six, "resume")
+    await until_state(kube, "baking again", revision=new, wave=1, phase="baking")
+    await rollout(six, "promote")
+    await until_state(kube, "wave 2", revision=new, wave=2)
+
+
+async def test_abort_stops_the_rollout_and_rolls_back(
+        six: SimCluster, kube: KubeClient, controllers: Controllers) -> None:
+    new = await started(kube, controllers, six, **{"edgeagent.io/on-failure": "rollback"})
+    code, out, _ = await rollout(six, "abort")
+    assert code == 0, out
+    await until_state(kube, "rolled back", revision=new, phase="rolledBack")
+    ds = await get_daemonset(kube, "web")
+    assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == OLD
+    assert annotations_of(ds).get("edgeagent.io/rolled-back-from") == new
+    assert "edgeagent.io/rollout-abort" not in annotations_of(ds)
+    await eventually(lambda: _all_on(kube, OLD), what=f"every node back on {OLD}")
+    code, out, _ = await rollout(six, "status")
+    assert code == 1 and out.rstrip().endswith(f"rollout rolled back (revision {new} failed)")
+    code, _, err = await rollout(six, "abort")  # nothing left to abort
+    assert code == 1 and "nothing to abort" in err
+
+
+async def _new_hash(kube: KubeClient, old: str | None) -> str | None:
+    current = await current_hash(kube, "web")
+    return current if current != old else None
+
+
+async def _on_new(kube: KubeClient) -> int:
+    return sum(1 for image in (await images_by_node(kube, "web")).values() if image == NEW)
+
+
+async def _count_on_new(kube: KubeClient, count: int) -> bool:
+    pods = [p for p in await pods_of(kube, "web") if not is_terminating(p)]
+    return sum(1 for p in pods if p["spec"]["containers"][0]["image"] == NEW) >= count
+
+
+async def _promote_gone(kube: KubeClient) -> bool:
+    return "edgeagent.io/rollout-promote" not in annotations_of(await get_daemonset(kube, "web"))
+
+
+async def _all_on(kube: KubeClient, image: str) -> bool:
+    return await all_running(kube, "web", 6, image)
