@@ -114,6 +114,9 @@ class Cluster:
     async def node_states(self) -> dict[str, bool]:
         return {name_of(n): is_node_ready(n) for n in await self.nodes()}
 
+    async def daemonset(self, name: str) -> JSON:
+        return await self.client.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{name}")
+
     async def pods(self, app: str) -> list[PodView]:
         body = await self.client.get(f"/api/v1/namespaces/{NAMESPACE}/pods", query={"labelSelector": f"app={app}"})
         views = [PodView.of(p) for p in body.get("items") or []]

@@ -45,6 +45,10 @@ NEW = "nginx:1.19.5"
 OTA_NEW = "nginx:1.19.6"
 # A slow site link: pulling OTA_NEW takes this long on every node (the sim's registry setting).
 SLOW_PULL = 4.0
+# The rollout-plan part rolls nginx on to a version whose container exits at once (the sim's registry says so).
+BAD = "nginx:1.19.7"
+# How long a new pod may take to become available before it counts as failed (short, for the demo).
+PLAN_DEADLINE = 3
 NODES = ["edge-1", "edge-2", "edge-3"]
 CONNECTED, CUT_A, CUT_B = NODES
 ARU_DS = "nginx"
@@ -65,6 +69,8 @@ OTA_COLUMNS = ("NAME:.metadata.name,NODE:.spec.nodeName,IMAGE:.spec.containers[0
                'NEED-UPGRADE:.status.conditions[?(@.type=="PodNeedUpgrade")].status')
 HELD_COLUMNS = ('HELD:.status.conditions[?(@.type=="UpgradeHeld")].status,'
                 'IMAGE-READY:.status.conditions[?(@.type=="PodImageReady")].status')
+# The DaemonSet's Events as kubectl shows them, oldest first.
+EVENT_COLUMNS = "LAST-SEEN:.lastTimestamp,TYPE:.type,REASON:.reason,MESSAGE:.message"
 # Curl prints the HTTP status on a line of its own after the body.
 STATUS_LINE = r"\n%{http_code}\n"  # curl turns the \n into newlines itself
 
@@ -137,12 +143,13 @@ class Demo:
 
         await self.n.wait_for(probe, timeout=WAIT, what=what)
 
-    async def show(self, argv: list[str], shown: str, *, max_lines: int | None = None) -> Ran:
-        """Print a command, run it for real, print what it printed; a failing command fails the step."""
+    async def show(self, argv: list[str], shown: str, *, max_lines: int | None = None, expect: int = 0) -> Ran:
+        """Print a command, run it for real, print what it printed; an exit code other than `expect` fails the
+        step (`rollout status` exits 1 for a rollout that was rolled back: that is the point being shown)."""
         self.n.command(shown)
         ran = await run_command(argv, shown=shown, env=self.env)
         self.n.output(ran.out, max_lines=max_lines)
-        if ran.code != 0:
+        if ran.code != expect:
             raise self.n.fail(f"`{self.n.shorten(shown)}` exited {ran.code}: {ran.err.strip() or 'no message'}")
         return ran
 
@@ -152,8 +159,9 @@ class Demo:
     async def curl(self, *args: str) -> Ran:
         return await self.show([self.tools["curl"], *args], "curl " + shlex.join(args))
 
-    async def edgeagent(self, *args: str) -> Ran:
-        return await self.show([sys.executable, "-m", "edgeagent.cli", *args], "edgeagent " + shlex.join(args))
+    async def edgeagent(self, *args: str, expect: int = 0) -> Ran:
+        return await self.show([sys.executable, "-m", "edgeagent.cli", *args], "edgeagent " + shlex.join(args),
+                               expect=expect)
 
     async def show_nodes(self) -> None:
         await self.kubectl("get", "nodes", "-o", "wide")
@@ -244,6 +252,11 @@ class Demo:
         queued = await self.ota_offline_upgrade(ota_before)
         await self.ota_crash_restart(ota_before, queued)
         await self.ota_reconnect(ota_before, queued)
+        self.n.part("Rollout plans (waves, bake time, automatic rollback)",
+                    "At thousands of nodes nobody watches a rollout node by node: a plan rolls the new version "
+                    "wave by wave, each wave proving itself before the next, and takes a bad version back by "
+                    "itself.")
+        await self.plan_bad_version()
         if self.keep:
             await self.hold_open()
         await self.shutdown()
@@ -582,6 +595,52 @@ class Demo:
                      and rest[0].need_upgrade == "True",
                      f"{NO_AGENT_NODE} still runs {OLD} with PodNeedUpgrade=True, waiting for its user",
                      f"saw: {summary(rest)}")
+
+    # Rollout plans ---------------------------------------------------------------------------------------
+
+    async def plan_bad_version(self) -> None:
+        self.n.step(f"Give {ARU_DS} a rollout plan and roll out {BAD}, a version that never starts",
+                    f"Steps 1,100%: one canary node first, then the rest, after a 30 s bake. {BAD}'s container "
+                    f"exits at once (so the simulated registry is told). With max-failed 1, a new pod not "
+                    f"available within {PLAN_DEADLINE} s stops the rollout, and on-failure: rollback restores "
+                    "the previous template by itself: no pod outside the canary wave is touched, and the bad "
+                    "revision is marked so that it is not rolled again.")
+        before = {p.node: p for p in await self.cluster.pods(ARU_DS) if p.live}
+        await self.curl("-sS", "--fail-with-body", "-X", "POST", f"{self.sim.url}/sim/v1/images", "-d",
+                        json.dumps({"image": BAD, "crash": True}))
+        await self.kubectl("annotate", f"ds/{ARU_DS}", "edgeagent.io/rollout-steps=1,100%",
+                           "edgeagent.io/rollout-bake=30s", "edgeagent.io/on-failure=rollback",
+                           "edgeagent.io/max-failed=1", f"edgeagent.io/progress-deadline-seconds={PLAN_DEADLINE}")
+        await self.kubectl("set", "image", f"ds/{ARU_DS}", f"{CONTAINER}={BAD}")
+        state = await self.plan_state_until(lambda st: st.get("phase") == "rolledBack",
+                                            "the controller to roll the bad version back")
+        pods = await self.pods_until(ARU_DS, lambda ps: _one_ready_per_node(ps, NEW),
+                                     f"every node back on a Ready {NEW} pod")
+        await self.edgeagent("rollout", "status", ARU_DS, expect=1)
+        await self.kubectl("get", "events", "--field-selector",
+                           f"involvedObject.kind=DaemonSet,involvedObject.name={ARU_DS}",
+                           "--sort-by=.lastTimestamp", "-o", f"custom-columns={EVENT_COLUMNS}")
+        self.n.ok(f"the rollout stopped in wave {state.get('wave')}/{state.get('waves')} and rolled back by itself")
+        ds = await self.cluster.daemonset(ARU_DS)
+        image = ds["spec"]["template"]["spec"]["containers"][0]["image"]
+        marked = (ds["metadata"].get("annotations") or {}).get("edgeagent.io/rolled-back-from")
+        self.n.check(image == NEW and marked == state.get("revision"),
+                     f"the template is {NEW} again and the bad revision {marked} is marked rolled-back-from",
+                     f"template image {image}, rolled-back-from {marked!r}, state {state}")
+        canary = {p.node for p in pods if p.uid != before[p.node].uid}
+        untouched = {node for node in before if node not in canary}
+        self.n.check(len(canary) == 1 and not self.deletes_of({before[node].uid for node in untouched}),
+                     f"only the canary {', '.join(sorted(canary))} was touched: no DELETE was sent for the pods on "
+                     f"{', '.join(sorted(untouched))}", f"replaced: {sorted(canary)}; pods {summary(pods)}")
+
+    async def plan_state_until(self, condition: Callable[[JSON], bool], what: str) -> JSON:
+        async def probe() -> tuple[JSON | None, str]:
+            ds = await self.cluster.daemonset(ARU_DS)
+            raw = (ds["metadata"].get("annotations") or {}).get("edgeagent.io/rollout-state")
+            state = json.loads(raw) if raw else {}
+            return (state if state and condition(state) else None), f"rollout-state {raw}"
+
+        return await self.n.wait_for(probe, timeout=WAIT, what=what)
 
     async def hold_open(self) -> None:
         """--keep: everything stays up until Ctrl-C (or SIGTERM); then the usual shutdown follows."""

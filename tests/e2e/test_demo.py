@@ -41,6 +41,9 @@ KEY_LINES = [
     "survived the crash, still queued",
     "succeeded",
     "[ok] edge-3 still runs nginx:1.19.4 with PodNeedUpgrade=True",
+    "[ok] the rollout stopped in wave 1/2 and rolled back by itself",
+    "is marked rolled-back-from",
+    "[ok] only the canary",
     "exited 0 on SIGTERM",
     "Demo complete:",
 ]
