@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, one after the other on this machine, then the ratios and the goals.
 
 Each script runs as its own process and prints `name value unit` lines (and `# ` notes), passed
-through as they come; at the end the goals of issues 6 and 15 are checked against the figures. The scripts
+through as they come; at the end the goals of issues 6, 15 and 19 are checked against the figures. The scripts
 run one at a time because the machine has 2 cores: two benchmarks at once would measure each other.
 A script that fails or runs past its time limit is reported, the others still run, and the exit code
 is 1.
@@ -48,6 +48,9 @@ SCRIPTS = (
     Script("controller_scale.py", ("--nodes", "10000"), limit=900, quick_args=("--nodes", "2000")),
     Script("rbac_overhead.py", limit=120),
     Script("prepull.py", limit=240),
+    # Issue 19: rollout plans at 10,000 nodes (2,000 with --quick) and the controller at 100,000 (20,000).
+    Script("rollout_waves.py", ("--nodes", "10000"), limit=900, quick_args=("--nodes", "2000")),
+    Script("rollout_scale.py", ("--nodes", "100000"), limit=2400, quick_args=("--nodes", "20000")),
 )
 
 
@@ -81,6 +84,18 @@ GOALS = (
          lambda v: v >= 0.9),
     Goal("agent RSS idle at 110 pods <= 55 MiB", "agent_rss_idle_110_pods", lambda v: v <= 55),
     Goal("agent RSS idle at 1,000 pods <= 75 MiB", "agent_rss_idle_1000_pods", lambda v: v <= 75),
+    # Issue 19.
+    Goal("roll with a plan (1%,10%,50%,100%, bake 0) <= 1.1x the same roll without", "rollout_waved_to_plain_ratio",
+         lambda v: v <= 1.1),
+    Goal("wave finished -> first delete of the next wave: median <= 1 s", "rollout_wave_gap_p50",
+         lambda v: v <= 1000),
+    Goal("a plan adds a bounded number of writes (<= 10 per wave, never per node)", "rollout_plan_extra_writes",
+         lambda v: v <= 40),
+    Goal("controller RSS at 100,000 nodes x 1 DaemonSet <= 1 GiB", "rollout_scale_rss", lambda v: v <= 1024),
+    Goal("OTA no-op pass at 100,000 nodes <= 300 ms CPU", "rollout_scale_cpu_ota_noop", lambda v: v <= 300),
+    Goal("wave planning pass at 100,000 nodes <= 300 ms CPU", "rollout_scale_cpu_wave_planning",
+         lambda v: v <= 300),
+    Goal("ranking 100,000 nodes into waves <= 300 ms CPU", "rollout_scale_cpu_rank", lambda v: v <= 300),
 )
 
 
@@ -167,7 +182,7 @@ def _is_number(text: str) -> bool:
 
 
 def goals(figures: dict[str, tuple[float, str]]) -> list[str]:
-    lines = ["# --- goals (issues 6 and 15)"]
+    lines = ["# --- goals (issues 6, 15 and 19)"]
     for goal in GOALS:
         found = figures.get(goal.figure)
         if found is None:

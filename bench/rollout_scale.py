@@ -1,0 +1,176 @@
+"""The controller at 100,000 nodes x 1 DaemonSet with a rollout plan (issue 19; the scale KubeEdge reports).
+
+The sim runs as its own process (`edgeagent sim --nodes N --no-node-links`: one listening socket per node
+would exceed the file-descriptor limit; heartbeats every 600 s, a watch history of 3 events per node); the
+controller runs in this process (`ControllerApp`, admin kubeconfig, over HTTP) so that its passes can be
+timed (`process_time`, median of `--passes`) and its RSS read. One OTA DaemonSet on every node, with
+`edgeagent.io/rollout-steps: 1%,10%,50%,100%`: OTA pods only move when their node's user asks, and no agent
+runs here, so after the template change the rollout stays in wave 1 (1 % of the pods `PodNeedUpgrade`
+True, the others False/`WaitingForWave`): a steady state whose every pass is a full wave-planning pass.
+
+Figures (`name value unit`):
+- `rollout_scale_sync_time`: controller start -> every pod cached and every OTA condition written;
+- `rollout_scale_rss`: this process's RSS then (goal <= 1 GiB);
+- `rollout_scale_cpu_ota_noop`: one full OTA reconcile pass, every condition already right (goal <= 300 ms);
+- `rollout_scale_cpu_wave_planning`: one reconcile pass of the waved revision (ranking reused), and
+  `rollout_scale_cpu_rank`: ranking every node and cutting the waves from scratch, which the controller
+  does once per revision (goal <= 300 ms each);
+- `rollout_scale_flag_time` and the writes of the template change (conditions changed, Events, DaemonSet
+  state writes).
+
+    .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, rss_mb, workdir
+from bench.controller_scale import DS_PATH, cpu_per_pass, manifest, pods_of, until
+from bench.rollout_waves import writes_by_kind
+from edgeagent import log
+from edgeagent.config import ControllerConfig, LogConfig
+from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, REASON_WAITING_FOR_WAVE
+from edgeagent.controller.app import ControllerApp
+from edgeagent.controller.reconciler import Controller
+from edgeagent.kube.objects import get_condition, labels_of, name_of
+from edgeagent.rollout_plan import parse_plan, rank
+
+JSON = dict[str, Any]
+STEPS = "1%,10%,50%,100%"
+
+
+def conditions(controller: Controller, name: str) -> dict[tuple[str, str], int]:
+    """(status, reason) of PodNeedUpgrade -> pods."""
+    counts: dict[tuple[str, str], int] = {}
+    for pod in pods_of(controller, name):
+        cond = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
+        key = (str(cond.get("status")), str(cond.get("reason") or ""))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def with_status(controller: Controller, status: str) -> int:
+    return sum(v for (s, _), v in conditions(controller, "fleet").items() if s == status)
+
+
+async def patient(sim: Sim, method: str, path: str, body: JSON | None = None) -> JSON:
+    """A request with a long timeout: while the sim creates 100,000 pods (one pass of its DaemonSet
+    controller) it answers nothing else for minutes."""
+    data = None if body is None else json.dumps(body)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1800)) as session, session.request(
+            method, sim.url + path, data=data, headers={"Content-Type": "application/json"}) as resp:
+        if resp.status not in (200, 201):
+            raise RuntimeError(f"{method} {path}: {resp.status} {(await resp.text())[:300]}")
+        return dict(await resp.json())
+
+
+async def ready_count(sim: Sim, name: str) -> int:
+    status = (await patient(sim, "GET", f"{DS_PATH}/{name}")).get("status") or {}
+    return int(status.get("numberReady") or 0)
+
+
+async def run(args: argparse.Namespace) -> None:
+    log.configure(LogConfig(level="error"))
+    n = args.nodes
+    async with workdir("rollout-scale") as work:
+        sim = Sim(work, nodes=n, extra=["--heartbeat-interval", "600", "--node-grace", "6000", "--no-node-links",
+                                        "--history", str(max(10_000, 3 * n))])
+        started = time.monotonic()
+        await sim.start(timeout=900)
+        task: asyncio.Task[None] | None = None
+        try:
+            await patient(sim, "POST", DS_PATH, manifest("fleet", "OTA", {"edgeagent.io/rollout-steps": STEPS}))
+            deadline = time.monotonic() + 1800
+            while await ready_count(sim, "fleet") < n:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the DaemonSet's pods did not all become Ready")
+                await asyncio.sleep(2)
+            note(f"sim: {n} nodes and {n} pods Ready {time.monotonic() - started:.0f} s after its start; "
+                 f"sim RSS {rss_mb(sim.proc.pid):.0f} MiB")
+            gc.collect()
+            rss_base = rss_mb(os.getpid())
+            app = ControllerApp(ControllerConfig(kubeconfig=sim.dir / "admin.kubeconfig", metrics_port=0,
+                                                 request_timeout=120.0))
+            synced_from = time.monotonic()
+            task = asyncio.create_task(app.run())
+            await until(lambda: app.controller is not None, 120, "the controller started")
+            controller = app.controller
+            assert controller is not None
+            await until(lambda: len(controller.pods.items) == n and with_status(controller, "False") == n
+                        and len(controller.queue) == 0, 1800,
+                        "every pod cached and its PodNeedUpgrade written", interval=2.0)
+            report("rollout_scale_nodes", n, "nodes")
+            report("rollout_scale_sync_time", time.monotonic() - synced_from, "s")
+            await asyncio.sleep(2)
+            gc.collect()
+            report("rollout_scale_rss", rss_mb(os.getpid()), "MiB")
+            note(f"this process before the controller started: {rss_base:.0f} MiB")
+            key = f"{NAMESPACE}/fleet"
+            report("rollout_scale_cpu_ota_noop", await cpu_per_pass(controller, key, args.passes) * 1e3, "ms")
+
+            before = writes_by_kind(app.metrics)
+            flag_from = time.monotonic()
+            await sim.request("PATCH", f"{DS_PATH}/fleet", {"spec": {"template": {"spec": {"containers": [
+                {"name": "main", "image": "app:2"}]}}}}, MERGE_PATCH)
+            wave1 = -(-n // 100)
+
+            def flagged() -> bool:
+                counts = conditions(controller, "fleet")
+                return bool(sum(v for (status, _), v in counts.items() if status == "True") == wave1
+                        and counts.get(("False", REASON_WAITING_FOR_WAVE), 0) == n - wave1)
+
+            await until(flagged, 1800, "wave 1 flagged and the others WaitingForWave", interval=2.0)
+            report("rollout_scale_flag_time", time.monotonic() - flag_from, "s")
+            await until(lambda: len(controller.queue) == 0, 120, "the queue drained")
+            await asyncio.sleep(2)
+            note(f"PodNeedUpgrade (status, reason) -> pods: {conditions(controller, 'fleet')}")
+            report("rollout_scale_cpu_wave_planning", await cpu_per_pass(controller, key, args.passes) * 1e3, "ms")
+            after = writes_by_kind(app.metrics)
+            for kind in sorted(after):
+                delta = after[kind] - before.get(kind, 0.0)
+                if delta:
+                    report(f"rollout_scale_writes_{kind}", delta, "writes")
+
+            ds = next(d for d in controller.daemonsets.items.values() if name_of(d) == "fleet")
+            plan, problems = parse_plan(ds)
+            assert plan is not None, problems
+            node_labels = {name_of(node): labels_of(node) for node in controller.nodes.items.values()}
+            samples = []
+            for _ in range(args.passes):
+                cpu = time.process_time()
+                ranking = rank(plan, node_labels)
+                samples.append(time.process_time() - cpu)
+            note(f"waves: {ranking.targets} cumulative nodes")
+            report("rollout_scale_cpu_rank", statistics.median(samples) * 1e3, "ms")
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await sim.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--passes", type=int, default=5)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Rollout plans at 10,000 nodes: what waves cost against the same roll without a plan (issue 19).
+
+The sim runs as its own process (`edgeagent sim --nodes N --no-node-links`, heartbeats every 60 s); the
+controller runs in this process (`ControllerApp`, admin kubeconfig, over HTTP), as in
+`controller_scale.py`. Two AdvancedRollingUpdate DaemonSets share every node, both `max-unavailable` 10 %:
+`plain` without a plan, `waved` with `edgeagent.io/rollout-steps: 1%,10%,50%,100%` and bake `0s`. Each is
+rolled alone, `plain` first (app:1 -> app:2), then `waved` (app:1 -> app:3, so each roll pulls an image
+no node has), timed from the template PATCH until the DaemonSet's status (of that generation) shows
+every node updated and available.
+
+Figures (`name value unit`):
+- `rollout_plain_roll_time`, `rollout_waved_roll_time`, `rollout_waved_to_plain_ratio` (goal <= 1.1);
+- `rollout_wave_gap_p50` / `_max`: from the moment the last pod of wave k was Ready on the new revision
+  to the first deletion of a pod of wave k+1 (goal: median <= 1 s). Both instants are taken from the
+  controller's own pod informer (a handler: the same events the controller plans on), so the gap is the
+  controller's reaction (queue, planning pass, the DELETE's round trip and its watch event back);
+- writes of the waved roll by kind (`rollout_waved_writes_<kind>`), per wave, next to the pods replaced,
+  and `rollout_plan_extra_writes`: the waved roll's writes minus the plain roll's (same pods replaced): the
+  plan's own Events and state writes, which must stay a few per wave, never one per node;
+- the waves' sizes as the controller cut them (`rollout_waves`).
+
+    .venv/bin/python bench/rollout_waves.py [--nodes 10000] [--steps 1%,10%,50%,100%] [--max-unavailable 10%]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, workdir
+from bench.controller_scale import DS_PATH, cpu_seconds, manifest, until, wait_daemonsets
+from edgeagent import log
+from edgeagent.config import ControllerConfig, LogConfig
+from edgeagent.contract import LABEL_REVISION_HASH
+from edgeagent.controller.app import ControllerApp
+from edgeagent.controller.metrics import ControllerMetrics
+from edgeagent.controller.reconciler import Controller
+from edgeagent.kube.objects import is_pod_ready, is_terminating, labels_of, name_of
+from edgeagent.rollout_plan import parse_plan, rank
+
+JSON = dict[str, Any]
+
+
+class WaveClock:
+    """First instant (monotonic) each node had a Ready pod of `revision`, and first instant an old pod of the
+    node was seen terminating: from the controller's pod informer, so no second watch competes for CPU."""
+
+    def __init__(self, controller: Controller, app: str) -> None:
+        self.app = app
+        self.revision = ""
+        self.ready_at: dict[str, float] = {}
+        self.deleted_at: dict[str, float] = {}
+        controller.pods.add_handler(self.on_pod)
+
+    def on_pod(self, etype: str, pod: JSON, old: JSON | None) -> None:
+        labels = labels_of(pod)
+        if labels.get("app") != self.app or not self.revision:
+            return
+        node = str(pod["spec"].get("nodeName") or "")
+        now = time.monotonic()
+        new = labels.get(LABEL_REVISION_HASH) == self.revision
+        if new and etype != "DELETED" and not is_terminating(pod) and is_pod_ready(pod):
+            self.ready_at.setdefault(node, now)
+        elif not new and (is_terminating(pod) or etype == "DELETED"):
+            self.deleted_at.setdefault(node, now)
+
+
+def writes_by_kind(metrics: ControllerMetrics) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for metric in metrics.api_writes.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total"):
+                found[str(sample.labels.get("kind"))] = sample.value
+    return found
+
+
+async def roll(sim: Sim, controller: Controller, name: str, n: int, image: str) -> tuple[float, float, float]:
+    """Wall time, sim CPU and controller CPU of rolling `name` to `image` (one no node has pulled yet)."""
+    sim_cpu, own_cpu = cpu_seconds(sim.proc.pid), time.process_time()
+    started = time.monotonic()
+    patched = await sim.request("PATCH", f"{DS_PATH}/{name}", {"spec": {"template": {"spec": {"containers": [
+        {"name": "main", "image": image}]}}}}, MERGE_PATCH)
+    await wait_rolled(sim, name, n, int(patched["metadata"]["generation"]), 3600)
+    took = time.monotonic() - started
+    await until(lambda: len(controller.queue) == 0, 60, "the queue drained")
+    return took, cpu_seconds(sim.proc.pid) - sim_cpu, time.process_time() - own_cpu
+
+
+async def wait_rolled(sim: Sim, name: str, nodes: int, generation: int, timeout: float) -> None:
+    """Until the DaemonSet's status, for this generation of its template, says every node runs an updated,
+    available pod (one GET a second: scanning 20,000 cached pods would cost the controller's CPU)."""
+    started = time.monotonic()
+    while True:
+        status = (await sim.request("GET", f"{DS_PATH}/{name}")).get("status") or {}
+        if int(status.get("observedGeneration") or 0) >= generation and all(
+                int(status.get(field) or 0) == nodes
+                for field in ("updatedNumberScheduled", "numberAvailable", "currentNumberScheduled")):
+            return
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"{name} not rolled after {timeout}s: {status}")
+        await asyncio.sleep(0.5)
+
+
+async def new_revision(sim: Sim, name: str, old: str) -> str:
+    """The hash of the DaemonSet's newest ControllerRevision, once it is not `old`."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        listed = await sim.request("GET", f"/apis/apps/v1/namespaces/{NAMESPACE}/controllerrevisions")
+        owned = [r for r in listed.get("items") or [] if r["metadata"]["name"].startswith(f"{name}-")]
+        if owned:
+            newest = max(owned, key=lambda r: int(r.get("revision") or 0))
+            value = str(newest["metadata"]["labels"][LABEL_REVISION_HASH])
+            if value != old:
+                return value
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"no new revision of {name}")
+
+
+async def run(args: argparse.Namespace) -> None:
+    log.configure(LogConfig(level="error"))
+    n = args.nodes
+    async with workdir("rollout-waves") as work:
+        sim = Sim(work, nodes=n, extra=["--heartbeat-interval", "60", "--node-grace", "600", "--no-node-links",
+                                        "--history", str(max(10_000, 30 * n))])
+        await sim.start(timeout=300)
+        task: asyncio.Task[None] | None = None
+        try:
+            budget = {"apps.openyurt.io/max-unavailable": args.max_unavailable}
+            plan = {"edgeagent.io/rollout-steps": args.steps, "edgeagent.io/rollout-bake": "0s"}
+            for ds in (manifest("plain", "AdvancedRollingUpdate", budget),
+                       manifest("waved", "AdvancedRollingUpdate", {**budget, **plan})):
+                await sim.request("POST", DS_PATH, ds)
+            await wait_daemonsets(sim, ["plain", "waved"], n, 900)
+            app = ControllerApp(ControllerConfig(kubeconfig=sim.dir / "admin.kubeconfig", metrics_port=0,
+                                                 request_timeout=60.0))
+            task = asyncio.create_task(app.run())
+            await until(lambda: app.controller is not None, 60, "the controller started")
+            controller = app.controller
+            assert controller is not None
+            await until(lambda: len(controller.pods.items) == 2 * n and len(controller.queue) == 0, 900,
+                        "every pod cached", interval=1.0)
+            await asyncio.sleep(1)
+
+            plain_before = writes_by_kind(app.metrics)
+            plain_time, plain_sim, plain_ctl = await roll(sim, controller, "plain", n, "app:2")
+            plain_writes = writes_by_kind(app.metrics)
+            plain_total = sum(plain_writes.values()) - sum(plain_before.values())
+            report("rollout_nodes", n, "nodes")
+            report("rollout_plain_roll_time", plain_time, "s")
+            note(f"plain roll CPU: sim {plain_sim:.1f} s, controller {plain_ctl:.1f} s")
+
+            waved = next(ds for ds in controller.daemonsets.items.values() if name_of(ds) == "waved")
+            parsed, problems = parse_plan(waved)
+            assert parsed is not None, problems
+            ranking = rank(parsed, {name_of(node): labels_of(node) for node in controller.nodes.items.values()})
+            clock = WaveClock(controller, "waved")
+            old = str(labels_of(next(p for p in controller.pods.items.values()
+                                     if labels_of(p).get("app") == "waved")).get(LABEL_REVISION_HASH))
+            before = writes_by_kind(app.metrics)
+            revision_task = asyncio.create_task(new_revision(sim, "waved", old))
+            waved_task = asyncio.create_task(roll(sim, controller, "waved", n, "app:3"))
+            clock.revision = await revision_task
+            waved_time, waved_sim, waved_ctl = await waved_task
+            report("rollout_waved_roll_time", waved_time, "s")
+            report("rollout_waved_to_plain_ratio", waved_time / plain_time, "x")
+            note(f"waved roll CPU: sim {waved_sim:.1f} s, controller {waved_ctl:.1f} s")
+            note(f"waves as ranked: {ranking.targets} cumulative nodes")
+            report("rollout_waves", ranking.waves, "waves")
+
+            gaps = []
+            for k in range(1, ranking.waves):
+                finished = [clock.ready_at.get(node) for node in ranking.nodes_of_wave(k)]
+                starts = [clock.deleted_at.get(node) for node in ranking.nodes_of_wave(k + 1)]
+                if any(t is None for t in finished) or not any(t is not None for t in starts):
+                    note(f"wave {k}: incomplete clock ({sum(t is None for t in finished)} nodes never seen Ready)")
+                    continue
+                gap = min(t for t in starts if t is not None) - max(t for t in finished if t is not None)
+                note(f"wave {k} -> {k + 1}: first delete {gap * 1e3:.0f} ms after the last Ready pod of wave {k}")
+                gaps.append(gap)
+            if gaps:
+                report("rollout_wave_gap_p50", statistics.median(gaps) * 1e3, "ms")
+                report("rollout_wave_gap_max", max(gaps) * 1e3, "ms")
+
+            after = writes_by_kind(app.metrics)
+            total = 0.0
+            for kind in sorted(after):
+                delta = after[kind] - before.get(kind, 0.0)
+                if delta:
+                    report(f"rollout_waved_writes_{kind}", delta, "writes")
+                    total += delta
+            report("rollout_waved_writes_total", total, "writes")
+            report("rollout_plain_writes_total", plain_total, "writes")
+            # What the plan adds over the same roll without one: its Events and state writes (per wave).
+            report("rollout_plan_extra_writes", total - plain_total, "writes")
+            report("rollout_waved_writes_per_wave", total / ranking.waves, "writes")
+            non_pod = total - (after.get("pod_delete", 0.0) - before.get("pod_delete", 0.0))
+            report("rollout_waved_writes_besides_deletes", non_pod, "writes")
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await sim.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--steps", default="1%,10%,50%,100%")
+    parser.add_argument("--max-unavailable", default="10%")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
