@@ -27,6 +27,7 @@ from aiohttp import web
 
 from edgeagent import log
 from edgeagent.sim import auth_proto, errors
+from edgeagent.sim.admission_policy import REQUEST_USER
 from edgeagent.sim.auth import (
     ANONYMOUS,
     AUTHENTICATED,
@@ -155,9 +156,11 @@ class AuthLayer:
                 self._record(user, attrs, exc)
                 raise
         token = _CALLER.set(user)
+        admission_token = REQUEST_USER.set(user.json())  # who admission policies see (sim/admission_policy.py)
         try:
             return await handler(request)  # type: ignore[no-any-return]
         finally:
+            REQUEST_USER.reset(admission_token)
             _CALLER.reset(token)
 
     def _impersonate(self, request: web.Request, user: UserInfo) -> UserInfo:

@@ -195,6 +195,12 @@ def invalid(kind: str, name: str, causes: list[JSON], group: str = "") -> ApiErr
     )
 
 
+def invalid_by_resource(resource_plural: str, name: str, message: str, group: str = "") -> ApiError:
+    """422 from admission (a policy's denial): names the resource, one cause without a field."""
+    return _error(422, "Invalid", f'{qualified(resource_plural, group)} "{name}" is invalid: {message}',
+                  _details(name, group, resource_plural, causes=[{"message": message}]))
+
+
 def bad_request(message: str) -> ApiError:
     return _error(400, "BadRequest", message)
 

@@ -21,6 +21,7 @@ from edgeagent.config import SimConfig
 from edgeagent.kube.objects import get_condition, is_terminating, meta, name_of, namespace_of, node_name_of, uid_of
 from edgeagent.sim.cluster_events import NODE_CONTROLLER, EventRecorder
 from edgeagent.sim.containers import PodLauncher
+from edgeagent.sim.discovery import SERVER_MAJOR, SERVER_MINOR
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.images import ImageCatalog, NodeImages, runtime_image
 from edgeagent.sim.resources import LEASES, NODES, PODS
@@ -31,7 +32,8 @@ JSON = dict[str, Any]
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
-KUBELET_VERSION = "v1.30.0-sim"
+# A kubelet of the release the API server claims (/version): clients compare the two (skew checks, kubectl).
+KUBELET_VERSION = f"v{SERVER_MAJOR}.{SERVER_MINOR}.0"
 
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -329,8 +331,9 @@ class Kubelet:
         node = self.store.entry(NODES, None, self.name).obj  # read only: no copy of a node per heartbeat
         ready = get_condition(node, "Ready")
         want = "True" if self._ready else "False"
-        if ready is not None and ready.get("status") == want and (node.get("status") or {}).get("nodeInfo"):
-            return
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        if ready is not None and ready.get("status") == want and info.get("kubeletVersion") == KUBELET_VERSION:
+            return  # (a node saved by an older sim reports its kubelet version again)
         status = node_status(self.name, self.index, ready=self._ready)
         self.store.patch(NODES, None, self.name, {"status": status}, STRATEGIC, subresource="status")
         _log.info("node status posted", node=self.name, ready=want)

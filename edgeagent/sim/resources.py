@@ -212,11 +212,21 @@ CLUSTER_ROLE_BINDINGS = _stored(_RBAC, "clusterrolebindings", "ClusterRoleBindin
 ROLES = _stored(_RBAC, "roles", "Role")
 ROLE_BINDINGS = _stored(_RBAC, "rolebindings", "RoleBinding")
 
+# admissionregistration.k8s.io/v1 (served from 1.30): enforced with CEL by sim/admission_policy.py.
+_ADMISSION = "admissionregistration.k8s.io"
+VALIDATING_ADMISSION_POLICIES = _stored(_ADMISSION, "validatingadmissionpolicies", "ValidatingAdmissionPolicy",
+                                        namespaced=False, status=True, has_generation=True,
+                                        categories=("api-extensions",))
+VALIDATING_ADMISSION_POLICY_BINDINGS = _stored(_ADMISSION, "validatingadmissionpolicybindings",
+                                               "ValidatingAdmissionPolicyBinding", namespaced=False,
+                                               has_generation=True, categories=("api-extensions",))
+
 RESOURCES: dict[str, Resource] = {
     r.plural: r
     for r in (
         PODS, NODES, NAMESPACES, EVENTS, SERVICE_ACCOUNTS, CONFIG_MAPS, SECRETS, SERVICES, DAEMONSETS, DEPLOYMENTS,
         CONTROLLER_REVISIONS, LEASES, JOBS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS,
+        VALIDATING_ADMISSION_POLICIES, VALIDATING_ADMISSION_POLICY_BINDINGS,
     )
 }
 

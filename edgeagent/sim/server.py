@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
-from edgeagent.sim import discovery, errors, events_v1, openapi, printers, protobuf
+from edgeagent.sim import admission_policy, discovery, errors, events_v1, openapi, printers, protobuf
 from edgeagent.sim.audit import AuditLog, note_delete
 from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
@@ -80,7 +80,7 @@ def create_app(
     access reviews; without it every request may do everything. `faults` (sim/faults.py) injects errors and
     latency; it sits inside the audit log, so audit records what the client really got.
     """
-    middlewares: list[Middleware] = [_errors_middleware]
+    middlewares: list[Middleware] = [_errors_middleware, _request_user_middleware]
     if faults is not None:
         middlewares.insert(0, faults.middleware())
     if audit is not None:
@@ -143,6 +143,17 @@ async def _errors_middleware(request: web.Request, handler: Handler) -> web.Stre
     except Exception as exc:  # the server must answer with a Status, never a stack trace
         err = errors.internal_error(f"{type(exc).__name__}: {exc}")
         return _json_response(err.status, err.code)
+
+
+@web.middleware
+async def _request_user_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Marks the writes of this request as a client's, for admission (the auth layer names the user when it
+    authenticates; without authorization every request is anonymous, as on an apiserver that allows all)."""
+    token = admission_policy.REQUEST_USER.set(admission_policy.ANONYMOUS_USER)
+    try:
+        return await handler(request)
+    finally:
+        admission_policy.REQUEST_USER.reset(token)
 
 
 @dataclass

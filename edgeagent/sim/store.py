@@ -38,6 +38,8 @@ from edgeagent.kube.selectors import (
     parse_label_selector,
 )
 from edgeagent.sim import errors, stored_kinds
+from edgeagent.sim.admission_policy import PolicyAdmission
+from edgeagent.sim.admission_policy import Request as AdmissionRequest
 from edgeagent.sim.job_defaults import default_job
 from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
 from edgeagent.sim.pod_admission import admit_new_pod, default_pod_only, mirror_service_account
@@ -50,6 +52,8 @@ from edgeagent.sim.resources import (
     PODS,
     RESOURCES,
     SERVICE_ACCOUNTS,
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
     Resource,
 )
 
@@ -57,6 +61,7 @@ JSON = dict[str, Any]
 # Aliases: inside Store, `list` names the method, not the builtin.
 _Keys = list[tuple[str, str]]
 _Objects = list[JSON]
+_Pairs = list[tuple[JSON, JSON]]
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-node-lease", "kube-public")
 # The apiserver's random suffix alphabet for generateName (no vowels, no confusable characters), which
@@ -245,6 +250,7 @@ class Store:
         self.deletes: list[JSON] = []
         # When set, each pod DELETE's record carries what this returns for the pod as it stood (sim/delete_context.py).
         self.delete_context: Callable[[JSON], JSON] | None = None
+        self._policies = PolicyAdmission(self._bound_policies, self._namespace_object)
         for name in DEFAULT_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": name}})
 
@@ -627,6 +633,7 @@ class Store:
             status = new.setdefault("status", {})
             status.setdefault("phase", "Pending")
         new = _ordered(res, new)
+        self._admit("CREATE", res, None, new, None, dry_run)
         if dry_run:
             return new  # nothing stored, so no resourceVersion (as the real dry run answers)
         self._commit(res, "ADDED", new, None)
@@ -668,6 +675,7 @@ class Store:
         if res is LEASES:
             _check_micro_times(new, name, patched=False)
         merged = self._prepare_update(res, old, new, subresource)
+        self._admit("UPDATE", res, subresource, merged, old, dry_run)
         return self._finish_update(res, old, merged, dry_run)
 
     def patch(
@@ -717,6 +725,7 @@ class Store:
         if res is LEASES:
             _check_micro_times(patched, name, patched=True)
         merged = self._prepare_update(res, old, patched, subresource)
+        self._admit("UPDATE", res, subresource, merged, old, dry_run)
         return self._finish_update(res, old, merged, dry_run)
 
     def _apply_create(
@@ -815,8 +824,11 @@ class Store:
         options: JSON | None = None,
         *,
         dry_run: bool = False,
+        admit: bool = True,
     ) -> JSON:
-        """DELETE with DeleteOptions; every call (whatever its outcome) is recorded in `deletes`."""
+        """DELETE with DeleteOptions; every call (whatever its outcome) is recorded in `deletes`.
+
+        `admit=False`: a deletion the server makes itself (a cascade), which admission never sees."""
         options = options or {}
         preconditions = options.get("preconditions") or {}
         record: JSON = {
@@ -850,8 +862,15 @@ class Store:
             raise errors.precondition_failed_rv(
                 res.kind, name, str(want_rv), str(old_meta.get("resourceVersion")), res.group
             )
+        dry_run = dry_run or "All" in (options.get("dryRun") or [])
+        if admit:
+            try:
+                self._admit("DELETE", res, None, None, old, dry_run)
+            except errors.ApiError as exc:
+                record.update(outcome="denied", code=exc.code)
+                raise
         record.update(code=200)
-        if dry_run or "All" in (options.get("dryRun") or []):
+        if dry_run:
             record["outcome"] = "dry_run"
             return clone(old) if res is PODS else errors.success_status(res.plural, name, old_meta.get("uid", ""))
         result = self._delete_pod(old, options) if res is PODS else self._delete_other(res, old)
@@ -941,7 +960,7 @@ class Store:
                     del obj["metadata"]["ownerReferences"]
                 self._commit(dep_res, "MODIFIED", obj, stored.obj)
             elif not _meta(stored.obj).get("deletionTimestamp"):
-                self.delete(dep_res, key[0] or None, key[1], {"propagationPolicy": "Background"})
+                self.delete(dep_res, key[0] or None, key[1], {"propagationPolicy": "Background"}, admit=False)
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -975,6 +994,29 @@ class Store:
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
         return str(namespace or body_ns or "default")
+
+    def _admit(self, operation: str, res: Resource, subresource: str | None, obj: JSON | None, old: JSON | None,
+               dry_run: bool) -> None:
+        """ValidatingAdmissionPolicies (sim/admission_policy.py); nothing to do, and free, while none is bound."""
+        if not self._objects[VALIDATING_ADMISSION_POLICY_BINDINGS.plural]:
+            return
+        meta = _meta(obj if obj is not None else old or {})
+        self._policies.admit(AdmissionRequest(operation, res, subresource, str(meta.get("namespace") or ""),
+                                              str(meta.get("name") or ""), obj, old, dry_run))
+
+    def _bound_policies(self) -> _Pairs:
+        pairs = []
+        policies = self._objects[VALIDATING_ADMISSION_POLICIES.plural]
+        for stored in self._objects[VALIDATING_ADMISSION_POLICY_BINDINGS.plural].values():
+            name = str((stored.obj.get("spec") or {}).get("policyName") or "")
+            policy = policies.get(("", name))
+            if policy is not None:
+                pairs.append((stored.obj, policy.obj))
+        return pairs
+
+    def _namespace_object(self, name: str) -> JSON | None:
+        stored = self._objects[NAMESPACES.plural].get(("", name))
+        return stored.obj if stored is not None else None
 
     def _service_account(self, namespace: str, name: str) -> JSON | None:
         stored = self._objects[SERVICE_ACCOUNTS.plural].get((namespace, name))

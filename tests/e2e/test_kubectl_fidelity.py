@@ -99,3 +99,21 @@ async def test_describe_pod_shows_its_history_from_scheduler_and_node_controller
     node_rows = _event_rows(await kubectl("describe", "node", "edge-2"))
     assert node_rows[0][:2] == ["Normal", "RegisteredNode"], node_rows
     assert any(r[1] == "NodeNotReady" and r[4] == "Node edge-2 status is now: NodeNotReady" for r in node_rows)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_kubectl_applies_deploy_and_the_1_30_admission_policy(kubectl: Kubectl) -> None:
+    """The sim says 1.32, so `kubectl apply -f deploy/k8s-1.30/` must work as on a real 1.32 server."""
+    await kubectl("apply", "-f", str(ROOT / "deploy"))
+    out = await kubectl("apply", "-f", str(ROOT / "deploy" / "k8s-1.30"))
+    assert out.splitlines() == [
+        "validatingadmissionpolicy.admissionregistration.k8s.io/edgeagent-agent-own-node-pods created",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/edgeagent-agent-own-node-pods created"]
+    names = await kubectl("get", "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "name")
+    assert names.split() == [
+        "validatingadmissionpolicy.admissionregistration.k8s.io/edgeagent-agent-own-node-pods",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/edgeagent-agent-own-node-pods"]
+    # Applying again changes nothing, as on a real server.
+    assert "unchanged" in await kubectl("apply", "-f", str(ROOT / "deploy" / "k8s-1.30"))

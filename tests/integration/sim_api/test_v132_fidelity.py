@@ -4,12 +4,14 @@ asserts what the real server answers, so each failed against the sim as it was."
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from edgeagent.sim.resources import PODS
 from tests.integration.sim_api.support import Api, create_pod
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 STRATEGIC = "application/strategic-merge-patch+json"
+JSON = dict[str, Any]
 
 
 async def test_a_status_patch_with_a_wrong_uid_lists_the_cause_twice(api: Api) -> None:
@@ -75,3 +77,82 @@ async def test_a_daemonset_template_gets_only_the_template_defaults(api: Api) ->
     assert spec["securityContext"] == {}
     for pod_only in ("serviceAccountName", "priority", "enableServiceLinks", "volumes", "preemptionPolicy"):
         assert pod_only not in spec
+
+
+VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+async def _policy(api: Api, name: str, expression: str, *, actions: list[str] | None = None, reason: str | None = None,
+                  failure: str = "Fail", conditions: list[str] | None = None, bind: bool = True,
+                  resources: tuple[str, ...] = ("pods",)) -> None:
+    validation: JSON = {"expression": expression}
+    if reason is not None:
+        validation.update(reason=reason, message=f"{name} says no")
+    spec: JSON = {"failurePolicy": failure, "validations": [validation], "matchConstraints": {"resourceRules": [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE", "UPDATE"], "resources": list(resources)}]}}
+    if conditions:
+        spec["matchConditions"] = [{"name": f"c{i}", "expression": c} for i, c in enumerate(conditions)]
+    await api.ok("POST", VAP, body={"metadata": {"name": name}, "spec": spec})
+    if bind:
+        await api.ok("POST", VAPB, body={"metadata": {"name": name},
+                                         "spec": {"policyName": name, "validationActions": actions or ["Deny"]}})
+
+
+PROTECTED = "!has(oldObject.metadata.labels) || !('protected' in oldObject.metadata.labels)"
+
+
+async def test_a_bound_policy_denies_with_its_reason_and_message(api: Api) -> None:
+    create_pod(api.store, "p", labels={"protected": "yes"})
+    await _policy(api, "keep", PROTECTED)
+    reply = await api.call("DELETE", f"{PODS_PATH}/p")
+    assert (reply.status, reply.body["reason"]) == (422, "Invalid")
+    text = f"ValidatingAdmissionPolicy 'keep' with binding 'keep' denied request: failed expression: {PROTECTED}"
+    assert reply.body["message"] == f'pods "p" is invalid: {text}'
+    assert reply.body["details"]["causes"] == [{"message": text}]
+    reply = await api.call("DELETE", f"{PODS_PATH}/p", query={"dryRun": "All"})
+    assert reply.status == 422  # a dry run is admitted like the real request
+    await api.ok("DELETE", f"{VAPB}/keep")
+    await _policy(api, "keep2", PROTECTED, reason="Forbidden")
+    reply = await api.call("DELETE", f"{PODS_PATH}/p")
+    assert (reply.status, reply.body["message"]) == (
+        403, "pods \"p\" is forbidden: ValidatingAdmissionPolicy 'keep2' with binding 'keep2' denied request: "
+             "keep2 says no")
+    assert "deletionTimestamp" not in api.store.get(PODS, "default", "p")["metadata"]
+
+
+async def test_policies_apply_only_when_bound_matched_and_denying(api: Api) -> None:
+    create_pod(api.store, "p", labels={"protected": "yes"})
+    await _policy(api, "unbound", "false", bind=False)
+    await _policy(api, "warn-only", "false", actions=["Warn", "Audit"])
+    await _policy(api, "someone-else", "false", conditions=["request.userInfo.username == 'alice'"])
+    await _policy(api, "status-only", "false", resources=("pods/status",))  # not the pod itself
+    await api.ok("POST", PODS_PATH, body={"metadata": {"name": "x"}, "spec": {"containers": [{"name": "a",
+                                                                                              "image": "a"}]}})
+    await api.ok("PATCH", f"{PODS_PATH}/p", body={"metadata": {"labels": {"v": "2"}}},
+                 content_type="application/merge-patch+json")
+    reply = await api.call("PATCH", f"{PODS_PATH}/p/status", body={"status": {"phase": "Running"}},
+                           content_type="application/merge-patch+json")
+    assert reply.status == 422 and "'status-only'" in reply.body["message"]
+    await api.ok("DELETE", f"{PODS_PATH}/p")
+
+
+async def test_an_expression_error_follows_the_failure_policy(api: Api) -> None:
+    create_pod(api.store, "p")
+    await _policy(api, "ignored", "oldObject.spec.noSuchField.size() > 0", failure="Ignore")
+    await api.ok("PATCH", f"{PODS_PATH}/p", body={"metadata": {"labels": {"v": "2"}}},
+                 content_type="application/merge-patch+json")
+    await _policy(api, "failing", "oldObject.spec.noSuchField.size() > 0")
+    reply = await api.call("DELETE", f"{PODS_PATH}/p")
+    assert reply.status == 422
+    assert reply.body["message"].startswith(
+        "pods \"p\" is invalid: ValidatingAdmissionPolicy 'failing' with binding 'failing' denied request: "
+        "expression error:")
+
+
+async def test_the_sims_own_writes_are_not_admitted(api: Api) -> None:
+    """Only clients' requests meet admission here: the sim's kubelets and controllers act in-process."""
+    create_pod(api.store, "p")
+    await _policy(api, "nothing", "false")
+    api.store.delete(PODS, "default", "p", {"gracePeriodSeconds": 0})
+    assert (await api.call("GET", f"{PODS_PATH}/p")).status == 404

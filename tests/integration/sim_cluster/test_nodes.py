@@ -277,3 +277,10 @@ async def test_returning_node_is_ready_before_its_pods_are_re_reported(sim_facto
         assert int(pod_obj["metadata"]["resourceVersion"]) > int(node["metadata"]["resourceVersion"])
     finally:
         await admin.close()
+
+
+async def test_kubelet_version_is_the_release_the_api_server_claims(sim: SimCluster, admin: KubeClient) -> None:
+    """A 1.32 API server with v1.30.0-sim kubelets was a skew no real cluster shows (issue 22 item 17)."""
+    version = await admin.get("/version")
+    for node in (await admin.get("/api/v1/nodes"))["items"]:
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == f"v{version['major']}.{version['minor']}.0"
