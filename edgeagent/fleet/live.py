@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,6 +166,7 @@ class LiveFleet:
         self.events: deque[JSON] = deque(maxlen=RECENT_EVENTS)
         self.states: dict[str, str] = {}  # node -> code
         self.dirty: set[str] = set()  # ds uids whose summary changed
+        self._keys: dict[str, str] = {}  # ds uid -> namespace/name, also after it is gone
         self._node_listeners: list[NodeListener] = []
         self._event_listeners: list[EventListener] = []
         self.node_changes = 0  # node state changes told to listeners (for the benchmark)
@@ -208,6 +209,7 @@ class LiveFleet:
             view = model.DaemonSetView(namespace=namespace_of(ds), name=name_of(ds), model="", revision="",
                                        desired=0, wave=None, waves=None, phase="", bake_left=None, paused=False)
             entry = self.daemonsets[uid] = _DaemonSet(obj=ds, view=view)
+            self._keys[uid] = view.key
         entry.obj = ds
         if not self.batching:
             self._refresh_daemonset(uid)
@@ -397,7 +399,11 @@ class LiveFleet:
     # ------------------------------------------------------------------------------ views for the page
 
     def summaries(self, uids: set[str] | None = None) -> list[JSON]:
-        """DaemonSet summaries (all, or those in `uids`), with phase and bake left as of now."""
+        """DaemonSet summaries (all, or those in `uids`) as sent to the page, with phase and bake left as of now.
+
+        Compact on purpose (one-letter keys, counts as a list in `CODES` order): every node change that
+        moves a count resends its DaemonSet's summary, and the page's budget is a few hundred bytes per change.
+        """
         now = self._clock()
         out = []
         for uid, entry in sorted(self.daemonsets.items(), key=lambda kv: (kv[1].view.namespace, kv[1].view.name)):
@@ -406,15 +412,22 @@ class LiveFleet:
             view = entry.view
             desired = model.int_or_none((entry.obj.get("status") or {}).get("desiredNumberScheduled"))
             view.desired = max(desired or 0, len(view.pods))
-            all_current = bool(view.pods) and view.desired == len(view.pods) \
-                and all(p.current for p in view.pods.values())
+            tally = Counter(p.state for p in view.pods.values())
+            up_to_date = sum(1 for p in view.pods.values() if p.current)
+            all_current = bool(view.pods) and view.desired == len(view.pods) == up_to_date
             view.phase = model.phase_of(entry.state, all_current, view.paused)
             view.bake_left = model.bake_left_of(entry.plan, entry.state, now)
-            out.append({"uid": uid, **view.to_json()})
+            out.append({
+                "k": view.key, "m": view.model, "r": view.revision, "u": up_to_date, "d": view.desired,
+                "w": view.wave, "n": view.waves, "p": view.phase,
+                "b": round(view.bake_left) if view.bake_left is not None else None, "z": int(view.paused),
+                "a": view.reached, "s": [tally.get(state, 0) for state in CODES],
+            })
         return out
 
     def removed(self, uids: set[str]) -> list[str]:
-        return [uid for uid in uids if uid not in self.daemonsets]
+        """Keys (`namespace/name`) of the DaemonSets among `uids` that are no longer managed."""
+        return [self._keys[uid] for uid in uids if uid not in self.daemonsets and uid in self._keys]
 
     def grid(self) -> list[list[str]]:
         return [[name, self.states[name]] for name in sorted(self.states, key=natural_key)]

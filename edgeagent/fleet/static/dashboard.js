@@ -12,7 +12,7 @@ const MAX_EVENTS = 50;
 const cells = new Map();      // node -> cell element
 const states = new Map();     // node -> state code
 const counts = new Map(STATES.map(([c]) => [c, 0]));
-const rollouts = new Map();   // DaemonSet uid -> {card, parts, summary, at}
+const rollouts = new Map();   // namespace/name -> {card, parts, summary, at}
 let selected = null;
 // For tests and the benchmark: when the grid was last rendered and each cell change (node, code, ms).
 window.fleetChanges = [];
@@ -116,11 +116,11 @@ function setNode(node, code) {
 
 // ----------------------------------------------------------------------------------------- rollouts
 
-function rolloutCard(uid) {
-  let r = rollouts.get(uid);
+function rolloutCard(key) {
+  let r = rollouts.get(key);
   if (r) return r;
   const card = el("div", "rollout");
-  card.setAttribute("data-uid", uid);
+  card.setAttribute("data-daemonset", key);
   const title = el("div", "title");
   const parts = {
     name: el("span", "name"), facts: el("span", "facts"), bar: el("div", "bar"),
@@ -132,36 +132,34 @@ function rolloutCard(uid) {
   card.append(title, parts.bar, parts.counts);
   document.getElementById("rollouts").append(card);
   r = {card, parts, summary: null, at: 0};
-  rollouts.set(uid, r);
+  rollouts.set(key, r);
   return r;
 }
 
+// A summary, compact on the wire: k namespace/name, m model, r revision, u up to date, d desired, w wave,
+// n waves, p phase, b bake left (s), z paused, a nodes in the waves reached, s counts in STATES order.
 function renderRollout(r) {
   const s = r.summary, p = r.parts;
-  const desired = Math.max(1, s.desired);
-  const waiting = s.states["waiting for its wave"] || 0;
-  const donePct = Math.round(1000 * s.upToDate / desired) / 10;
-  const reachedPct = Math.round(1000 * (s.desired - waiting) / desired) / 10;
-  p.name.textContent = s.namespace + "/" + s.name;
-  const facts = [s.model, "revision " + (s.revision || "?"),
-    s.wave !== null && s.waves !== null ? "wave " + s.wave + "/" + s.waves : "no rollout plan",
-    "phase " + s.phase];
-  if (s.bakeLeftSeconds !== null) {
-    const left = s.bakeLeftSeconds - (Date.now() / 1000 - r.at);
-    facts.push("bake left " + age(left));
-  }
-  if (s.paused) facts.push("paused");
+  const desired = Math.max(1, s.d);
+  const waiting = s.s[2];
+  const reached = s.a !== null ? s.a : s.d - waiting;
+  const donePct = Math.round(1000 * s.u / desired) / 10;
+  const reachedPct = Math.round(1000 * Math.max(reached, s.u) / desired) / 10;
+  p.name.textContent = s.k;
+  const facts = [s.m, "revision " + (s.r || "?"),
+    s.w !== null && s.n !== null ? "wave " + s.w + "/" + s.n : "no rollout plan", "phase " + s.p];
+  if (s.b !== null) facts.push("bake left " + age(s.b - (Date.now() / 1000 - r.at)));
+  if (s.z) facts.push("paused");
   p.facts.textContent = facts.join(" · ");
   p.done.style.width = donePct + "%";
   p.reached.style.width = reachedPct + "%";
   p.bar.setAttribute("data-done", String(donePct));
   p.bar.setAttribute("data-reached", String(reachedPct));
   p.bar.setAttribute("aria-valuenow", String(donePct));
-  p.bar.setAttribute("title", s.upToDate + " of " + s.desired + " up to date; " + (s.desired - waiting) +
-    " in the waves reached");
+  p.bar.setAttribute("title", s.u + " of " + s.d + " up to date; " + reached + " in the waves reached");
   p.counts.replaceChildren(...[
-    s.upToDate + "/" + s.desired + " up to date",
-    ...STATES.slice(1).map(([, name]) => (s.states[name] || 0) + " " + name),
+    s.u + "/" + s.d + " up to date",
+    ...STATES.slice(1).map(([, name], i) => s.s[i + 1] + " " + name),
   ].map(t => el("span", null, t)));
 }
 
@@ -171,17 +169,17 @@ function setRollouts(list, replace) {
     rollouts.clear();
   }
   for (const s of list) {
-    const r = rolloutCard(s.uid);
+    const r = rolloutCard(s.k);
     r.summary = s; r.at = Date.now() / 1000;
     renderRollout(r);
   }
   document.getElementById("no-daemonsets").hidden = rollouts.size > 0;
 }
 
-function dropRollouts(uids) {
-  for (const uid of uids) {
-    const r = rollouts.get(uid);
-    if (r) { r.card.remove(); rollouts.delete(uid); }
+function dropRollouts(keys) {
+  for (const key of keys) {
+    const r = rollouts.get(key);
+    if (r) { r.card.remove(); rollouts.delete(key); }
   }
   document.getElementById("no-daemonsets").hidden = rollouts.size > 0;
 }
@@ -288,7 +286,7 @@ function connect() {
 }
 
 function tick() {
-  for (const r of rollouts.values()) if (r.summary && r.summary.bakeLeftSeconds !== null) renderRollout(r);
+  for (const r of rollouts.values()) if (r.summary && r.summary.b !== null) renderRollout(r);
   for (const tr of document.getElementById("events").children) {
     tr.firstElementChild.textContent = since(Number(tr.getAttribute("data-time")));
   }
