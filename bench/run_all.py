@@ -51,6 +51,8 @@ SCRIPTS = (
     # Issue 19: rollout plans at 10,000 nodes (2,000 with --quick) and the controller at 100,000 (20,000).
     Script("rollout_waves.py", ("--nodes", "10000"), limit=900, quick_args=("--nodes", "2000")),
     Script("rollout_scale.py", ("--nodes", "100000"), limit=2400, quick_args=("--nodes", "20000")),
+    # Issue 20: the dashboard at 10,000 nodes in headless Chromium (skipped, as a failure, where it is missing).
+    Script("dashboard.py", ("--nodes", "10000"), limit=900, quick_args=("--nodes", "2000")),
 )
 
 
@@ -96,6 +98,13 @@ GOALS = (
     Goal("wave planning pass at 100,000 nodes <= 300 ms CPU", "rollout_scale_cpu_wave_planning",
          lambda v: v <= 300),
     Goal("ranking 100,000 nodes into waves <= 300 ms CPU", "rollout_scale_cpu_rank", lambda v: v <= 300),
+    # Issue 20 (at 10,000 nodes; 2,000 with --quick).
+    Goal("dashboard: navigation to the full grid rendered <= 2 s", "dashboard_grid_render", lambda v: v <= 2000),
+    Goal("dashboard: node change in the API to its cell, median <= 1 s", "dashboard_change_latency_p50",
+         lambda v: v <= 1000),
+    Goal("dashboard RSS <= 250 MiB", "dashboard_rss", lambda v: v <= 250),
+    Goal("dashboard: bytes pushed per node change <= 300 B", "dashboard_bytes_per_node_change",
+         lambda v: v <= 300),
 )
 
 
