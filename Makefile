@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quick clean test-system system-deps
+.PHONY: demo test lint bench bench-quick clean test-system system-deps screenshot
 
 # The first run downloads the dependencies from PyPI (up to a minute): pip lists each package as it comes.
 $(STAMP): pyproject.toml
@@ -41,6 +41,12 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python bench/run_all.py --quick
+
+# The README's picture of the dashboard (docs/img/dashboard.png), taken by its browser test in headless Chromium.
+screenshot: $(STAMP) system-deps
+	EDGEAGENT_SCREENSHOT=docs/img/dashboard.png $(BIN)/pytest -q -p no:randomly \
+		tests/e2e/test_dashboard_browser.py -k shows_the_fleet_and_follows_it_live
+	@test -s docs/img/dashboard.png && echo "== docs/img/dashboard.png written"
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -651,6 +651,8 @@ class Demo:
         self.n.say(f"In another terminal: export KUBECONFIG={self.sim.admin_kubeconfig}; then e.g. "
                    f"`kubectl get pods -o wide`, `edgeagent pods --agent http://127.0.0.1:{self.agent_ports[node]}` "
                    f"(the agent on {node}), `curl -X POST {self.sim.url}/sim/v1/nodes/{node}/disconnect`.")
+        self.n.say(f"See the fleet in a browser (read-only, on loopback): `edgeagent dashboard --kubeconfig "
+                   f"{self.sim.admin_kubeconfig} --port 8080`, then open http://127.0.0.1:8080/ .")
         self.n.say(f"To stop: press Ctrl-C here, or `kill {os.getpid()}`.")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -47,7 +47,7 @@ from edgeagent.kube.objects import (
     namespace_of,
     node_name_of,
 )
-from edgeagent.kube.timeutil import parse_time
+from edgeagent.kube.timeutil import format_time, parse_time
 
 JSON = dict[str, Any]
 
@@ -167,8 +167,8 @@ class Outcome:
     node: str
 
     def to_json(self) -> JSON:
-        return {"reason": self.reason, "message": self.message, "time": self.time, "namespace": self.namespace,
-                "pod": self.pod, "node": self.node}
+        return {"reason": self.reason, "message": self.message, "time": format_time(self.time),
+                "namespace": self.namespace, "pod": self.pod, "node": self.node}
 
 
 def outcome_of(event: JSON) -> Outcome | None:
@@ -438,7 +438,8 @@ class NodeView:
         return {
             "node": self.name, "ready": self.ready, "state": self.state.value,
             "held": {"reason": self.held[0], "message": self.held[1]} if self.held else None,
-            "nextWindow": self.next_window or None, "lastSeen": self.last_seen,
+            "nextWindow": self.next_window or None,
+            "lastSeen": format_time(self.last_seen) if self.last_seen is not None else None,
             "daemonsets": {key: {"pod": p.pod, "revision": p.revision, "upToDate": p.current,
                                  "state": p.state.value, "why": p.why}
                            for key, p in self.versions.items()},

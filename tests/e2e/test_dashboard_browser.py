@@ -151,6 +151,14 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                 await until(driver, lambda d: bar(d)["done"] > before["done"], "the done part to grow")
                 assert await js(driver, "return window.sameDocument === true;")
 
+                # The picture for the report (and the README, via `make screenshot`), edge-1's details open.
+                await asyncio.to_thread(lambda: driver.find_element("css selector", "[data-node='edge-1']").click())
+                await until(driver, lambda d: "Next window" in d.find_element("id", "details-fields").text,
+                            "edge-1's details again")
+                await asyncio.to_thread(REPORT.parent.mkdir, parents=True, exist_ok=True)
+                await asyncio.to_thread(driver.save_screenshot, str(REPORT))
+                assert (await asyncio.to_thread(REPORT.stat)).st_size > 0
+
                 # Whatever the cluster says is shown as text, never run as markup.
                 await agent_event(admin, XSS, "edge-3", "UpgradeFailed", "boom " + XSS)
                 row: str = await until(driver, lambda d: str(d.find_element("id", "events").text)
@@ -160,9 +168,6 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                 assert await js(driver, "return window.pwned === undefined "
                                         "&& document.querySelectorAll('#events script, #events img').length === 0;")
 
-                await asyncio.to_thread(REPORT.parent.mkdir, parents=True, exist_ok=True)
-                await asyncio.to_thread(driver.save_screenshot, str(REPORT))
-                assert (await asyncio.to_thread(REPORT.stat)).st_size > 0
         # Read-only: the dashboard sent no write request to the API server.
         writes = [e for e in sim.audit.entries if e["userAgent"].startswith("edgeagent-dashboard/")
                   and e["verb"] not in ("GET", "HEAD")]

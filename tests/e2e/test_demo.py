@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import select
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -182,6 +184,7 @@ def test_keep_leaves_the_cluster_usable_by_hand_until_ctrl_c(tmp_path: Path) -> 
         nodes = subprocess.run(["kubectl", "--kubeconfig", kubeconfig.group(1), "--cache-dir", str(tmp_path),
                                 "get", "nodes"], capture_output=True, text=True, timeout=30, check=False)
         assert nodes.returncode == 0 and nodes.stdout.split()[:5] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+        _dashboard_as_printed(shown)
         proc.send_signal(signal.SIGINT)
         out, err = (data.decode() for data in proc.communicate(timeout=60))
     finally:
@@ -191,6 +194,34 @@ def test_keep_leaves_the_cluster_usable_by_hand_until_ctrl_c(tmp_path: Path) -> 
     assert "exited 0 on SIGTERM" in out and "Demo complete:" in out
     workdir = re.search(r"Work directory: (\S+) ", shown)
     assert workdir and _gone(workdir.group(1))
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, whatever *_proxy says
+
+
+def _dashboard_as_printed(shown: str) -> None:
+    """The dashboard command the --keep step prints serves the demo's fleet (on another port: 8080 may be taken)."""
+    printed = re.search(r"`(edgeagent dashboard --kubeconfig \S+) --port 8080`", shown)
+    assert printed, shown
+    argv = [*_edgeagent(), *shlex.split(printed.group(1))[1:], "--port", "0"]
+    dash = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        assert dash.stdout is not None
+        line = dash.stdout.readline().decode()  # printed once it listens
+        url = re.search(r"serving (http://127\.0\.0\.1:\d+/)", line)
+        assert url, line
+        deadline = time.monotonic() + 30
+        while True:
+            with _NO_PROXY.open(url.group(1) + "api/snapshot", timeout=10) as response:
+                snapshot = json.loads(response.read())
+            if snapshot["health"]["state"] == "ok" and len(snapshot["nodes"]) == 3:
+                break
+            assert time.monotonic() < deadline, snapshot
+            time.sleep(0.1)  # polling the snapshot until synced, with a deadline
+        assert {ds["k"] for ds in snapshot["daemonsets"]} >= {"default/nginx-ota"}
+    finally:
+        dash.terminate()
+        assert dash.wait(timeout=30) == 0
 
 
 @pytest.mark.slow

@@ -35,7 +35,11 @@ function age(seconds) {
   return Math.floor(h / 24) + "d";
 }
 
-function since(epoch) { return epoch ? age(Date.now() / 1000 - epoch) : "-"; }
+// Epoch seconds (Events on the stream) or RFC 3339 (node details, as `fleet -o json` writes them).
+function since(when) {
+  const epoch = typeof when === "string" ? Date.parse(when) / 1000 : when;
+  return epoch ? age(Date.now() / 1000 - epoch) : "-";
+}
 
 // ------------------------------------------------------------------------------------------- legend
 
@@ -59,12 +63,12 @@ function showCounts() {
 
 // --------------------------------------------------------------------------------------------- grid
 
+// Two attributes per cell and nothing else: 10,000 of them are built at once. The tooltip is set on hover.
 function makeCell(node, code) {
-  const cell = el("div", "cell s-" + code);
+  const cell = document.createElement("div");
+  cell.className = "cell s-" + code;
   cell.setAttribute("data-node", node);
   cell.setAttribute("data-state", code);
-  cell.setAttribute("title", node + ": " + STATE_NAMES.get(code));
-  cell.setAttribute("role", "gridcell");
   return cell;
 }
 
@@ -104,7 +108,7 @@ function setNode(node, code) {
     }
     cell.className = "cell s-" + code + (node === selected ? " selected" : "");
     cell.setAttribute("data-state", code);
-    cell.setAttribute("title", node + ": " + STATE_NAMES.get(code));
+    cell.removeAttribute("title");
     states.set(node, code);
     counts.set(code, counts.get(code) + 1);
   }
@@ -294,6 +298,12 @@ function tick() {
 
 document.addEventListener("DOMContentLoaded", () => {
   buildLegend();
+  document.getElementById("grid").addEventListener("mouseover", e => {
+    const node = e.target.getAttribute && e.target.getAttribute("data-node");
+    if (node && !e.target.hasAttribute("title")) {
+      e.target.setAttribute("title", node + ": " + STATE_NAMES.get(states.get(node)));
+    }
+  });
   document.getElementById("grid").addEventListener("click", e => {
     const node = e.target.getAttribute && e.target.getAttribute("data-node");
     if (node) select(node);

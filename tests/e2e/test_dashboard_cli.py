@@ -1,0 +1,56 @@
+"""`edgeagent dashboard` as a command: loopback only unless the operator opts in (with a warning), and the line
+that says where it serves."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgeagent import cli
+from edgeagent.sim.cluster import SimCluster
+
+EDGEAGENT = str(Path(sys.executable).parent / "edgeagent")
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0", "192.0.2.10", "::", "example.com"])
+def test_a_non_loopback_bind_is_refused_without_allow_remote(bind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["dashboard", "--bind", bind]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"edgeagent: error: --bind {bind}: the dashboard serves only loopback (127.0.0.1, ::1, localhost) "
+                   "unless --allow-remote is given\n")
+
+
+async def serving(sim: SimCluster, *args: str) -> tuple[str, str]:
+    """Start the command, read its first stdout line (printed once it listens) and its stderr, stop it."""
+    proc = await asyncio.create_subprocess_exec(
+        EDGEAGENT, "dashboard", "--kubeconfig", str(sim.admin_kubeconfig), "--port", "0", "--log-level", "error",
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+    finally:
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()  # SIGTERM: a clean stop
+    return line, err.decode()
+
+
+async def test_loopback_by_default_and_a_warning_when_allowed_elsewhere(sim: SimCluster) -> None:
+    line, err = await serving(sim)
+    assert line.startswith("edgeagent dashboard: serving http://127.0.0.1:") and "read-only" in line
+    assert err == ""
+    line, err = await serving(sim, "--bind", "0.0.0.0", "--allow-remote")
+    assert line.startswith("edgeagent dashboard: serving http://0.0.0.0:")
+    assert err.startswith("edgeagent: warning: serving the dashboard on 0.0.0.0: anyone who can reach it sees "
+                          "the fleet")
+
+
+def test_a_missing_kubeconfig_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    done = subprocess.run([EDGEAGENT, "dashboard", "--kubeconfig", str(tmp_path / "nope"), "--port", "0"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"edgeagent: error: kubeconfig not found: {tmp_path / 'nope'}\n"
