@@ -21,6 +21,7 @@ import json
 import re
 from typing import Any
 
+from edgeagent.sim import openapi_docs
 from edgeagent.sim.resources import Resource, group_versions, resources_in
 
 JSON = dict[str, Any]
@@ -144,20 +145,31 @@ class _Builder:
         cls = getattr(self.models, model)
         schema: JSON = {"type": "object", "properties": {}}
         self.definitions[name] = schema
+        own_description, field_descriptions = openapi_docs.described(name)
+        short = name.rsplit(".", 1)[-1]
+        required = openapi_docs.required_fields(cls)
         for attribute, type_ in cls.openapi_types.items():
             prop = self.type_schema(type_, group, ref_prefix)
             name_in_json = cls.attribute_map[attribute]
-            description = _description(cls, attribute)
+            description = _description(cls, attribute) or field_descriptions.get(name_in_json, "")
             if not description and "$ref" in prop:
                 description = REF_FIELD_DESCRIPTIONS.get(name_in_json, "")
+            enum = openapi_docs.ENUMS.get((short, name_in_json))
+            if enum is not None:
+                prop["enum"] = list(enum)
             if description:
                 if "$ref" in prop and ref_prefix == V3_REFS:  # as the real v3 documents describe a reference
                     prop = {"allOf": [prop]}
                 prop["description"] = description
             schema["properties"][name_in_json] = prop
+        wanted = [cls.attribute_map[a] for a in cls.openapi_types if a in required]
+        if wanted:
+            schema["required"] = wanted
+        if own_description:
+            schema["description"] = own_description
         if gvk is not None:
             schema[GVK_EXTENSION] = [gvk]
-            if gvk["kind"] in KIND_DESCRIPTIONS:
+            if not own_description and gvk["kind"] in KIND_DESCRIPTIONS:
                 schema["description"] = KIND_DESCRIPTIONS[gvk["kind"]]
         return name
 

@@ -124,8 +124,8 @@ async def test_explain_reads_the_served_schemas(kubectl: Kubectl) -> None:
     assert out.startswith("KIND:       Pod\nVERSION:    v1\n")
     assert "FIELD: image <string>" in out and "Container image name." in out
     out = await kubectl("explain", "pods")
-    assert "DESCRIPTION:\n    A group of containers that run together on one node." in out
-    assert "metadata\t<ObjectMeta>\n    Standard object metadata" in out
+    assert "DESCRIPTION:\n    Pod is a collection of containers that can run on a host." in out
+    assert "metadata\t<ObjectMeta>\n    Standard object's metadata." in out
     out = await kubectl("explain", "daemonsets.spec.updateStrategy")
     assert "GROUP:      apps" in out and "FIELD: updateStrategy <DaemonSetUpdateStrategy>" in out
     assert "type\t<string>" in out

@@ -117,3 +117,19 @@ async def test_kubectl_applies_deploy_and_the_1_30_admission_policy(kubectl: Kub
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/edgeagent-agent-own-node-pods"]
     # Applying again changes nothing, as on a real server.
     assert "unchanged" in await kubectl("apply", "-f", str(ROOT / "deploy" / "k8s-1.30"))
+
+
+async def test_explain_shows_real_descriptions_required_markers_and_enums(kubectl: Kubectl) -> None:
+    out = await kubectl("explain", "pod.spec")
+    assert "PodSpec is a description of a pod." in out
+    assert "containers\t<[]Container> -required-" in out
+    assert "affinity\t<Affinity>\n    If specified, the pod's scheduling constraints" in out  # an object field
+    assert "restartPolicy\t<string>\n  enum: Always, Never, OnFailure" in out
+    out = await kubectl("explain", "pod.spec.containers.imagePullPolicy")
+    assert "ENUM:\n    Always\n    IfNotPresent\n    Never\n" in out
+    out = await kubectl("explain", "daemonsets")
+    assert "DESCRIPTION:\n    DaemonSet represents the configuration of a daemon set." in out
+    out = await kubectl("explain", "daemonsets.spec")
+    assert "selector\t<LabelSelector> -required-" in out and "template\t<PodTemplateSpec> -required-" in out
+    out = await kubectl("explain", "validatingadmissionpolicy.spec.failurePolicy")
+    assert "ENUM:\n    Fail\n    Ignore\n" in out

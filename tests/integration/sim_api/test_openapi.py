@@ -65,7 +65,11 @@ async def test_v3_documents_carry_schemas_and_a_content_hash(api: Api) -> None:
     ds = doc["components"]["schemas"]["io.k8s.api.apps.v1.DaemonSet"]
     assert ds["x-kubernetes-group-version-kind"] == [{"group": "apps", "version": "v1", "kind": "DaemonSet"}]
     assert ds["properties"]["spec"]["allOf"] == [{"$ref": "#/components/schemas/io.k8s.api.apps.v1.DaemonSetSpec"}]
-    assert ds["description"] == "Runs one copy of a pod on each (selected) node."
+    assert ds["description"] == "DaemonSet represents the configuration of a daemon set."
+    spec = doc["components"]["schemas"]["io.k8s.api.apps.v1.DaemonSetSpec"]
+    assert spec["required"] == ["selector", "template"]
+    strategy = doc["components"]["schemas"]["io.k8s.api.apps.v1.DaemonSetUpdateStrategy"]
+    assert strategy["properties"]["type"]["enum"] == ["OnDelete", "RollingUpdate"]
     assert "io.k8s.api.core.v1.PodSpec" in doc["components"]["schemas"]  # referenced from the template
     assert "io.k8s.api.core.v1.Pod" not in doc["components"]["schemas"]  # not an apps kind
     # Only merge-patch: kubectl keeps computing apply patches from its compiled-in types.
