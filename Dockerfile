@@ -6,17 +6,19 @@
 # agent's loopback; see docs/operations.md ("Running as a sidecar").
 
 # ---- builder: build the wheel and install it, with its dependencies, into a self-contained venv ----
+# The node install: no extras (the simulator's and exec kubeconfigs' kubernetes_asyncio stay out), at the
+# versions of constraints.txt, into a venv without pip and setuptools (the image never installs anything).
 FROM python:3.11-slim AS builder
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY edgeagent ./edgeagent
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
-    && python -m venv /opt/edgeagent \
-    && /opt/edgeagent/bin/pip install /wheels/edgeagent-*.whl
+    && python -m venv --without-pip /opt/edgeagent \
+    && python -m pip --python /opt/edgeagent/bin/python install -c constraints.txt /wheels/edgeagent-*.whl
 
 # ---- runtime: the venv on a clean slim Python, no build tools, non-root ----
 FROM python:3.11-slim

@@ -2,24 +2,23 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Checks PYTHON (3.11+), rebuilds a venv made by another Python, installs edgeagent with the given extras at
+# the versions of constraints.txt (once per content of pyproject.toml + constraints.txt). See tools/venv.sh.
+SETUP := PYTHON='$(PYTHON)' VENV='$(VENV)' bash tools/venv.sh
 
-.PHONY: demo test lint bench bench-quick clean test-system system-deps screenshot
+.PHONY: demo test lint bench bench-quick clean clean-cache test-system system-deps venv-demo venv-test constraints screenshot
 
-# The first run downloads the dependencies from PyPI (up to a minute): pip lists each package as it comes.
-$(STAMP): pyproject.toml
-	@echo "== creating $(VENV) with $(PYTHON) (once)"
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	@echo "== installing edgeagent and its test tools from PyPI into $(VENV) (once; up to a minute)"
-	$(BIN)/python -m pip install --progress-bar off -e '.[test]' | grep --line-buffered -E '^(Collecting|Successfully)' || true
-	$(BIN)/python -c 'import edgeagent, pytest, mypy, ruff' || { echo "make: the install into $(VENV) failed; see pip's messages above"; exit 1; }
-	touch $(STAMP)
+# The demo needs the simulator (the sim extra), not the test toolchain.
+venv-demo:
+	@$(SETUP) sim
 
-demo: $(STAMP)
+venv-test:
+	@$(SETUP) sim,exec,test,dev
+
+demo: venv-demo
 	$(BIN)/edgeagent demo
 
-lint: $(STAMP)
+lint: venv-test
 	$(BIN)/ruff check edgeagent tests bench
 	$(BIN)/mypy --strict edgeagent tests bench
 	$(BIN)/lint-imports
@@ -32,21 +31,32 @@ test: lint system-deps
 	$(BIN)/pytest -q
 
 # Not part of `make test`: boots Debian 12 with systemd (nspawn) and builds/runs the image with podman.
-# Needs root; installs missing Debian packages; caches the rootfs and images under .cache/ (see README).
-test-system: $(STAMP)
+# Needs root; installs missing Debian packages; caches the rootfs and images under .cache/ (about 3 GB;
+# `make clean-cache` removes it). See docs/development.md.
+test-system: venv-demo
 	bash tests/system/run.sh
 
-bench: $(STAMP)
+bench: venv-demo
 	$(BIN)/python bench/run_all.py
 
-bench-quick: $(STAMP)
+bench-quick: venv-demo
 	$(BIN)/python bench/run_all.py --quick
 
 # The README's picture of the dashboard (docs/img/dashboard.png), taken by its browser test in headless Chromium.
-screenshot: $(STAMP) system-deps
+screenshot: venv-test system-deps
 	EDGEAGENT_SCREENSHOT=docs/img/dashboard.png $(BIN)/pytest -q -p no:randomly \
 		tests/e2e/test_dashboard_browser.py -k shows_the_fleet_and_follows_it_live
 	@test -s docs/img/dashboard.png && echo "== docs/img/dashboard.png written"
 
+# constraints.txt: every package make and CI install, at one version each. Run after changing a dependency
+# in pyproject.toml, and commit the result.
+constraints: venv-test
+	$(BIN)/pip-compile --quiet --all-extras --strip-extras --no-emit-index-url --no-emit-find-links \
+	    --output-file constraints.txt pyproject.toml
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	@if [ -d .cache ]; then echo "make: kept .cache/ ($$(du -sh .cache | cut -f1); the system test's Debian rootfs and images): make clean-cache removes it"; fi
+
+clean-cache:
+	rm -rf .cache

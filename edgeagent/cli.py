@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from edgeagent import __version__
+from edgeagent import __version__, extras
 from edgeagent.config import (
     DEFAULT_AGENT_PORT,
     DEFAULT_AGENT_URL,
@@ -589,6 +589,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return controller_app.main(controller_cfg)
     if command == "sim":
+        extras.require("sim", "edgeagent sim")
         _check_sim_dir(args)
         sim_cfg = SimConfig(nodes=args.nodes, bind=args.bind, port=args.port, dir=args.dir,
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
@@ -609,6 +610,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(shtab.complete(build_parser(), shell=args.shell), end="")
         return 0
     if command == "demo":
+        extras.require("sim", "edgeagent demo")
         from edgeagent.demo import scenario  # the `sim` extra
 
         return scenario.main(bool(args.keep))
@@ -750,6 +752,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:
             return _reader_gone()
         return 2
+    except extras.MissingExtra as exc:
+        print(f"edgeagent: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BaseException as exc:

@@ -75,6 +75,10 @@ EVENT_COLUMNS = "LAST-SEEN:.lastTimestamp,TYPE:.type,REASON:.reason,MESSAGE:.mes
 STATUS_LINE = r"\n%{http_code}\n"  # curl turns the \n into newlines itself
 
 
+# The programs the demo runs for the commands it shows.
+TOOLS = ("kubectl", "curl", "cat")
+
+
 class MissingTool(Exception):
     """A program the demo runs for real is not installed."""
 
@@ -86,7 +90,7 @@ class Demo:
         self.n = narrator
         self.workdir = workdir
         self.keep = keep
-        self.tools = {name: _which(name) for name in ("kubectl", "curl", "cat")}
+        self.tools = {name: _which(name) for name in TOOLS}
         self.env = child_env()
         self.logs = workdir / "logs"
         self.sim: Any = None  # SimCluster (imported lazily: its import pulls in the whole simulator)
@@ -714,6 +718,10 @@ def _which(program: str) -> str:
     return path
 
 
+def _missing_tools() -> list[str]:
+    return [name for name in TOOLS if shutil.which(name) is None]
+
+
 def _cancel_on_sigterm(loop: asyncio.AbstractEventLoop) -> None:
     """SIGTERM must not orphan the agents and the controller: cancel, so that close() stops them."""
     task = asyncio.current_task()
@@ -738,6 +746,12 @@ async def _run(narrator: Narrator, workdir: Path, keep: bool) -> None:
 
 def run_demo(out: TextIO = sys.stdout, err: TextIO = sys.stderr, *, keep: bool = False) -> int:
     """The whole demo in a fresh work directory, kept only if something failed (it holds the logs)."""
+    missing = _missing_tools()
+    if missing:
+        # Before anything starts: no work directory, no "logs kept in" pointing at an empty log.
+        print(f"edgeagent demo needs {' and '.join(missing)} on PATH (it runs every command it shows for real): "
+              f"install {'it' if len(missing) == 1 else 'them'} and run it again", file=err, flush=True)
+        return 1
     narrator = Narrator(out)
     workdir = Path(tempfile.mkdtemp(prefix="edgeagent-demo-"))
     logs = workdir / "logs"

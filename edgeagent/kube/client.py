@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from edgeagent import __version__, log
+from edgeagent import __version__, extras, log
 from edgeagent.kube.kubeconfig import (
     ClusterAccess,
     FileWatch,
@@ -351,6 +351,7 @@ class KubeClient:
             access, tls, tokens = await asyncio.to_thread(_native_parts, path)
         except NeedsFallback as why:
             assert path is not None
+            extras.require("exec", str(why))  # the lean install leaves kubernetes_asyncio out: say which extra
             _log.info("kubeconfig handled by kubernetes_asyncio", reason=str(why))
             return cls(await _fallback_api_client(path, agent), timeouts)
         transport = _NativeTransport(access, tls, tokens, agent, check_interval=credential_check_interval)

