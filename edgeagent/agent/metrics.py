@@ -7,6 +7,7 @@ time through a collector instead of being pushed, so the informer stays free of 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
@@ -90,6 +91,11 @@ class _CallbackCounter(Collector):
         yield counter
 
 
+def outcome_label(word: str) -> str:
+    """One label style for every value: `ServiceUnavailable` -> `service_unavailable`, `queued_failed` as it is."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", word).lower()
+
+
 class AgentMetrics:
     """Every metric the agent exposes at `/metrics`; components record through the methods below."""
 
@@ -113,8 +119,11 @@ class AgentMetrics:
                                    registry=r)
         self.queue_entries = Gauge("edgeagent_upgrade_queue_entries", "Upgrade requests in the queue, by state.",
                                    ["state"], registry=r)
-        self.upgrades = Counter("edgeagent_upgrades", "Upgrade requests by outcome (200/202/4xx/5xx words).",
+        self.upgrades = Counter("edgeagent_upgrades", "Upgrade requests by outcome: the answer (started, queued, "
+                                "not_found, ...) or, for a queued request once applied, queued_<state>.",
                                 ["outcome"], registry=r)
+        self.image_pulls = Counter("edgeagent_image_pulls", "Image pre-pull requests (POST .../imagepull) by outcome "
+                                   "(requested, forbidden, not_found, ...).", ["outcome"], registry=r)
         for state in STATES:
             self.queue_entries.labels(state=state).set(0)
         self.link_connected.set(0)
@@ -150,7 +159,13 @@ class AgentMetrics:
         self.requests.observe(path, method, code, seconds)
 
     def upgrade_outcome(self, outcome: str) -> None:
-        self.upgrades.labels(outcome=outcome).inc()
+        """`outcome`: an answer's status word (`NotFound`) or `queued_<state>`; counted in snake_case."""
+        self.upgrades.labels(outcome=outcome_label(outcome)).inc()
+
+    def image_pull_outcome(self, outcome: str) -> None:
+        """An image pre-pull answer's status word; a request is `requested`, not an upgrade."""
+        label = outcome_label(outcome)
+        self.image_pulls.labels(outcome="requested" if label == "image_pull_requested" else label).inc()
 
     def set_queue_counts(self, counts: Mapping[str, int]) -> None:
         """Replace the per-state queue gauge; states not mentioned are 0."""

@@ -230,11 +230,14 @@ async def _readyz(request: web.Request) -> web.Response:
     """
     app = request.app
     problems = app[_LINK].problems()
+    state = app[_STATE]
+    if not state.available:
+        # Nothing can be queued, held or recorded (those answer 503): as much a reason to look as a frozen cache.
+        problems.append(f"state store unusable ({state.problem}): upgrade requests and holds cannot be stored")
     if not wants_json(request):
         return _text("OK", exact=True) if not problems else _text("degraded: " + "; ".join(problems))
     cache = app[_CACHE]
     link = app[_LINK].details()
-    state = app[_STATE]
     try:
         counts = await state.counts()
     except StateUnavailable:

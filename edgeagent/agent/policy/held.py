@@ -57,12 +57,19 @@ def current(pod: JSON) -> tuple[str, str, str] | None:
     return str(cond.get("status") or ""), str(cond.get("reason") or ""), str(cond.get("message") or "")
 
 
-def condition_patch(pod: JSON, want: tuple[str, str, str], now: datetime) -> JSON:
-    """One condition, merged by `type`; the UID makes a same-named successor refuse it (409)."""
+def condition_patch(pod: JSON, want: tuple[str, str, str], now: datetime, *, published: str | None = None) -> JSON:
+    """One condition, merged by `type`; the UID makes a same-named successor refuse it (409).
+
+    `lastTransitionTime` is sent only when the status flips; a patch without it keeps the one the pod has.
+    `published` is the status this agent last wrote to the pod: the cached copy may not show that write yet
+    (the watch brings it a moment later), and judging the flip from the older copy would move the time on a
+    change of message alone.
+    """
     status, reason, message = want
     cond: JSON = {"type": CONDITION_UPGRADE_HELD, "status": status, "reason": reason, "message": message}
     old = get_condition(pod, CONDITION_UPGRADE_HELD)
-    if old is None or old.get("status") != status:
+    before = published if published is not None else (old.get("status") if old is not None else None)
+    if before != status:
         cond["lastTransitionTime"] = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": [cond]}}
 
@@ -83,6 +90,8 @@ class HeldPublisher:
         # uid -> (condition sent, resourceVersion of the pod it was computed from): until the watch
         # delivers a newer version of the pod, do not send the same patch again.
         self._sent: dict[str, tuple[tuple[str, str, str], str]] = {}
+        # uid -> the status last written to that pod (see condition_patch).
+        self._published: dict[str, str] = {}
         self.patches = 0
         self.passes = 0
         informer.add_handler(self._on_pod)
@@ -134,11 +143,14 @@ class HeldPublisher:
             complete = complete and ok
         for uid in set(self._sent) - live:
             del self._sent[uid]
+        for uid in set(self._published) - live:
+            del self._published[uid]
         return complete
 
     async def _patch(self, pod: JSON, want: tuple[str, str, str]) -> bool:
         namespace, name = str(meta(pod).get("namespace") or ""), str(meta(pod).get("name") or "")
-        body = condition_patch(pod, want, self._policy.now())
+        uid = uid_of(pod)
+        body = condition_patch(pod, want, self._policy.now(), published=self._published.get(uid))
         started = time.monotonic()
         try:
             async with asyncio.timeout(self._timeout + 1.0):
@@ -155,6 +167,7 @@ class HeldPublisher:
             self._link.report_failure(f"UpgradeHeld patch of {key_of(pod)}: {exc or type(exc).__name__}")
             return False
         self.patches += 1
+        self._published[uid] = want[0]
         _log.info("upgrade_held_published", pod=key_of(pod), status=want[0], reason=want[1], message=want[2],
                   ms=round((time.monotonic() - started) * 1000, 1))
         return True

@@ -90,6 +90,8 @@ class Link(Protocol):
 class UpgradeMetrics(Protocol):
     def upgrade_outcome(self, outcome: str) -> None: ...
 
+    def image_pull_outcome(self, outcome: str) -> None: ...
+
     def set_queue_counts(self, counts: dict[str, int]) -> None: ...
 
 
@@ -414,7 +416,7 @@ class UpgradeService:
         _log.info("imagepull_request", pod=f"{namespace}/{name}", code=outcome.http_status,
                   status=outcome.status_word, message=outcome.message)
         if self._metrics is not None:
-            self._metrics.upgrade_outcome(f"imagepull_{outcome.status_word}")
+            self._metrics.image_pull_outcome(outcome.status_word)
         return outcome
 
     async def _imagepull(self, namespace: str, name: str) -> Outcome:

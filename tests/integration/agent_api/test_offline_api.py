@@ -236,5 +236,5 @@ async def test_metrics_record_requests_by_route(offline_agent: str, http: aiohtt
     assert f'edgeagent_http_requests_total{{code="404",method="POST",path="{route}"}} 1.0' in text
     assert 'edgeagent_http_requests_total{code="200",method="GET",path="/pods"} 1.0' in text
     assert 'edgeagent_upgrade_queue_entries{state="queued"} 1.0' in text
-    assert 'edgeagent_upgrades_total{outcome="Queued"} 1.0' in text
+    assert 'edgeagent_upgrades_total{outcome="queued"} 1.0' in text
     assert "default/ghost" not in text and "/pods/ok/" not in text
