@@ -265,6 +265,10 @@ def build_status(ds: JSON, pods: list[JSON], nodes: list[JSON], revisions: list[
             wave=wave,
             plan_state=plan_state,
         ))
+    if plan_view is not None:
+        # In the order the nodes receive the revision: the table reads wave by wave.
+        position = {name: i for i, name in enumerate(plan_view.ranking.order)}
+        rows.sort(key=lambda row: (position.get(row.node, len(position)), row.node))
     return Status(
         namespace=str(ds["metadata"].get("namespace") or ""),
         name=name_of(ds),
@@ -289,7 +293,7 @@ def _plan_view(ds: JSON, views: list[NodeView], nodes: dict[str, JSON], hash_: s
 
 
 def _failures(plan_view: PlanView | None) -> dict[str, str]:
-    if plan_view is None or plan_view.state is None or not plan_view.current:
+    if plan_view is None or plan_view.state is None or not (plan_view.current or plan_view.stopped):
         return {}
     return {f.get("node", ""): f.get("reason", "") for f in plan_view.state.failures}
 
@@ -303,7 +307,9 @@ def _in_plan(plan_view: PlanView, view: NodeView, state: NodeState, note: str, f
     if view.name in failures:
         return wave, PlanState.FAILED, failures[view.name]
     live = plan_view.state if plan_view.current else None
-    reached = live is not None and wave <= live.wave
+    # Rolled back: the template is the last good revision again and reaches every node the usual way.
+    rolled_back = plan_view.stopped and not plan_view.current
+    reached = rolled_back or (live is not None and wave <= live.wave)
     if not reached:
         why = "NotReady" if state is NodeState.NOT_READY else note
         return wave, PlanState.WAITING, why

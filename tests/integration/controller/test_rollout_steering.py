@@ -19,7 +19,7 @@ from edgeagent import rollout_cli, rollout_steer
 from edgeagent.cli import main as cli_main
 from edgeagent.config import RolloutConfig
 from edgeagent.kube.client import KubeClient, Timeouts
-from edgeagent.kube.objects import annotations_of, labels_of, name_of
+from edgeagent.kube.objects import annotations_of, is_terminating, labels_of, name_of
 from edgeagent.rollout_plan import RolloutState, parse_plan, rank
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
@@ -117,6 +117,10 @@ async def test_status_shows_the_wave_the_phase_the_bake_left_and_each_node_in_it
 
 async def test_status_names_failed_nodes_and_exits_1_once_rolled_back(six: SimCluster, kube: KubeClient) -> None:
     old, new, order = await planned(kube)
+    # The canary's pod replaced by one of the new revision (what the controller would have done).
+    canary_pod = next(p for p in await pods_of(kube, "web") if p["spec"]["nodeName"] == order[0])
+    await kube.delete(f"/api/v1/namespaces/default/pods/{name_of(canary_pod)}")
+    await eventually(lambda: _runs(kube, order[0], new), what=f"a pod of {new} on {order[0]}")
     failure = {"node": order[0], "pod": f"default/web-{order[0]}", "reason": "not available within 30s"}
     await write_state(kube, state(new, old, wave=1, phase="progressing", failed=1, failures=[failure]))
     code, out, _ = await rollout(six, "status")
@@ -133,6 +137,9 @@ async def test_status_names_failed_nodes_and_exits_1_once_rolled_back(six: SimCl
     assert code == 1, out
     assert f"revision {new} was rolled back to {old}; edgeagent.io/rolled-back-from={new}" in out
     assert f"failed: {order[0]} (default/web-{order[0]}): not available within 30s" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("edge-")}
+    assert rows[order[0]].split()[1:3] == ["1", "failed"]  # not "waiting": the good revision comes back to it
+    assert {rows[node].split()[2] for node in order[1:]} == {"upgraded"}
     assert out.rstrip().endswith(f"rollout rolled back (revision {new} failed)")
 
 
@@ -225,6 +232,11 @@ async def _hash_changed(kube: KubeClient, old: str | None) -> bool:
 
 async def _hash_is(kube: KubeClient, wanted: str) -> bool:
     return await current_hash(kube, "web") == wanted and len(await pods_of(kube, "web")) > 0
+
+
+async def _runs(kube: KubeClient, node: str, revision: str) -> bool:
+    return any(p["spec"]["nodeName"] == node and labels_of(p).get("controller-revision-hash") == revision
+               and not is_terminating(p) for p in await pods_of(kube, "web"))
 
 
 async def _not_ready(kube: KubeClient, node: str) -> bool:
