@@ -31,7 +31,7 @@ from tests.integration.controller.plan_support import (
 from tests.waiting import eventually
 
 JSON = dict[str, Any]
-OLD, BAD = "nginx:1.19.4", "nginx:crashing"
+OLD, BAD, FIXED = "nginx:1.19.4", "nginx:crashing", "nginx:1.20"
 PLAN = {"edgeagent.io/rollout-steps": "2,100%", "edgeagent.io/rollout-bake": "1s",
         "edgeagent.io/on-failure": "rollback", "edgeagent.io/max-failed": "1",
         "edgeagent.io/progress-deadline-seconds": "2", "apps.openyurt.io/max-unavailable": "50%"}
@@ -85,6 +85,18 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
         assert "CrashLoopBackOff" in aborted["message"] or "not available" in aborted["message"]
         assert good in events["RolloutRolledBack"]["message"]
 
+        # A fixed version rolls as usual (waves, bake), and completes.
+        await set_image(admin, "web", FIXED)
+        fixed = await new_hash(admin, "web", good)
+
+        async def fixed_complete() -> bool:
+            state = await plan_state(admin, "web")
+            return state is not None and state["revision"] == fixed and state["phase"] == "complete"
+
+        await eventually(fixed_complete, timeout=30, what="the fixed version rolled out")
+        assert (await plan_state(admin, "web") or {})["stableRevision"] == good
+        await eventually(lambda: all_running(admin, "web", 6, FIXED), timeout=30, what="all on the fixed version")
+
         # The bad template applied again (a GitOps re-sync, say): the controller does not roll it.
         async with PlanRecorder(sim, "web") as recorder:
             await set_image(admin, "web", BAD)
@@ -101,7 +113,9 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
             await annotate(admin, "web", {"example.com/poke": "1"})
             await eventually(lambda: reconciles(app) > seen, what="the reconcile that warned has finished")
             assert recorder.terminations == []
-            assert set((await images_by_node(admin, "web")).values()) == {OLD}
+            assert set((await images_by_node(admin, "web")).values()) == {FIXED}
+            final = await plan_state(admin, "web")
+            assert final is not None and final["revision"] == fixed and final["phase"] == "complete", final
 
 
 async def _is(value: Any, want: str) -> bool:
