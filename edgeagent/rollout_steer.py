@@ -63,8 +63,8 @@ def _active_state(ds: JSON, namespace: str, verb: str) -> RolloutState:
         why = problem or "the controller has not started a rollout of it yet"
         raise RolloutError(f"nothing to {verb}: {where} has no rollout in progress ({why})")
     if state.phase not in ACTIVE_PHASES:
-        raise RolloutError(f"nothing to {verb}: the rollout of revision {state.revision} of {where} is "
-                           f"{state.phase}")
+        raise RolloutError(f"nothing to {verb}: the rollout of revision {state.revision} of {where} has ended "
+                           f"(phase {state.phase})")
     return state
 
 

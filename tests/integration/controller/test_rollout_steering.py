@@ -222,7 +222,7 @@ async def test_an_invalid_plan_or_nothing_to_steer_is_one_clear_error(six: SimCl
     await write_state(kube, state(new, old, wave=3, phase="complete"))
     code, _, err = await rollout(six, "abort")
     assert code == 1 and err == (f"edgeagent: error: nothing to abort: the rollout of revision {new} of daemonset "
-                                 '"web" in namespace "default" is complete\n')
+                                 '"web" in namespace "default" has ended (phase complete)\n')
     assert "edgeagent.io/rollout-abort" not in annotations_of(await get_daemonset(kube, "web"))
 
 
