@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -39,3 +40,29 @@ async def test_readyz_paths_in_the_operations_guide_exist(world: World, agent_fa
         body = await resp.json()
     missing = sorted(p for p in paths if not _resolve(body, p))
     assert missing == [], f"docs/operations.md names readyz fields the agent does not return: {missing}"
+
+
+def _shape(value: Any) -> Any:
+    """The keys of a JSON answer, all the way down; values stand for nothing but their place."""
+    if isinstance(value, dict):
+        return {key: _shape(inner) for key, inner in value.items()}
+    return None
+
+
+def documented_example() -> dict[str, Any]:
+    """The JSON under the guide's `curl … /v1/readyz | jq .` example."""
+    text = OPERATIONS.read_text()
+    found = re.search(r"^\$ curl -s -H 'Accept: application/json' \S+/v1/readyz \| jq \.\n(\{.*?^\})$", text,
+                      flags=re.M | re.S)
+    assert found, "docs/operations.md lost its readyz example"
+    return dict(json.loads(found.group(1)))
+
+
+async def test_the_readyz_example_in_the_operations_guide_has_every_field_the_agent_returns(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    """Not only that named fields exist: the example shows all of them (it lacked `queue.verifying`)."""
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE))
+    await wait_connected(agent)
+    async with http.get(f"{agent.url}/v1/readyz", headers={"Accept": "application/json"}) as resp:
+        body = await resp.json()
+    assert _shape(documented_example()) == _shape(body)
