@@ -12,7 +12,7 @@ import importlib.util
 
 # The modules each extra brings, as pyproject.toml's [project.optional-dependencies] lists their packages.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "sim": ("kubernetes_asyncio", "celpy"),
+    "sim": ("kubernetes_asyncio", "celpy", "lightkube"),
     "exec": ("kubernetes_asyncio",),
 }
 

@@ -21,8 +21,9 @@ from edgeagent.extras import EXTRA_MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-SIM_ONLY = ("kubernetes_asyncio", "celpy")  # modules
-DISTRIBUTION = {"kubernetes_asyncio": "kubernetes_asyncio", "celpy": "cel_python"}  # module -> pip name
+SIM_ONLY = ("kubernetes_asyncio", "celpy", "lightkube")  # modules
+DISTRIBUTION = {"kubernetes_asyncio": "kubernetes_asyncio", "celpy": "cel_python",
+                "lightkube": "lightkube_models"}  # module -> pip name
 PRODUCT_MODULES = "edgeagent.agent.app", "edgeagent.controller.app", "edgeagent.cli", "edgeagent.rollout_cli"
 
 
@@ -71,7 +72,7 @@ def test_sim_and_demo_without_the_sim_extra_say_which_extra_in_one_line(command:
     result = _child(f"from edgeagent.cli import main\nsys.exit(main({command!r}))", *SIM_ONLY, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr == (f"edgeagent: error: edgeagent {command[0]} needs the sim extra: "
-                             "pip install 'edgeagent[sim]' (missing: kubernetes_asyncio, celpy)\n")
+                             "pip install 'edgeagent[sim]' (missing: kubernetes_asyncio, celpy, lightkube)\n")
     assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
 
 
@@ -121,5 +122,5 @@ def test_a_fresh_venv_installs_no_sim_only_package_and_runs_the_agent_and_contro
     assert loaded.stdout.strip() == "[]"
     sim = subprocess.run([str(venv / "bin" / "edgeagent"), "sim"], capture_output=True, text=True, timeout=60,
                          check=False, cwd=tmp_path)
-    assert (sim.returncode, sim.stderr) == (1, "edgeagent: error: edgeagent sim needs the sim extra: "
-                                               "pip install 'edgeagent[sim]' (missing: kubernetes_asyncio, celpy)\n")
+    assert (sim.returncode, sim.stderr) == (1, "edgeagent: error: edgeagent sim needs the sim extra: pip install "
+                                               "'edgeagent[sim]' (missing: kubernetes_asyncio, celpy, lightkube)\n")
