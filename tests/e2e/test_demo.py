@@ -201,9 +201,9 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loop
 
 def _dashboard_as_printed(shown: str) -> None:
     """The dashboard command the --keep step prints serves the demo's fleet (on another port: 8080 may be taken)."""
-    printed = re.search(r"`(edgeagent dashboard --kubeconfig \S+) --port 8080`", shown)
+    printed = re.search(r"`edgeagent dashboard --kubeconfig\s+(\S+)\s+--port 8080`", shown)  # lines are wrapped
     assert printed, shown
-    argv = [*_edgeagent(), *shlex.split(printed.group(1))[1:], "--port", "0"]
+    argv = [*_edgeagent(), "dashboard", "--kubeconfig", printed.group(1), "--port", "0"]
     dash = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
         assert dash.stdout is not None
