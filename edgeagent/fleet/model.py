@@ -113,9 +113,17 @@ def plan_of(ds: JSON) -> plans.Plan | None:
 
 
 def active_state(ds: JSON, revision: str) -> plans.RolloutState | None:
-    """The rollout state when it is about the current revision (an older one says nothing about waves now)."""
+    """The rollout state when it is about the current revision (an older one says nothing about waves now),
+    or about the bad revision that was rolled back to the current one (its phase, `rolledBack`, and the nodes
+    it failed on are what a person wants to see while the good revision returns)."""
     state = rollout_state(ds)
-    return state if state is not None and (not revision or state.revision == revision) else None
+    if state is None:
+        return None
+    if not revision or state.revision == revision:
+        return state
+    if state.phase == plans.PHASE_ROLLED_BACK and state.stable_revision == revision:
+        return state
+    return None
 
 
 def ranking(plan: plans.Plan | None, state: plans.RolloutState | None,

@@ -283,3 +283,15 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
                 await until(driver, lambda d: "wave 2/2" in d.find_element("css selector", ".rollout").text,
                             "wave 2/2 on the card")
                 assert await js(driver, "return window.sameDocument === true;")
+
+
+async def test_page_turns_to_the_problem_page_when_the_api_server_goes_away(sim: SimCluster) -> None:
+    async with dashboard(sim.admin_kubeconfig) as url:
+        with browser.chromium() as driver:
+            await asyncio.to_thread(driver.get, url)
+            await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-health") == "ok",
+                        "the page live")
+            await sim.stop()  # the API server is gone; the dashboard keeps serving its page
+            text = await until(driver, lambda d: d.find_element("id", "problem").is_displayed()
+                               and d.find_element("id", "problem").text, "the unreachable page")
+            assert "The API server cannot be reached" in text and sim.url.removeprefix("http://") in text

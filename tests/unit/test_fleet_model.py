@@ -91,6 +91,22 @@ def test_rollout_state_failures_count_for_the_revision_they_name() -> None:
     assert (view.wave, view.waves, view.phase) == (1, 2, "aborted")
 
 
+def test_after_a_rollback_the_phase_and_the_failed_nodes_stay_visible() -> None:
+    """The template is back on the good revision ("new" here is the restored one); the state names the bad one."""
+    rolled = json.dumps({"revision": "bad", "stableRevision": "new", "wave": 1, "waves": 2, "phase": "rolledBack",
+                         "failures": [{"node": "n1", "pod": "default/web-abcde", "reason": "CrashLoopBackOff"}]})
+    rev = {"metadata": {"name": "web-new", "labels": {"controller-revision-hash": "new"},
+                        "ownerReferences": [{"uid": DS_UID, "controller": True}]}, "revision": 3}
+    on_bad = pod(revision="bad")
+    view = model.build([ds(**{"edgeagent.io/rollout-state": rolled})], [on_bad], [node()], [], now=0.0,
+                       revisions=[rev]).daemonsets[0]
+    assert (view.phase, view.pods["n1"].state) == ("rolledBack", model.State.FAILED)
+    other = json.dumps({"revision": "older", "stableRevision": "x", "wave": 1, "waves": 2, "phase": "aborted"})
+    view = model.build([ds(**{"edgeagent.io/rollout-state": other})], [on_bad], [node()], [], now=0.0,
+                       revisions=[rev]).daemonsets[0]
+    assert (view.phase, view.wave) == ("progressing", None)  # about another revision: not shown
+
+
 def test_worst_state_orders_offline_first() -> None:
     assert model.worst([model.State.UP_TO_DATE, model.State.HELD, model.State.WAITING]) is model.State.HELD
     assert model.worst([model.State.FAILED, model.State.OFFLINE]) is model.State.OFFLINE
