@@ -36,6 +36,7 @@ from edgeagent.controller.revisions import current_hash, newest_revision, owned_
 from edgeagent.controller.rolling import NodeState, NodeView, held_reason, node_state, node_views
 from edgeagent.controller.settings import Strategy, roll_settings, select
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
+from edgeagent.kube.errors import NotFound
 from edgeagent.kube.kubeconfig import load_problem
 from edgeagent.kube.objects import annotations_of, labels_of, name_of
 from edgeagent.rollout_plan import (
@@ -323,10 +324,8 @@ def _in_plan(plan_view: PlanView, view: NodeView, state: NodeState, note: str, f
 async def fetch_daemonset(client: KubeClient, namespace: str, name: str) -> JSON:
     try:
         return await client.get(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
-    except KubeError as exc:
-        if exc.code == 404:
-            raise RolloutError(f'daemonset "{name}" not found in namespace "{namespace}"') from exc
-        raise
+    except NotFound as exc:
+        raise RolloutError(f'daemonset "{name}" not found in namespace "{namespace}"') from exc
 
 
 async def fetch_status(client: KubeClient, namespace: str, name: str) -> Status:

@@ -26,6 +26,7 @@ from typing import Any
 from edgeagent import log
 from edgeagent.aio import cancel_and_wait
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.errors import Conflict, NotFound
 from edgeagent.kube.timeutil import format_micro_time
 
 JSON = dict[str, Any]
@@ -96,9 +97,7 @@ class LeaderElector:
         now = format_micro_time(self._wall())
         try:
             lease = await self._client.get(self.path)
-        except KubeError as exc:
-            if exc.code != 404:
-                raise
+        except NotFound:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
@@ -108,10 +107,8 @@ class LeaderElector:
             }
             try:
                 created = await self._client.create(self.collection, body)
-            except KubeError as create_exc:
-                if create_exc.code == 409:
-                    return False
-                raise
+            except Conflict:
+                return False
             self._observe(created.get("spec") or {})
             return True
 
@@ -138,10 +135,8 @@ class LeaderElector:
         updated["spec"] = new_spec
         try:
             stored = await self._client.replace(self.path, updated)
-        except KubeError as exc:
-            if exc.code == 409:
-                return False
-            raise
+        except Conflict:
+            return False
         if not same_holder:
             self.transitions_seen += 1
         self._observe(stored.get("spec") or new_spec)

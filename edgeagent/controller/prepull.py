@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from edgeagent import log
+from edgeagent import backoff, log
 from edgeagent.contract import (
     ANNOTATION_DAEMONSET,
     ANNOTATION_POD,
@@ -41,6 +41,7 @@ from edgeagent.contract import (
 )
 from edgeagent.controller.events import EventRecorder
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.errors import Conflict, Invalid, NotFound
 from edgeagent.kube.images import node_has_images, normalize_image
 from edgeagent.kube.objects import (
     annotations_of,
@@ -84,9 +85,7 @@ class PrepullSettings:
 
 def retry_delay(failed_attempts: int, base: float, cap: float) -> float:
     """Delay before the next attempt after `failed_attempts` failures: base, 2·base, 4·base … at most cap."""
-    if failed_attempts <= 0 or base <= 0:
-        return 0.0
-    return min(cap, base * math.pow(2.0, min(failed_attempts - 1, 60)))
+    return backoff.exponential(failed_attempts, initial=base, cap=cap)
 
 
 def job_name(pod_name: str, revision: str) -> str:
@@ -459,10 +458,11 @@ class PrePuller:
         self.write("job_create")
         try:
             await self.client.create(f"/apis/batch/v1/namespaces/{namespace_of(pod)}/jobs", manifest)
+        except Conflict:  # ours from before (the informer will bring it); never a second one
+            self._inflight.pop(key, None)
+            return
         except KubeError as exc:
             self._inflight.pop(key, None)
-            if exc.code == 409:  # ours from before (the informer will bring it); never a second one
-                return
             errors.append(exc)
             return
         except KubeUnreachable as exc:
@@ -531,9 +531,9 @@ class PrePuller:
         try:
             await self.client.patch(f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}/status", patch)
             self._written[uid_of(pod)] = str(meta(pod).get("resourceVersion") or "")
+        except (NotFound, Conflict, Invalid):  # gone or replaced: its Job goes with it
+            return False
         except KubeError as exc:
-            if exc.code in (404, 409, 422):  # gone or replaced: its Job goes with it
-                return False
             errors.append(exc)
             return False
         except KubeUnreachable as exc:
@@ -549,10 +549,11 @@ class PrePuller:
             await self.client.delete(f"/apis/batch/v1/namespaces/{namespace_of(job)}/jobs/{name_of(job)}",
                                      {"propagationPolicy": "Background",
                                       "preconditions": {"uid": uid_of(job)}})
+        except (NotFound, Conflict):
+            pass  # gone already, or a new Job holds the name
         except KubeError as exc:
-            if exc.code not in (404, 409):
-                self._deleting.discard(key)
-                errors.append(exc)
+            self._deleting.discard(key)
+            errors.append(exc)
         except KubeUnreachable as exc:
             self._deleting.discard(key)
             errors.append(exc)

@@ -55,6 +55,7 @@ from edgeagent.controller.waves import (
 )
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
 from edgeagent.kube.client import CONTENT_JSON_PATCH, CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.errors import Conflict, Invalid, NotFound, ServerError
 from edgeagent.kube.informer import DELETED, Informer
 from edgeagent.kube.objects import (
     controller_owner,
@@ -456,11 +457,11 @@ class Controller:
                 self.metrics.write("condition_patch")
                 try:
                     await self._client.patch(path, patch)
-                except KubeError as exc:
+                except (NotFound, Conflict, Invalid):
                     # Gone, or replaced by a same-named pod (UID guard): nothing to do for this one.
-                    if exc.code in (404, 409, 422):
-                        self.metrics.condition_patches.labels("gone").inc()
-                        return
+                    self.metrics.condition_patches.labels("gone").inc()
+                    return
+                except KubeError:
                     self.metrics.condition_patches.labels("error").inc()
                     raise
                 except KubeUnreachable:
@@ -539,18 +540,20 @@ class Controller:
                         f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}",
                         {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}},
                     )
-                except KubeError as exc:
-                    if exc.code == 404:
-                        self.expectations.deletion_observed(key, uid)
-                        self.metrics.pod_deletions.labels("gone").inc()
-                        return
-                    if exc.code >= 500:
-                        self.expectations.deletion_outcome_unknown(key, uid)
-                    else:
-                        self.expectations.deletion_failed(key, uid)
-                    if exc.code == 409:  # the UID precondition: a different pod holds the name now
-                        self.metrics.pod_deletions.labels("replaced").inc()
-                        return
+                except NotFound:
+                    self.expectations.deletion_observed(key, uid)
+                    self.metrics.pod_deletions.labels("gone").inc()
+                    return
+                except Conflict:  # the UID precondition: a different pod holds the name now
+                    self.expectations.deletion_failed(key, uid)
+                    self.metrics.pod_deletions.labels("replaced").inc()
+                    return
+                except ServerError:
+                    self.expectations.deletion_outcome_unknown(key, uid)
+                    self.metrics.pod_deletions.labels("error").inc()
+                    raise
+                except KubeError:
+                    self.expectations.deletion_failed(key, uid)
                     self.metrics.pod_deletions.labels("error").inc()
                     raise
                 except KubeUnreachable:
@@ -690,12 +693,10 @@ class Controller:
                     annotations[ANNOTATION_ROLLOUT_STATE] = state.to_json()
                 patch = {"metadata": {"uid": uid_of(ds), "resourceVersion": _rv(ds), "annotations": annotations}}
                 await self._client.patch(path, patch, CONTENT_MERGE_PATCH)
-        except KubeError as exc:
-            if exc.code in (404, 409, 422):
-                # Gone, changed since our cache saw it, or a failed JSON-patch test: decide again on fresh data.
-                self._log.debug("rollout state not written; cache behind", daemonset=key_of(ds), code=exc.code)
-                return False
-            raise
+        except (NotFound, Conflict, Invalid) as exc:
+            # Gone, changed since our cache saw it, or a failed JSON-patch test: decide again on fresh data.
+            self._log.debug("rollout state not written; cache behind", daemonset=key_of(ds), code=exc.code)
+            return False
         self.plan_writes.record(uid_of(ds), _rv(ds))
         if decision.aborted:
             self.metrics.rollout_aborts.labels(namespace_of(ds), name_of(ds)).inc()

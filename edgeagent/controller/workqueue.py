@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from edgeagent import backoff
+
 
 class ShutDown(Exception):
     """The queue was shut down while waiting for work."""
@@ -72,7 +74,7 @@ class WorkQueue:
         """Retry after a backoff that doubles with each consecutive failure of this key."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        delay: float = min(self._max_delay, self._base_delay * 2.0 ** min(failures, 40))
+        delay = backoff.exponential(failures + 1, initial=self._base_delay, cap=self._max_delay)
         self.retries += 1
         self.add_after(key, delay)
         return delay

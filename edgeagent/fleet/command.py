@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from edgeagent.fleet import model, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
+from edgeagent.kube.errors import NotFound
 from edgeagent.kube.timeutil import human_duration
 
 JSON = dict[str, Any]
@@ -69,10 +70,8 @@ async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
     if cfg.daemonset:
         try:
             daemonsets = [await client.get(f"/apis/apps/v1/namespaces/{cfg.namespace}/daemonsets/{cfg.daemonset}")]
-        except KubeError as exc:
-            if exc.code == 404:
-                raise FleetError(f'daemonset "{cfg.daemonset}" not found in namespace "{cfg.namespace}"') from exc
-            raise
+        except NotFound as exc:
+            raise FleetError(f'daemonset "{cfg.daemonset}" not found in namespace "{cfg.namespace}"') from exc
         if not model.is_managed(daemonsets[0]):
             raise FleetError(f'daemonset "{cfg.daemonset}" in namespace "{cfg.namespace}" is not managed by '
                              "edgeagent (it has no apps.openyurt.io/update-strategy annotation)")

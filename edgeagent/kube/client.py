@@ -23,6 +23,10 @@ from typing import Any, Protocol
 import aiohttp
 
 from edgeagent import __version__, extras, log
+
+# The client raises these; they are defined (with the rest of the tree) in errors.py.
+from edgeagent.kube.errors import KubeError as KubeError
+from edgeagent.kube.errors import KubeUnreachable as KubeUnreachable
 from edgeagent.kube.kubeconfig import (
     ClusterAccess,
     FileWatch,
@@ -63,21 +67,6 @@ def user_agent(component: str, detail: str | None = None) -> str:
 
 
 DEFAULT_USER_AGENT = user_agent("client")
-
-
-class KubeError(Exception):
-    """A failed API call, carrying the server's `Status` object when it sent one."""
-
-    def __init__(self, code: int, status: JSON | None = None, message: str | None = None) -> None:
-        self.code = code
-        self.status = status or {}
-        self.reason: str = str(self.status.get("reason") or "")
-        self.message: str = message or str(self.status.get("message") or f"HTTP {code}")
-        super().__init__(f"{code} {self.reason}: {self.message}" if self.reason else f"{code}: {self.message}")
-
-
-class KubeUnreachable(Exception):
-    """The API server could not be reached or did not answer in time (as opposed to answering with an error)."""
 
 
 @dataclass(frozen=True)

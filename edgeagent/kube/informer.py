@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 from collections.abc import Callable
 from typing import Any
 
-from edgeagent import log
+from edgeagent import backoff, log
 from edgeagent.aio import wait_event
 from edgeagent.kube import selectors
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.errors import Gone
 from edgeagent.kube.objects import key_of, labels_of, meta
 
 JSON = dict[str, Any]
@@ -180,9 +180,9 @@ class Informer:
     # ----------------------------------------------------------------- internals
 
     def _backoff(self, failures: int) -> float:
-        ceiling = min(self._backoff_max, self._backoff_initial * (2 ** min(failures - 1, 30)))
+        ceiling = backoff.exponential(max(1, failures), initial=self._backoff_initial, cap=self._backoff_max)
         # Jitter so that a fleet of nodes coming back at once does not hit the API server in lock step.
-        return random.uniform(ceiling / 2, ceiling)
+        return backoff.jittered(ceiling, low=0.5, high=1.0)
 
     def _mark_unhealthy(self, exc: Exception) -> None:
         if self.healthy:
@@ -238,11 +238,11 @@ class Informer:
                     token = str(page_meta.get("continue") or "")
                     if not token:
                         return fresh, list_rv
-            except KubeError as exc:
-                if exc.code == 410 and token:
-                    self._log.info("list continue token expired, restarting list")
-                    continue
-                raise
+            except Gone:
+                if not token:
+                    raise
+                self._log.info("list continue token expired, restarting list")
+                continue
 
     async def _relist(self) -> None:
         fresh, list_rv = await self._list_all()
@@ -276,10 +276,8 @@ class Informer:
                                                   on_open=self._mark_healthy):
                 self._handle_event(event)
                 self._mark_healthy()
-        except KubeError as exc:
-            if exc.code == 410:
-                raise _Expired(str(exc)) from exc
-            raise
+        except Gone as exc:
+            raise _Expired(str(exc)) from exc
         # A clean end after `timeoutSeconds` proves the link works even if nothing changed.
         self._mark_healthy()
 

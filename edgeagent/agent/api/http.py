@@ -25,7 +25,7 @@ from edgeagent.agent.link.cache import PodCache
 from edgeagent.agent.link.monitor import LinkMonitor
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.policy.site import SitePolicy
-from edgeagent.agent.requests.upgrade import Outcome, UpgradeService
+from edgeagent.agent.requests.upgrade import Answer, Outcome, UpgradeService
 from edgeagent.agent.state.store import InvalidTransition, StateStore, StateUnavailable, UnknownRequest
 
 JSON = dict[str, Any]
@@ -48,10 +48,25 @@ _METRICS = web.AppKey("metrics", AgentMetrics)
 _MAX_BODY = web.AppKey("max_body_bytes", int)
 
 
+# The one place an upgrade or imagepull answer becomes an HTTP status (docs/api.md lists them).
+HTTP_STATUS: dict[Answer, int] = {
+    Answer.STARTED: 200,
+    Answer.IMAGE_PULL_REQUESTED: 200,
+    Answer.QUEUED: 202,
+    Answer.BAD_REQUEST: 400,
+    Answer.FORBIDDEN: 403,
+    Answer.NOT_FOUND: 404,
+    Answer.CONFLICT: 409,
+    Answer.BAD_GATEWAY: 502,
+    Answer.UNAVAILABLE: 503,
+}
+
+
 def _outcome_response(request: web.Request, outcome: Outcome) -> web.Response:
+    status = HTTP_STATUS[outcome.answer]
     if wants_json(request):
-        return _json(outcome.to_json(), outcome.http_status)
-    return _text(outcome.message, outcome.http_status, exact=outcome.http_status == 200)
+        return _json(outcome.to_json(), status)
+    return _text(outcome.message, status, exact=status == 200)
 
 
 # ---------------------------------------------------------------------- wrapping every route

@@ -29,6 +29,7 @@ from edgeagent import log
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.aio import wait_event
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.errors import NotFound, ServerError
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.timeutil import format_micro_time
 
@@ -208,11 +209,13 @@ class LinkMonitor:
             await self._client.get(self._probe_path, timeout=self._timeout)
             ok, error = True, ""
             self._set_node_known(True)
-        except KubeError as exc:
-            # Answered: the link works. A 5xx means the API server itself is not serving.
-            ok, error = (exc.code < 500), ("" if exc.code < 500 else str(exc))
-            if exc.code == 404:
-                self._set_node_known(False)
+        except ServerError as exc:  # answered, but the API server itself is not serving
+            ok, error = False, str(exc)
+        except NotFound:  # answered (the link works), but this node has no Lease: an unknown node
+            ok, error = True, ""
+            self._set_node_known(False)
+        except KubeError:  # answered: the link works
+            ok, error = True, ""
         except KubeUnreachable as exc:
             ok, error = False, str(exc)
         self._last_latency = time.monotonic() - started

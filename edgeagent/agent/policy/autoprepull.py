@@ -17,6 +17,7 @@ from edgeagent import log
 from edgeagent.agent.link.cache import PodCache
 from edgeagent.agent.link.monitor import LinkMonitor
 from edgeagent.agent.policy.passes import run_passes
+from edgeagent.agent.requests.upgrade import Answer
 from edgeagent.agent.state.store import StateStore, StateUnavailable
 from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, version_from_message
 from edgeagent.kube.informer import Informer
@@ -38,8 +39,14 @@ RETRY_MAX = 60.0
 
 
 class _Outcome(Protocol):
-    http_status: int
-    message: str
+    @property
+    def answer(self) -> Answer: ...
+
+    @property
+    def status_word(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
 
 
 class _Asker(Protocol):
@@ -105,13 +112,13 @@ class AutoPrepuller:
             if not self._link.connected:
                 return False
             outcome: _Outcome = await self._upgrades.imagepull(namespace_of(pod), name_of(pod))
-            if outcome.http_status == 200:
+            if outcome.answer is Answer.IMAGE_PULL_REQUESTED:
                 self.asks += 1
                 await self._remember(pod, revision)
                 _log.info("auto_prepull_asked", pod=key_of(pod), revision=revision)
-            elif outcome.http_status in (403, 404, 409):
+            elif outcome.answer in (Answer.FORBIDDEN, Answer.NOT_FOUND, Answer.CONFLICT):
                 # No pending version after all, gone or replaced: the watch brings what changed.
-                _log.info("auto_prepull_skipped", pod=key_of(pod), code=outcome.http_status, reason=outcome.message)
+                _log.info("auto_prepull_skipped", pod=key_of(pod), status=outcome.status_word, reason=outcome.message)
             else:
                 complete = False
         return complete

@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from edgeagent import log
-from edgeagent.agent.requests.upgrade import Outcome, upgrade_refusal
+from edgeagent.agent.requests.guarded import upgrade_check
+from edgeagent.agent.requests.upgrade import Answer, Outcome
 from edgeagent.agent.state.store import FAILED, UpgradeRequest
 from edgeagent.aio import wait_event
 from edgeagent.contract import AUTO_UPGRADE_FAILED, CONDITION_POD_NEED_UPGRADE, HELD_BY_OPERATOR
@@ -61,7 +62,7 @@ class ConnectedLink(Protocol):
 def next_candidate(pods: list[JSON], node: str, skip: set[tuple[str, str]]) -> JSON | None:
     """The first pod (by namespace/name) this node may upgrade now and has not given up on."""
     for pod in sorted(pods, key=lambda p: (str(meta(p).get("namespace")), str(meta(p).get("name")))):
-        if upgrade_refusal(pod, node) is None and _skip_key(pod) not in skip:
+        if upgrade_check(pod, node) is None and _skip_key(pod) not in skip:
             return pod
     return None
 
@@ -105,9 +106,9 @@ class AutoUpgrader:
         namespace, name = str(meta(pod).get("namespace")), str(meta(pod).get("name"))
         key = f"{namespace}/{name}"
         outcome = await self._upgrades.upgrade(namespace, name, origin=ORIGIN)
-        if outcome.request_id is None or outcome.http_status not in (200, 202):
+        if outcome.request_id is None or outcome.answer not in (Answer.STARTED, Answer.QUEUED):
             # Refused (the cloud's view differs from the cache, RBAC, ...): not this pod again for this version.
-            _log.warning("auto_upgrade_skipped", pod=key, code=outcome.http_status, message=outcome.message)
+            _log.warning("auto_upgrade_skipped", pod=key, status=outcome.status_word, message=outcome.message)
             self._skip.add(_skip_key(pod))
             return
         self.upgraded.append(outcome.request_id)

@@ -26,6 +26,7 @@ from edgeagent.agent.policy.passes import run_passes
 from edgeagent.agent.policy.site import PolicyStatus, SitePolicy
 from edgeagent.contract import CONDITION_UPGRADE_HELD
 from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.errors import Conflict, Invalid, NotFound
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.objects import (
     daemonset_owner,
@@ -156,11 +157,11 @@ class HeldPublisher:
             async with asyncio.timeout(self._timeout + 1.0):
                 await self._client.patch(f"{pod_path(namespace, name)}/status", body, CONTENT_STRATEGIC_MERGE_PATCH,
                                          timeout=self._timeout)
+        except (NotFound, Conflict, Invalid) as exc:
+            # Gone or replaced: the watch brings the successor, which gets its own patch.
+            _log.info("upgrade_held_pod_gone", pod=key_of(pod), code=exc.code)
+            return True
         except KubeError as exc:
-            if exc.code in (404, 409, 422):
-                # Gone or replaced: the watch brings the successor, which gets its own patch.
-                _log.info("upgrade_held_pod_gone", pod=key_of(pod), code=exc.code)
-                return True
             _log.warning("upgrade_held_patch_refused", pod=key_of(pod), code=exc.code, error=exc.message)
             return False
         except (KubeUnreachable, TimeoutError) as exc:

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from edgeagent import backoff
 from edgeagent.aio import wait_event
 
 
@@ -23,7 +24,7 @@ async def run_passes(one_pass: Callable[[], Awaitable[bool]], *, link: _Link, wa
                      initial: float, cap: float, failed: Callable[[Exception], bool]) -> None:
     """Forever (until cancelled): `one_pass()` while connected. `failed(exc)` is asked about an exception a pass
     raised: True means it was handled (logged) and counts as "left for later"; False re-raises it."""
-    retry = initial
+    failures = 0
     while True:
         await link.wait_connected()
         wake.clear()
@@ -34,8 +35,8 @@ async def run_passes(one_pass: Callable[[], Awaitable[bool]], *, link: _Link, wa
                 raise
             complete = False
         if complete:
-            retry = initial
+            failures = 0
             await wake.wait()
         else:
-            await wait_event(wake, retry)
-            retry = min(cap, retry * 2)
+            failures += 1
+            await wait_event(wake, backoff.exponential(failures, initial=initial, cap=cap))

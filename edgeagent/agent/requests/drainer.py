@@ -5,7 +5,8 @@ be gone, replaced by the DaemonSet controller (new UID), or no longer need an up
 end `obsolete`, and the replacement is never touched. The delete carries the queued UID as a
 precondition, which also makes a retry after a crash mid-entry (left `running`) safe.
 
-A successful delete makes the entry `verifying`: the verifier decides whether it succeeded.
+The read, the checks and the delete are guarded.py's, the same as an online request's. A successful delete
+makes the entry `verifying`: the verifier decides whether it succeeded.
 Errors the cloud means (4xx) end `failed` with its message; errors of the moment (5xx, 429, timeouts)
 put the entry back to `queued` with exponential backoff, and wait for the link again.
 """
@@ -13,13 +14,12 @@ put the entry back to `queued` with exponential backoff, and wait for the link a
 from __future__ import annotations
 
 import asyncio
-import random
 import time
-from collections.abc import Awaitable
 from typing import Any, Protocol
 
-from edgeagent import log
-from edgeagent.agent.requests.upgrade import Link, UpgradeMetrics, describe_failure, is_retryable, publish_queue_counts
+from edgeagent import backoff, log
+from edgeagent.agent.requests.guarded import GuardedDelete, Refusal, Result
+from edgeagent.agent.requests.upgrade import Link, UpgradeMetrics, publish_queue_counts
 from edgeagent.agent.requests.verifier import record_deleted
 from edgeagent.agent.state.store import (
     FAILED,
@@ -34,9 +34,7 @@ from edgeagent.agent.state.store import (
     UpgradeRequest,
 )
 from edgeagent.aio import wait_event
-from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, image_not_ready
-from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
-from edgeagent.kube.objects import condition_is_true, pod_path, uid_of
+from edgeagent.kube.client import KubeClient
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.drainer")
@@ -54,6 +52,21 @@ class OpenGate(Protocol):
 
 class _Retry(Exception):
     """A transient failure: back to `queued`, try again after a backoff."""
+
+
+# How a queued request ends when its pod was not deleted. Gone, replaced, no longer in need of an upgrade or
+# already being deleted: `obsolete`, the request has nothing left to do. Refused for a reason that stays true
+# (the image is not ready, the cloud said no): `failed`, with the reason.
+_ENDS: dict[tuple[Result, Refusal | None], str] = {
+    (Result.GONE, None): OBSOLETE,
+    (Result.REPLACED, None): OBSOLETE,
+    (Result.REFUSED, Refusal.NOT_NEEDED): OBSOLETE,
+    (Result.REFUSED, Refusal.TERMINATING): OBSOLETE,
+    (Result.REFUSED, Refusal.IMAGE_NOT_READY): FAILED,
+    (Result.REFUSED, Refusal.OTHER_NODE): FAILED,
+    (Result.REFUSED, Refusal.NOT_A_DAEMONSET_POD): FAILED,
+    (Result.REFUSED, Refusal.CLOUD): FAILED,
+}
 
 
 class Drainer:
@@ -161,55 +174,15 @@ class Drainer:
 
     async def _decide_and_delete(self, entry: UpgradeRequest) -> tuple[str, str, JSON | None]:
         """(state, message, the deleted pod or None); after a delete the verifier decides the outcome."""
-        path = pod_path(entry.namespace, entry.name)
-        try:
-            pod = await self._call(self._client.get(path, timeout=self._timeout), f"GET {entry.key}")
-        except KubeError as exc:
-            if exc.code == 404:
-                return OBSOLETE, f"pod {entry.key} no longer exists", None
-            return (*self._answered(exc, "reading"), None)
-        uid = uid_of(pod)
-        if uid != entry.uid:
-            return OBSOLETE, (f"pod {entry.key} was replaced (uid {entry.uid} is now {uid}); "
-                              "the new pod is not touched"), None
-        if not condition_is_true(pod, CONDITION_POD_NEED_UPGRADE):
-            return OBSOLETE, (f"pod {entry.key} no longer needs an upgrade "
-                              f"({CONDITION_POD_NEED_UPGRADE} is not True)"), None
-        image = image_not_ready(pod)
-        if image is not None:
-            return FAILED, (f"pod {entry.key}: the image of the current version is not ready "
-                            f"({CONDITION_POD_IMAGE_READY} {image.get('status')!r} for {image.get('message')!r})"), None
-        try:
-            await self._call(self._client.delete(path, {"preconditions": {"uid": entry.uid}}, timeout=self._timeout),
-                             f"DELETE {entry.key}")
-        except KubeError as exc:
-            if exc.code == 404:
-                return OBSOLETE, f"pod {entry.key} no longer exists", None
-            if exc.code == 409:
-                return OBSOLETE, f"pod {entry.key} was replaced; the new pod is not touched: {exc.message}", None
-            return (*self._answered(exc, "deleting"), None)
-        return VERIFYING, (f"Start updating pod {entry.key}: deleted (uid {entry.uid}); waiting for its "
-                           "replacement to be Ready on the new revision"), pod
-
-    async def _call(self, call: Awaitable[JSON], what: str) -> JSON:
-        """Await a cloud call; unreachability or a transient answer becomes _Retry (after telling the link)."""
-        try:
-            async with asyncio.timeout(self._timeout + 1.0):  # not wait_for: see edgeagent/aio.py
-                result = await call
-        except (KubeUnreachable, TimeoutError) as exc:
-            reason = f"{what}: {describe_failure(exc)}"
-            self._link.report_failure(reason)
-            raise _Retry(reason) from exc
-        except KubeError as exc:
-            if is_retryable(exc):
-                raise _Retry(f"{what}: the cloud answered {exc.code}: {exc.message}") from exc
-            raise
-        return result
-
-    @staticmethod
-    def _answered(exc: KubeError, doing: str) -> tuple[str, str]:
-        return FAILED, f"the cloud API refused {doing} the pod ({exc.code}): {exc.message}"
+        guard = GuardedDelete(self._client, self._link, entry.namespace, entry.name, node_name=self._node,
+                              timeout=lambda: self._timeout, expected_uid=entry.uid, queued=True)
+        deletion = await guard.run()
+        if deletion.result is Result.TRANSIENT:
+            raise _Retry(deletion.message)
+        if deletion.result is Result.DELETED:
+            return VERIFYING, deletion.message, deletion.pod
+        return _ENDS[deletion.result, deletion.refusal], deletion.message, None
 
     def _backoff(self, attempts: int) -> float:
-        base: float = min(self._backoff_max, self._backoff_initial * 2.0 ** max(0, attempts - 1))
-        return base * random.uniform(0.8, 1.2)
+        delay = backoff.exponential(max(1, attempts), initial=self._backoff_initial, cap=self._backoff_max)
+        return backoff.jittered(delay, low=0.8, high=1.2)

@@ -18,6 +18,7 @@ recorder's, so a resend after a crash mid-send meets `409 AlreadyExists` and cou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from edgeagent.contract import (
     EVENT_WARNING,
 )
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.errors import Conflict, Forbidden, NotFound
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.events")
@@ -249,7 +251,7 @@ class EventReporter:
                 self._link.report_failure(f"creating an Event: {error}")
                 return False
             except KubeError as exc:
-                if exc.code >= 500 or exc.code == 429:
+                if exc.retryable:
                     return False
                 # The cloud means it (403 without RBAC for events, 422 invalid): retrying cannot help.
                 _log.warning("event_refused", reason=ev.reason, pod=f"{ev.namespace}/{ev.pod}", code=exc.code,
@@ -276,20 +278,15 @@ class EventReporter:
                                              CONTENT_MERGE_PATCH, timeout=self._timeout)
                     self._remember(ev.key, name, count + ev.count)
                     return
-                except KubeError as exc:
-                    if exc.code not in (403, 404):
-                        raise
+                except (Forbidden, NotFound):
                     # Gone (events expire): start a new one, as the recorder does. Not allowed to patch
                     # (deploy/ grants only create: the agent's messages carry the request id, so a repeat
                     # after sending does not happen in its own flow): a new Event keeps the count honest.
                     name = ev.name(at=ev.last)
-            try:
+            # Conflict: already there, sent before a crash took the outbox row's deletion with it.
+            with contextlib.suppress(Conflict):
                 await self._client.create(base, event_object(ev, self._node, name=name, count=ev.count),
                                           timeout=self._timeout)
-            except KubeError as exc:
-                if exc.code != 409:
-                    raise
-                # Already there: sent before a crash took the outbox row's deletion with it.
         self._remember(ev.key, name, ev.count)
 
     def _remember(self, key: tuple[str, ...], name: str, count: int) -> None:

@@ -19,9 +19,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
 from edgeagent import log
+from edgeagent.agent.requests.guarded import (
+    Deletion,
+    GuardedDelete,
+    Refusal,
+    Result,
+    describe_failure,
+    key_of_pod,
+    placement_refusal,
+    upgrade_check,
+)
 from edgeagent.agent.requests.verifier import record_deleted
 from edgeagent.agent.state.store import (
     FAILED,
@@ -38,18 +49,15 @@ from edgeagent.contract import (
     CONDITION_POD_IMAGE_READY,
     CONDITION_POD_NEED_UPGRADE,
     REASON_WAIT_PULL_IMAGE,
-    image_not_ready,
     version_from_message,
     version_message,
 )
 from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
+from edgeagent.kube.errors import Conflict, Invalid, NotFound
 from edgeagent.kube.objects import (
-    daemonset_owner,
     get_condition,
     is_dns1123_label,
     is_dns1123_subdomain,
-    is_terminating,
-    node_name_of,
     pod_path,
     uid_of,
 )
@@ -57,19 +65,26 @@ from edgeagent.kube.objects import (
 JSON = dict[str, Any]
 _log = log.get("edgeagent.upgrade")
 
-# Status words of the JSON bodies (`{"status", "message", "id"?}`).
-STARTED = "Started"
-QUEUED = "Queued"
-IMAGE_PULL_REQUESTED = "ImagePullRequested"
-FORBIDDEN = "Forbidden"
-NOT_FOUND = "NotFound"
-BAD_REQUEST = "BadRequest"
-CONFLICT = "Conflict"
-UNAVAILABLE = "ServiceUnavailable"
-BAD_GATEWAY = "BadGateway"
+class Answer(StrEnum):
+    """What the agent answers an upgrade or imagepull request: the `status` word of the JSON body.
 
-_WORDS = {200: STARTED, 202: QUEUED, 400: BAD_REQUEST, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT,
-          502: BAD_GATEWAY, 503: UNAVAILABLE}
+    Its HTTP status is a table at the HTTP boundary (api/http.py: HTTP_STATUS), so nothing here, nor the
+    auto-upgrader or auto-pre-puller that call this service, branches on HTTP codes.
+    """
+
+    STARTED = "Started"  # the pod was deleted
+    QUEUED = "Queued"  # stored; the drainer applies it
+    IMAGE_PULL_REQUESTED = "ImagePullRequested"
+    BAD_REQUEST = "BadRequest"  # never valid: bad names, not a DaemonSet pod
+    FORBIDDEN = "Forbidden"  # refused by the checks: another node's pod, no upgrade needed, image not ready
+    NOT_FOUND = "NotFound"  # no such pod (or it went away meanwhile)
+    CONFLICT = "Conflict"  # replaced meanwhile: the new pod is not touched
+    BAD_GATEWAY = "BadGateway"  # the cloud refused (a 4xx it means)
+    UNAVAILABLE = "ServiceUnavailable"  # nothing stored (state unwritable), or the cloud is needed and absent
+
+
+# A refusal of the checks, as an answer.
+_REFUSED = {Refusal.NOT_A_DAEMONSET_POD: Answer.BAD_REQUEST, Refusal.CLOUD: Answer.BAD_GATEWAY}
 
 
 class PodLookup(Protocol):
@@ -99,10 +114,13 @@ class UpgradeMetrics(Protocol):
 class Outcome:
     """One answer of the upgrade/imagepull endpoints: the HTTP layer renders it as text or JSON."""
 
-    http_status: int
-    status_word: str
+    answer: Answer
     message: str
     request_id: str | None = None
+
+    @property
+    def status_word(self) -> str:
+        return self.answer.value
 
     def to_json(self) -> JSON:
         body: JSON = {"status": self.status_word, "message": self.message}
@@ -111,56 +129,29 @@ class Outcome:
         return body
 
 
-def _outcome(code: int, message: str, request_id: str | None = None) -> Outcome:
-    return Outcome(code, _WORDS[code], message, request_id)
+def _outcome(answer: Answer, message: str, request_id: str | None = None) -> Outcome:
+    return Outcome(answer, message, request_id)
+
+
+def _refused(refusal: tuple[Refusal, str]) -> Outcome:
+    return _outcome(_REFUSED.get(refusal[0], Answer.FORBIDDEN), refusal[1])
 
 
 def validate_names(namespace: str, name: str) -> Outcome | None:
     """400 unless the namespace is a DNS-1123 label and the name a DNS-1123 subdomain, as the API requires."""
     if not is_dns1123_label(namespace):
-        return _outcome(400, f"invalid namespace {namespace!r}: must be a DNS-1123 label "
+        return _outcome(Answer.BAD_REQUEST, f"invalid namespace {namespace!r}: must be a DNS-1123 label "
                              "(lower-case alphanumerics and '-', at most 63 characters)")
     if not is_dns1123_subdomain(name):
-        return _outcome(400, f"invalid pod name {name!r}: must be a DNS-1123 subdomain "
+        return _outcome(Answer.BAD_REQUEST, f"invalid pod name {name!r}: must be a DNS-1123 subdomain "
                              "(lower-case alphanumerics, '-' and '.', at most 253 characters)")
     return None
 
 
-def _pod_key(pod: JSON) -> str:
-    return f"{pod.get('metadata', {}).get('namespace', '')}/{pod.get('metadata', {}).get('name', '')}"
-
-
-def _placement_refusal(pod: JSON, node_name: str) -> Outcome | None:
-    """Why this node's agent may not act on this pod at all (upgrade or image pre-pull), or None."""
-    key = _pod_key(pod)
-    bound = node_name_of(pod)
-    if bound != node_name:
-        where = f"node {bound!r}" if bound else "no node"
-        return _outcome(403, f"pod {key} is bound to {where}, not to this node ({node_name!r})")
-    if is_terminating(pod):
-        return _outcome(403, f"pod {key} is already being deleted")
-    if daemonset_owner(pod) is None:
-        return _outcome(400, f"pod {key} is not owned by a DaemonSet; only DaemonSet pods can be upgraded")
-    return None
-
-
 def upgrade_refusal(pod: JSON, node_name: str) -> Outcome | None:
-    """Why this pod may not be upgraded through this node's agent, or None when it may."""
-    refusal = _placement_refusal(pod, node_name)
-    if refusal is not None:
-        return refusal
-    key = _pod_key(pod)
-    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
-    if need is None or need.get("status") != "True":
-        state = "absent" if need is None else f"{need.get('status')!r}"
-        return _outcome(403, f"pod {key} does not need an upgrade: condition {CONDITION_POD_NEED_UPGRADE} "
-                             f"is {state}, not 'True'")
-    image = image_not_ready(pod)
-    if image is not None:
-        return _outcome(403, f"pod {key}: the image of the current version is not ready: condition "
-                             f"{CONDITION_POD_IMAGE_READY} is {image.get('status')!r} for "
-                             f"{image.get('message')!r}, wanted 'True' for {need.get('message')!r}")
-    return None
+    """Why this pod may not be upgraded through this node's agent (as an answer), or None when it may."""
+    refusal = upgrade_check(pod, node_name)
+    return None if refusal is None else _refused(refusal)
 
 
 async def publish_queue_counts(state: StateStore, metrics: UpgradeMetrics | None) -> None:
@@ -171,11 +162,6 @@ async def publish_queue_counts(state: StateStore, metrics: UpgradeMetrics | None
         metrics.set_queue_counts(await state.counts())
     except StateUnavailable as exc:
         _log.warning("queue_counts_unavailable", error=str(exc))
-
-
-def is_retryable(exc: KubeError) -> bool:
-    """The cloud answered but could not do it now (overload, restart): worth trying again later."""
-    return exc.code >= 500 or exc.code == 429
 
 
 class _Deadline:
@@ -213,8 +199,8 @@ class UpgradeService:
     async def upgrade(self, namespace: str, name: str, *, origin: str = "online") -> Outcome:
         """`origin` is recorded with the request ("online" for the HTTP API, "auto" for --auto-upgrade)."""
         outcome = await self._upgrade(namespace, name, origin)
-        _log.info("upgrade_request", pod=f"{namespace}/{name}", code=outcome.http_status,
-                  status=outcome.status_word, message=outcome.message, id=outcome.request_id)
+        _log.info("upgrade_request", pod=f"{namespace}/{name}", status=outcome.status_word, message=outcome.message,
+                  id=outcome.request_id)
         if self._metrics is not None:
             self._metrics.upgrade_outcome(outcome.status_word)
         return outcome
@@ -228,58 +214,34 @@ class UpgradeService:
             return await self._queue_from_cache(namespace, name, "the cloud link is down")
 
         deadline = _Deadline(self._upgrade_timeout, self._request_timeout)
-        path = pod_path(namespace, name)
-        try:
-            async with asyncio.timeout(self._upgrade_timeout):
-                pod = await self._client.get(path, timeout=deadline.left())
-        except KubeError as exc:
-            if exc.code == 404:
-                return _outcome(404, f"pod {key} not found")
-            if is_retryable(exc):
-                return await self._queue_from_cache(namespace, name, f"the cloud answered {exc.code}: {exc.message}")
-            return self._cloud_refused("reading", key, exc)
-        except (KubeUnreachable, TimeoutError) as exc:
-            reason = f"GET {key} failed: {describe_failure(exc)}"
-            self._link.report_failure(reason)
-            return await self._queue_from_cache(namespace, name, reason)
-
-        refusal = upgrade_refusal(pod, self._node)
-        if refusal is not None:
-            return refusal
+        guard = GuardedDelete(self._client, self._link, namespace, name, node_name=self._node, timeout=deadline.left)
+        read = await guard.read()
+        if isinstance(read, Deletion):
+            if read.result is Result.TRANSIENT:
+                return await self._queue_from_cache(namespace, name, read.message)
+            return _read_answer(read)
+        pod = read
         uid = uid_of(pod)
         existing = await self._active_request(namespace, name)
         if existing is not None and existing.uid == uid:
             # Already queued (the link came back, the drainer is on it): one request per pod.
-            return _outcome(202, _already(existing), existing.id)
+            return _outcome(Answer.QUEUED, _already(existing), existing.id)
         record = await self._record(namespace, name, uid, origin)
         if record is not None and record.state != RUNNING:
-            return _outcome(202, _already(record), record.id)
+            return _outcome(Answer.QUEUED, _already(record), record.id)
         request_id = record.id if record is not None else None
-        try:
-            async with asyncio.timeout(deadline.left()):
-                await self._client.delete(path, {"preconditions": {"uid": uid}}, timeout=deadline.left())
-        except KubeError as exc:
-            if exc.code == 404:
-                return await self._ended(request_id, OBSOLETE, _outcome(404, f"pod {key} was deleted meanwhile"))
-            if exc.code == 409:
-                return await self._ended(request_id, OBSOLETE, _outcome(
-                    409, f"pod {key} was replaced meanwhile (uid {uid} no longer exists); the new pod was not deleted"))
-            if is_retryable(exc):
-                return await self._requeue(request_id, namespace, name, uid,
-                                           f"the cloud answered {exc.code}: {exc.message}")
-            return await self._ended(request_id, FAILED, self._cloud_refused("deleting", key, exc))
-        except (KubeUnreachable, TimeoutError) as exc:
-            reason = f"DELETE {key} failed: {describe_failure(exc)}"
-            self._link.report_failure(reason)
-            return await self._requeue(request_id, namespace, name, uid, reason)
+        deletion = await guard.delete(pod)
+        if deletion.result is Result.TRANSIENT:
+            return await self._requeue(request_id, namespace, name, uid, deletion.message)
+        if deletion.result is not Result.DELETED:
+            ended = FAILED if deletion.result is Result.REFUSED else OBSOLETE
+            return await self._ended(request_id, ended, _deleted_answer(deletion))
         if request_id is not None:
             try:
-                await record_deleted(self._state, request_id, pod, self._ready_timeout,
-                                     f"Start updating pod {key}: deleted (uid {uid}); waiting for its replacement "
-                                     "to be Ready on the new revision")
+                await record_deleted(self._state, request_id, pod, self._ready_timeout, deletion.message)
             except (StateUnavailable, InvalidTransition, UnknownRequest) as exc:
                 _log.error("upgrade_verification_unrecorded", id=request_id, pod=key, error=str(exc))
-        return _outcome(200, f"Start updating pod {key}", request_id)
+        return _outcome(Answer.STARTED, f"Start updating pod {key}", request_id)
 
     async def _record(self, namespace: str, name: str, uid: str, origin: str) -> UpgradeRequest | None:
         """Record the request as `running` before the DELETE, so that it is verified and reported.
@@ -302,7 +264,7 @@ class UpgradeService:
                 await self._state.set_state(request_id, state, outcome.message)
             except (StateUnavailable, InvalidTransition, UnknownRequest) as exc:
                 _log.error("upgrade_outcome_unrecorded", id=request_id, error=str(exc))
-        return Outcome(outcome.http_status, outcome.status_word, outcome.message, request_id)
+        return Outcome(outcome.answer, outcome.message, request_id)
 
     async def _requeue(self, request_id: str | None, namespace: str, name: str, uid: str, reason: str) -> Outcome:
         """The DELETE did not get through: the recorded request goes to the queue for the drainer."""
@@ -312,23 +274,26 @@ class UpgradeService:
         try:
             request = await self._state.set_state(request_id, QUEUED_STATE, f"queued: {reason}")
         except (StateUnavailable, InvalidTransition, UnknownRequest) as exc:
-            return _outcome(503, f"the cloud cannot be reached ({reason}) and the upgrade request for pod {key} "
-                                 f"could not be stored: {exc}; nothing was queued")
+            return _outcome(Answer.UNAVAILABLE,
+                            f"the cloud cannot be reached ({reason}) and the upgrade request for pod {key} "
+                            f"could not be stored: {exc}; nothing was queued")
         await publish_queue_counts(self._state, self._metrics)
         for callback in self.on_queued:
             callback()
-        return _outcome(202, f"Upgrade of pod {key} queued as request {request.id}: {reason}; it is applied "
+        return _outcome(Answer.QUEUED, f"Upgrade of pod {key} queued as request {request.id}: {reason}; it is applied "
                              "when the cloud is reachable again", request.id)
 
     @staticmethod
     def _cloud_refused(doing: str, key: str, exc: KubeError) -> Outcome:
-        return _outcome(502, f"the cloud API refused {doing} pod {key} ({exc.code}): {exc.message}")
+        return _outcome(Answer.BAD_GATEWAY, f"the cloud API refused {doing} pod {key} ({exc.code}): {exc.message}")
+
 
     async def _queue_from_cache(self, namespace: str, name: str, reason: str) -> Outcome:
         key = f"{namespace}/{name}"
         pod = self._cache.get(namespace, name)
         if pod is None:
-            return _outcome(404, f"pod {key} is not in the local cache and the cloud cannot be asked ({reason})")
+            return _outcome(Answer.NOT_FOUND,
+                            f"pod {key} is not in the local cache and the cloud cannot be asked ({reason})")
         refusal = upgrade_refusal(pod, self._node)
         if refusal is not None:
             return refusal
@@ -340,15 +305,17 @@ class UpgradeService:
             request, created = await self._state.enqueue(namespace, name, uid, self._node,
                                                          message=f"queued: {reason}")
         except StateUnavailable as exc:
-            return _outcome(503, f"the cloud cannot be reached ({reason}) and the upgrade request for pod {key} "
-                                 f"could not be stored: {exc}; nothing was queued")
+            return _outcome(Answer.UNAVAILABLE,
+                            f"the cloud cannot be reached ({reason}) and the upgrade request for pod {key} "
+                            f"could not be stored: {exc}; nothing was queued")
         await publish_queue_counts(self._state, self._metrics)
         if created:
             for callback in self.on_queued:
                 callback()
-            return _outcome(202, f"Upgrade of pod {key} queued as request {request.id}: {reason}; it is applied "
-                                 "when the cloud is reachable again", request.id)
-        return _outcome(202, _already(request), request.id)
+            return _outcome(Answer.QUEUED,
+                            f"Upgrade of pod {key} queued as request {request.id}: {reason}; it is applied "
+                            "when the cloud is reachable again", request.id)
+        return _outcome(Answer.QUEUED, _already(request), request.id)
 
     async def _active_request(self, namespace: str, name: str) -> UpgradeRequest | None:
         try:
@@ -365,8 +332,8 @@ class UpgradeService:
         cache), so a request that could never be applied is refused at once rather than at the window.
         """
         outcome = await self._upgrade_when_open(namespace, name)
-        _log.info("upgrade_request", pod=f"{namespace}/{name}", when="open", code=outcome.http_status,
-                  status=outcome.status_word, message=outcome.message, id=outcome.request_id)
+        _log.info("upgrade_request", pod=f"{namespace}/{name}", when="open", status=outcome.status_word,
+                  message=outcome.message, id=outcome.request_id)
         if self._metrics is not None:
             self._metrics.upgrade_outcome(outcome.status_word)
         return outcome
@@ -381,17 +348,17 @@ class UpgradeService:
             try:
                 async with asyncio.timeout(self._upgrade_timeout):
                     pod = await self._client.get(pod_path(namespace, name), timeout=self._request_timeout)
+            except NotFound:
+                return _outcome(Answer.NOT_FOUND, f"pod {key} not found")
             except KubeError as exc:
-                if exc.code == 404:
-                    return _outcome(404, f"pod {key} not found")
-                if not is_retryable(exc):
+                if not exc.retryable:
                     return self._cloud_refused("reading", key, exc)
             except (KubeUnreachable, TimeoutError) as exc:
                 self._link.report_failure(f"GET {key} failed: {describe_failure(exc)}")
         if pod is None:
             pod = self._cache.get(namespace, name)
             if pod is None:
-                return _outcome(404, f"pod {key} is not in the local cache and the cloud did not answer")
+                return _outcome(Answer.NOT_FOUND, f"pod {key} is not in the local cache and the cloud did not answer")
         refusal = upgrade_refusal(pod, self._node)
         if refusal is not None:
             return refusal
@@ -400,21 +367,23 @@ class UpgradeService:
                 namespace, name, uid_of(pod), self._node, when_open=True,
                 message="queued until the node is open (?when=open)")
         except StateUnavailable as exc:
-            return _outcome(503, f"the upgrade request for pod {key} could not be stored: {exc}; nothing was queued")
+            return _outcome(Answer.UNAVAILABLE,
+                            f"the upgrade request for pod {key} could not be stored: {exc}; nothing was queued")
         await publish_queue_counts(self._state, self._metrics)
         if not created:
-            return _outcome(202, _already(request), request.id)
+            return _outcome(Answer.QUEUED, _already(request), request.id)
         for callback in self.on_queued:
             callback()
-        return _outcome(202, f"Upgrade of pod {key} queued as request {request.id}: it is applied when the node is "
-                             "open (no hold, inside a maintenance window) and the cloud is reachable", request.id)
+        return _outcome(Answer.QUEUED,
+                        f"Upgrade of pod {key} queued as request {request.id}: it is applied when the node is "
+                        "open (no hold, inside a maintenance window) and the cloud is reachable", request.id)
 
     # ------------------------------------------------------------------ imagepull
 
     async def imagepull(self, namespace: str, name: str) -> Outcome:
         outcome = await self._imagepull(namespace, name)
-        _log.info("imagepull_request", pod=f"{namespace}/{name}", code=outcome.http_status,
-                  status=outcome.status_word, message=outcome.message)
+        _log.info("imagepull_request", pod=f"{namespace}/{name}", status=outcome.status_word,
+                  message=outcome.message)
         if self._metrics is not None:
             self._metrics.image_pull_outcome(outcome.status_word)
         return outcome
@@ -430,8 +399,9 @@ class UpgradeService:
             return invalid
         key = f"{namespace}/{name}"
         if not self._link.connected:
-            return _outcome(503, f"the cloud link is down; the image pre-pull for pod {key} needs the cloud, "
-                                 "try again when it is back")
+            return _outcome(Answer.UNAVAILABLE,
+                            f"the cloud link is down; the image pre-pull for pod {key} needs the cloud, "
+                            "try again when it is back")
         path = pod_path(namespace, name)
         deadline = _Deadline(self._upgrade_timeout, self._request_timeout)
         try:
@@ -455,32 +425,34 @@ class UpgradeService:
                 }
                 await self._client.patch(f"{path}/status", patch, CONTENT_STRATEGIC_MERGE_PATCH,
                                          timeout=deadline.left())
-        except KubeError as exc:
-            if exc.code == 404:
-                return _outcome(404, f"pod {key} not found")
-            if exc.code in (409, 422):
-                return _outcome(409, f"pod {key} was replaced meanwhile; the image pre-pull was not recorded: "
+        except NotFound:
+            return _outcome(Answer.NOT_FOUND, f"pod {key} not found")
+        except (Conflict, Invalid) as exc:
+            return _outcome(Answer.CONFLICT, f"pod {key} was replaced meanwhile; the image pre-pull was not recorded: "
                                      f"{exc.message}")
-            if is_retryable(exc):
-                return _outcome(503, f"the cloud API could not take the image pre-pull for pod {key} now "
-                                     f"({exc.code}): {exc.message}")
+        except KubeError as exc:
+            if exc.retryable:
+                return _outcome(Answer.UNAVAILABLE,
+                                f"the cloud API could not take the image pre-pull for pod {key} now "
+                                f"({exc.code}): {exc.message}")
             return self._cloud_refused("patching", key, exc)
         except (KubeUnreachable, TimeoutError) as exc:
             reason = f"image pre-pull for {key}: {describe_failure(exc)}"
             self._link.report_failure(reason)
-            return _outcome(503, f"the cloud API did not answer ({describe_failure(exc)}); the image pre-pull for pod "
-                                 f"{key} needs the cloud, try again later")
-        return Outcome(200, IMAGE_PULL_REQUESTED, f"Image pre-pull requested for pod {key}")
+            return _outcome(Answer.UNAVAILABLE,
+                            f"the cloud API did not answer ({describe_failure(exc)}); the image pre-pull for pod "
+                            f"{key} needs the cloud, try again later")
+        return _outcome(Answer.IMAGE_PULL_REQUESTED, f"Image pre-pull requested for pod {key}")
 
 
 def _imagepull_refusal(pod: JSON, node_name: str) -> Outcome | None:
-    refusal = _placement_refusal(pod, node_name)
+    refusal = placement_refusal(pod, node_name)
     if refusal is not None:
-        return refusal
-    key = _pod_key(pod)
+        return _refused(refusal)
+    key = key_of_pod(pod)
     need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
     if need is None or need.get("status") != "True" or not version_from_message(str(need.get("message") or "")):
-        return _outcome(403, f"pod {key} has no pending version to pre-pull: condition "
+        return _outcome(Answer.FORBIDDEN, f"pod {key} has no pending version to pre-pull: condition "
                              f"{CONDITION_POD_NEED_UPGRADE} is not 'True' with a 'controllerrevision: <hash>' message")
     return None
 
@@ -489,8 +461,19 @@ def _already(request: UpgradeRequest) -> str:
     return f"Upgrade of pod {request.key} is already queued as request {request.id} (state {request.state})"
 
 
-def describe_failure(exc: BaseException) -> str:
-    """A cloud call that did not get an answer, in words ("timed out" rather than an empty TimeoutError)."""
-    if isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
-        return "timed out"
-    return str(exc) or type(exc).__name__
+def _read_answer(read: Deletion) -> Outcome:
+    """The answer when the guarded delete stopped at its read (not found, refused by the checks or the cloud)."""
+    if read.result is Result.GONE:
+        return _outcome(Answer.NOT_FOUND, read.message)
+    if read.result is Result.REFUSED and read.refusal is not None:
+        return _refused((read.refusal, read.message))
+    return _outcome(Answer.CONFLICT, read.message)  # replaced (only when an expected UID was given)
+
+
+def _deleted_answer(deletion: Deletion) -> Outcome:
+    """The answer when the DELETE itself did not happen: gone, replaced, or refused by the cloud."""
+    if deletion.result is Result.GONE:
+        return _outcome(Answer.NOT_FOUND, deletion.message)
+    if deletion.result is Result.REPLACED:
+        return _outcome(Answer.CONFLICT, deletion.message)
+    return _outcome(Answer.BAD_GATEWAY, deletion.message)

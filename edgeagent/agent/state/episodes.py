@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from edgeagent import backoff
+
 RETRY_BASE = 0.5
 RETRY_CAP = 60.0
 REMINDER_INTERVAL = 600.0
@@ -18,9 +20,7 @@ REMINDER_INTERVAL = 600.0
 
 def retry_delay(failures: int, *, base: float = RETRY_BASE, cap: float = RETRY_CAP) -> float:
     """Seconds to wait after `failures` consecutive failures: base, 2·base, 4·base … at most `cap`."""
-    if failures <= 1:
-        return min(base, cap)
-    return min(cap, base * 2.0 ** min(failures - 1, 64))
+    return backoff.exponential(max(1, failures), initial=base, cap=cap)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from tests.integration.agent_api.conftest import (
     write_kubeconfig,
 )
 from tests.integration.agent_api.faulty_proxy import FaultyProxy
+from tests.integration.agent_api.hook_proxy import HookProxy, method_on
 from tests.waiting import eventually
 
 
@@ -108,6 +109,33 @@ async def test_entry_for_a_pod_replaced_under_the_same_name_ends_obsolete(
     assert new["metadata"]["uid"] in done["message"]
     assert [d for d in world.sim.store.deletes[deletes_before:] if d["name"] == "fixed-name"] == []
     assert (await world.admin.get(path))["metadata"]["uid"] == new["metadata"]["uid"]
+
+
+async def test_a_pod_replaced_between_the_drainers_get_and_delete_ends_obsolete_and_survives(
+        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession,
+        hook_proxy: HookProxy) -> None:
+    """The race the UID precondition exists for, on the drainer's path: its GET sees the queued pod, then
+    the DaemonSet controller replaces it under the same name before the DELETE; the 409 ends `obsolete`."""
+    old = await orphan_ds_pod(world.admin, "raced-queued")
+    path = "/api/v1/namespaces/default/pods/raced-queued"
+
+    async def replace_pod() -> None:
+        await world.admin.delete(path, {"gracePeriodSeconds": 0})
+        await orphan_ds_pod(world.admin, "raced-queued")
+
+    agent = await offline_agent_with(world, agent_factory, [old],
+                                     kubeconfig=write_kubeconfig(tmp_path / "proxy.kubeconfig", hook_proxy.url))
+    request_id = await queue(http, agent, old)
+    hook = hook_proxy.before(method_on("DELETE", "/pods/raced-queued"), replace_pod)
+    await world.sim.connect(NODE)
+    done = await finished(http, agent, request_id)
+    assert hook.hits == 1
+    assert done["state"] == "obsolete" and "replaced meanwhile" in done["message"], done
+    new = await world.admin.get(path)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"] and not new["metadata"].get("deletionTimestamp")
+    [refused] = [d for d in world.sim.store.deletes if d["name"] == "raced-queued"
+                 and d.get("precondition_uid") == old["metadata"]["uid"]]
+    assert refused["code"] == 409
 
 
 @pytest.mark.parametrize(("condition", "status", "revision", "state", "why"), [

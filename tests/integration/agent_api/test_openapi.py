@@ -9,9 +9,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from edgeagent.agent.api.http import create_app
+from edgeagent.agent.api.http import HTTP_STATUS, create_app
 from edgeagent.agent.metrics import AgentMetrics
-from edgeagent.agent.requests import upgrade as upgrade_module
 from edgeagent.agent.state.store import RUNNING, StateStore
 from tests.integration.agent_api import openapi
 from tests.integration.agent_api.conftest import AgentFactory, ds_pod, seed_snapshot
@@ -55,7 +54,7 @@ def test_routes_and_methods_agree() -> None:
 
 
 def test_every_upgrade_outcome_code_is_documented() -> None:
-    codes = set(upgrade_module._WORDS)
+    codes = set(HTTP_STATUS.values())
     assert codes <= openapi.documented_statuses("POST", UPGRADE)
     assert codes - {202} <= openapi.documented_statuses("POST", IMAGEPULL)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import aiohttp
 
+from edgeagent.agent.api.http import HTTP_STATUS
 from edgeagent.agent.requests.upgrade import UpgradeService
 from edgeagent.agent.state.store import StateStore
 from edgeagent.kube.client import KubeClient, Timeouts
@@ -104,7 +105,7 @@ async def test_online_upgrade_of_a_pod_already_queued_answers_the_existing_reque
         service = UpgradeService(client=client, cache=_NoCache(), link=_Up(), state=state, node_name=NODE,
                                  upgrade_timeout=2.0, request_timeout=2.0)
         outcome = await service.upgrade("default", pod["metadata"]["name"])
-        assert (outcome.http_status, outcome.request_id) == (202, queued.id), outcome
+        assert (HTTP_STATUS[outcome.answer], outcome.request_id) == (202, queued.id), outcome
         assert "already queued" in outcome.message
         assert world.agent_deletes() == []
         assert [r.id for r in await state.list_requests()] == [queued.id]

@@ -1,0 +1,185 @@
+"""The one way the agent deletes a pod to upgrade it: GET, checks, DELETE with the UID precondition, classify.
+
+The online request, the drainer and the auto-upgrader (which goes through the online request) all come
+here, so they apply the same checks and read the cloud's answers the same way. Between the read and the
+delete the DaemonSet controller may replace the pod under the same name; the UID precondition turns that
+race into a `409`, classified `replaced`: the replacement is never deleted.
+
+The answer is a domain result, not an HTTP status: `deleted`, `gone` (404), `replaced` (another UID, or
+409 on the precondition), `refused` (the checks said no, or the cloud refused with a 4xx it means) and
+`transient` (no answer, 5xx, 429: worth trying again). Callers map results to what they need: the upgrade
+service to its answers (their HTTP codes are one table in api/http.py), the drainer to request states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, image_not_ready
+from edgeagent.kube.client import KubeClient
+from edgeagent.kube.errors import Conflict, KubeError, KubeUnreachable, NotFound
+from edgeagent.kube.objects import daemonset_owner, get_condition, is_terminating, node_name_of, pod_path, uid_of
+
+JSON = dict[str, Any]
+
+
+class Result(StrEnum):
+    DELETED = "deleted"
+    GONE = "gone"
+    REPLACED = "replaced"
+    REFUSED = "refused"
+    TRANSIENT = "transient"
+
+
+class Refusal(StrEnum):
+    """Why a pod may not be upgraded (Result.REFUSED)."""
+
+    NOT_A_DAEMONSET_POD = "NotADaemonSetPod"
+    OTHER_NODE = "OtherNode"
+    TERMINATING = "Terminating"
+    NOT_NEEDED = "NotNeeded"
+    IMAGE_NOT_READY = "ImageNotReady"
+    CLOUD = "Cloud"  # the API server refused with a 4xx it means (RBAC, validation)
+
+
+@dataclass(frozen=True)
+class Deletion:
+    result: Result
+    message: str
+    pod: JSON | None = None  # as read: the deleted pod (for the verifier), or the one the checks refused
+    refusal: Refusal | None = None
+    error: BaseException | None = None  # the cloud's answer, or the missing one
+
+
+class Link(Protocol):
+    """What the guard needs from the link monitor (LinkMonitor satisfies it)."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    def report_failure(self, reason: str) -> None: ...
+
+
+def key_of_pod(pod: JSON) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def placement_refusal(pod: JSON, node_name: str) -> tuple[Refusal, str] | None:
+    """Why this node's agent may not act on this pod at all (upgrade or image pre-pull), or None."""
+    key = key_of_pod(pod)
+    bound = node_name_of(pod)
+    if bound != node_name:
+        where = f"node {bound!r}" if bound else "no node"
+        return Refusal.OTHER_NODE, f"pod {key} is bound to {where}, not to this node ({node_name!r})"
+    if is_terminating(pod):
+        return Refusal.TERMINATING, f"pod {key} is already being deleted"
+    if daemonset_owner(pod) is None:
+        return (Refusal.NOT_A_DAEMONSET_POD,
+                f"pod {key} is not owned by a DaemonSet; only DaemonSet pods can be upgraded")
+    return None
+
+
+def upgrade_check(pod: JSON, node_name: str, *, queued: bool = False) -> tuple[Refusal, str] | None:
+    """The checks every upgrade path applies; None when the pod may be deleted now.
+
+    `queued`: the request was accepted earlier, so a pod that needs no upgrade "no longer" needs one.
+    """
+    refusal = placement_refusal(pod, node_name)
+    if refusal is not None:
+        return refusal
+    key = key_of_pod(pod)
+    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
+    if need is None or need.get("status") != "True":
+        state = "absent" if need is None else f"{need.get('status')!r}"
+        return Refusal.NOT_NEEDED, (f"pod {key} {'no longer needs' if queued else 'does not need'} an upgrade: "
+                                    f"condition {CONDITION_POD_NEED_UPGRADE} is {state}, not 'True'")
+    image = image_not_ready(pod)
+    if image is not None:
+        return Refusal.IMAGE_NOT_READY, (f"pod {key}: the image of the current version is not ready: condition "
+                                         f"{CONDITION_POD_IMAGE_READY} is {image.get('status')!r} for "
+                                         f"{image.get('message')!r}, wanted 'True' for {need.get('message')!r}")
+    return None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A cloud call that did not get an answer, in words ("timed out" rather than an empty TimeoutError)."""
+    if isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+class GuardedDelete:
+    """One pod's guarded delete. `run()` does it all; the online path calls `read()`, records the request,
+    then `delete()`, so that a request is on disk before its pod is deleted."""
+
+    def __init__(self, client: KubeClient, link: Link, namespace: str, name: str, *, node_name: str,
+                 timeout: Callable[[], float], expected_uid: str | None = None, queued: bool = False) -> None:
+        self._client = client
+        self._link = link
+        self._node = node_name
+        self._timeout = timeout  # seconds left for the next call (raises TimeoutError when none are)
+        self._expected_uid = expected_uid
+        self._queued = queued
+        self.key = f"{namespace}/{name}"
+        self.path = pod_path(namespace, name)
+
+    async def run(self) -> Deletion:
+        read = await self.read()
+        return read if isinstance(read, Deletion) else await self.delete(read)
+
+    async def read(self) -> JSON | Deletion:
+        """The pod, fresh from the cloud and past every check; or why not."""
+        try:
+            left = self._timeout()
+            async with asyncio.timeout(left + 1.0):  # not wait_for: see edgeagent/aio.py
+                pod = await self._client.get(self.path, timeout=left)
+        except NotFound as exc:
+            return Deletion(Result.GONE, f"pod {self.key} not found (it no longer exists, or never did)", error=exc)
+        except (KubeError, KubeUnreachable, TimeoutError) as exc:
+            return self._failed("GET", "reading", exc)
+        uid = uid_of(pod)
+        if self._expected_uid is not None and uid != self._expected_uid:
+            return Deletion(Result.REPLACED, (f"pod {self.key} was replaced (uid {self._expected_uid} is now {uid}); "
+                                              "the new pod is not touched"), pod=pod)
+        refusal = upgrade_check(pod, self._node, queued=self._queued)
+        if refusal is not None:
+            return Deletion(Result.REFUSED, refusal[1], pod=pod, refusal=refusal[0])
+        return pod
+
+    async def delete(self, pod: JSON) -> Deletion:
+        """DELETE with the UID of the pod that was read and checked as precondition, classified."""
+        uid = uid_of(pod)
+        try:
+            left = self._timeout()
+            async with asyncio.timeout(left + 1.0):
+                await self._client.delete(self.path, {"preconditions": {"uid": uid}}, timeout=left)
+        except NotFound as exc:
+            return Deletion(Result.GONE, f"pod {self.key} no longer exists: it was deleted meanwhile", pod=pod,
+                            error=exc)
+        except Conflict as exc:
+            return Deletion(Result.REPLACED, (f"pod {self.key} was replaced meanwhile (uid {uid} no longer exists); "
+                                              f"the new pod was not deleted: {exc.message}"), pod=pod, error=exc)
+        except (KubeError, KubeUnreachable, TimeoutError) as exc:
+            return self._failed("DELETE", "deleting", exc, pod)
+        return Deletion(Result.DELETED, (f"Start updating pod {self.key}: deleted (uid {uid}); waiting for its "
+                                         "replacement to be Ready on the new revision"), pod=pod)
+
+    def _failed(self, verb: str, doing: str, exc: BaseException, pod: JSON | None = None) -> Deletion:
+        if isinstance(exc, KubeError):
+            if exc.retryable:
+                return Deletion(Result.TRANSIENT, f"{verb} {self.key}: the cloud answered {exc.code}: {exc.message}",
+                                pod=pod, error=exc)
+            return Deletion(Result.REFUSED, f"the cloud API refused {doing} pod {self.key} ({exc.code}): {exc.message}",
+                            pod=pod, refusal=Refusal.CLOUD, error=exc)
+        reason = f"{verb} {self.key} failed: {describe_failure(exc)}"
+        self._link.report_failure(reason)
+        return Deletion(Result.TRANSIENT, reason, pod=pod, error=exc)
+
+
+__all__ = ["Deletion", "GuardedDelete", "Refusal", "Result", "describe_failure", "placement_refusal",
+           "upgrade_check"]
