@@ -586,6 +586,40 @@ BINDING_COLUMNS = (
 )
 
 
+POLICY_COLUMNS = (
+    NAME,
+    Column("Validations", type="integer",
+           description="Validations indicates the number of validation rules defined in this configuration"),
+    Column("ParamKind", description="ParamKind specifies the kind of resources used to parameterize this policy"),
+    AGE,
+)
+POLICY_BINDING_COLUMNS = (
+    NAME,
+    Column("PolicyName", description="PolicyName indicates the policy definition which the policy binding binded "
+           "to"),
+    Column("ParamRef", description="ParamRef indicates the param resource which sets the configration param"),
+    AGE,
+)
+
+
+def policy_cells(policy: JSON, now: float) -> list[Cell]:
+    spec = _dict(policy.get("spec"))
+    kind = _dict(spec.get("paramKind"))
+    param = f"{kind.get('apiVersion', '')}/{kind.get('kind', '')}" if kind else "<unset>"
+    return [_name(policy), len(_list(spec.get("validations"))), param, _age(policy, now)]
+
+
+def policy_binding_cells(binding: JSON, now: float) -> list[Cell]:
+    spec = _dict(binding.get("spec"))
+    ref = _dict(spec.get("paramRef"))
+    param = "<unset>"
+    if ref.get("name"):
+        param = f"{ref.get('namespace') or '*'}/{ref['name']}"
+    elif ref.get("selector"):
+        param = "<selector>"
+    return [_name(binding), str(spec.get("policyName") or ""), param, _age(binding, now)]
+
+
 def binding_cells(binding: JSON, now: float) -> list[Cell]:
     ref = _dict(binding.get("roleRef"))
     users: list[str] = []
@@ -641,6 +675,8 @@ PRINTERS: dict[str, KindPrinter] = {
     "Lease": KindPrinter(LEASE_COLUMNS, lease_cells),
     "RoleBinding": KindPrinter(BINDING_COLUMNS, binding_cells),
     "ClusterRoleBinding": KindPrinter(BINDING_COLUMNS, binding_cells),
+    "ValidatingAdmissionPolicy": KindPrinter(POLICY_COLUMNS, policy_cells),
+    "ValidatingAdmissionPolicyBinding": KindPrinter(POLICY_BINDING_COLUMNS, policy_binding_cells),
 }
 DEFAULT_PRINTER = KindPrinter(DEFAULT_COLUMNS, default_cells)
 

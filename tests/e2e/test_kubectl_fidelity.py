@@ -12,7 +12,7 @@ import pytest
 
 from edgeagent.kube.client import KubeClient
 from edgeagent.sim.cluster import SimCluster
-from tests.support.kubectl import KUBECTL, Kubectl
+from tests.support.kubectl import KUBECTL, Kubectl, table
 from tests.waiting import eventually
 
 pytestmark = [
@@ -115,6 +115,12 @@ async def test_kubectl_applies_deploy_and_the_1_30_admission_policy(kubectl: Kub
     assert names.split() == [
         "validatingadmissionpolicy.admissionregistration.k8s.io/edgeagent-agent-own-node-pods",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/edgeagent-agent-own-node-pods"]
+    header, rows = table(await kubectl("get", "validatingadmissionpolicies"))
+    assert header == ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"]
+    assert rows[0][:3] == ["edgeagent-agent-own-node-pods", "1", "<unset>"]
+    header, rows = table(await kubectl("get", "validatingadmissionpolicybindings"))
+    assert header == ["NAME", "POLICYNAME", "PARAMREF", "AGE"]
+    assert rows[0][:3] == ["edgeagent-agent-own-node-pods", "edgeagent-agent-own-node-pods", "<unset>"]
     # Applying again changes nothing, as on a real server.
     assert "unchanged" in await kubectl("apply", "-f", str(ROOT / "deploy" / "k8s-1.30"))
 
