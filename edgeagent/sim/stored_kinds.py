@@ -93,6 +93,26 @@ def _default_service(svc: JSON, existing: list[JSON], old: JSON | None) -> None:
     svc.setdefault("status", {"loadBalancer": {}})
 
 
+def _default_match(match: JSON) -> None:
+    match.setdefault("matchPolicy", "Equivalent")
+    match.setdefault("namespaceSelector", {})
+    match.setdefault("objectSelector", {})
+    for rule in match.get("resourceRules") or []:
+        if isinstance(rule, dict):
+            rule.setdefault("scope", "*")
+
+
+def _default_admission_policy(obj: JSON) -> None:
+    """admissionregistration.k8s.io/v1 defaults, as `kubectl get -o yaml` shows them on a real server."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("failurePolicy", "Fail")
+    match = spec.get("matchConstraints")
+    if isinstance(match, dict):
+        _default_match(match)
+
+
 def default(kind: str, obj: JSON, existing: list[JSON], old: JSON | None = None) -> None:
     """Fill in server-side defaults on create (`old` None) and update. `existing`: every stored object of
     this kind (for allocating unique cluster IPs and node ports)."""
@@ -100,6 +120,12 @@ def default(kind: str, obj: JSON, existing: list[JSON], old: JSON | None = None)
         _default_secret(obj)
     elif kind == "Service":
         _default_service(obj, existing, old)
+    elif kind == "ValidatingAdmissionPolicy":
+        _default_admission_policy(obj)
+    elif kind == "ValidatingAdmissionPolicyBinding":
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("matchResources"), dict):
+            _default_match(spec["matchResources"])
 
 
-KINDS = frozenset({"Secret", "Service"})
+KINDS = frozenset({"Secret", "Service", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"})

@@ -156,3 +156,17 @@ async def test_the_sims_own_writes_are_not_admitted(api: Api) -> None:
     await _policy(api, "nothing", "false")
     api.store.delete(PODS, "default", "p", {"gracePeriodSeconds": 0})
     assert (await api.call("GET", f"{PODS_PATH}/p")).status == 404
+
+
+async def test_admission_policies_get_the_servers_defaults(api: Api) -> None:
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"]}
+    body = {"metadata": {"name": "p"}, "spec": {"validations": [{"expression": "true"}],
+                                                "matchConstraints": {"resourceRules": [rule]}}}
+    spec = (await api.ok("POST", VAP, body=body))["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"] == {"resourceRules": [{**rule, "scope": "*"}], "matchPolicy": "Equivalent",
+                                        "namespaceSelector": {}, "objectSelector": {}}
+    binding = {"metadata": {"name": "b"}, "spec": {"policyName": "p", "validationActions": ["Deny"],
+                                                   "matchResources": {"resourceRules": [rule]}}}
+    match = (await api.ok("POST", VAPB, body=binding))["spec"]["matchResources"]
+    assert (match["matchPolicy"], match["resourceRules"][0]["scope"]) == ("Equivalent", "*")
