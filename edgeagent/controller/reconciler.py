@@ -47,10 +47,11 @@ from edgeagent.controller.waves import (
     Decision,
     Gate,
     RankCache,
+    Steering,
     decide,
-    node_labels,
     observe,
     previous_revision,
+    settled_gate,
     steering_of,
 )
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
@@ -625,23 +626,30 @@ class Controller:
             raw = str(meta(ds).get("annotations", {}).get(ANNOTATION_ROLLOUT_STATE, ""))
             await self._warn_once(ds, _PLAN_TOPIC + "state", raw, EVENT_ROLLOUT_PLAN_INVALID,
                                   f"{unreadable}; the rollout of the current revision starts again from wave 1")
+        steering = steering_of(ds)
+        settled = settled_gate(state, hash_, steering)
+        if settled is not None:
+            # Complete, stopped, or a revision rolled back from: nothing to observe, no O(nodes) work.
+            self.metrics.planning_cpu.inc(time.process_time() - started)
+            await self._warn_rolled_back(ds, hash_, steering)
+            if state is not None:
+                self.metrics.set_plan(namespace_of(ds), name_of(ds), state.wave, state.waves, state.phase)
+            self._plan_gates[uid] = settled
+            return settled
         settings, _ = roll_settings(ds)
         now = self._clock()
         obs = observe(ds, pods, self.nodes.items, hash_, settings.progress_deadline, now,
                       self.failure_events_in(namespace_of(ds)))
-        names = set(obs.facts) | set(self.expectations.in_flight(key))
-        ranking = self.ranks.get(uid, hash_, plan, node_labels(names, self.nodes.items))
+        in_flight = self.expectations.in_flight(key)
+        names = obs.pods.names()
+        names.update(in_flight)
+        ranking = self.ranks.get(uid, hash_, plan, names, self.nodes.items)
         total = len(ranking.order)
         max_failed = max(1, settings.max_failed.scaled(total, round_up=True)) if settings.max_failed else 1
-        steering = steering_of(ds)
         decision = decide(plan=plan, state=state, revision=hash_, ranking=ranking, obs=obs, steering=steering,
-                          max_failed=max_failed, now=now, previous=previous_revision(pods, hash_))
+                          max_failed=max_failed, now=now, previous=lambda: previous_revision(pods, hash_))
         self.metrics.planning_cpu.inc(time.process_time() - started)
-        if steering.rolled_back_from == hash_:
-            await self._warn_once(
-                ds, _PLAN_TOPIC + "rolled-back", hash_, EVENT_ROLLOUT_ROLLED_BACK,
-                f"revision {hash_} is the template again, but it was rolled back ({ANNOTATION_ROLLED_BACK_FROM}="
-                f"{hash_}): no pod is moved to it automatically; remove the annotation to roll it again")
+        await self._warn_rolled_back(ds, hash_, steering)
         if (decision.state is not None or decision.remove) and not await self._write_plan(ds, decision, hash_):
             # Our cache was behind (the DaemonSet's status moves all the time during a roll): decide again on
             # fresh data shortly, and move nothing meanwhile (conditions would flip back and forth otherwise).
@@ -654,6 +662,13 @@ class Controller:
             self.queue.add_after(key, max(0.0, decision.requeue_after) + _PLAN_SLACK)
         self._plan_gates[uid] = decision.gate
         return decision.gate
+
+    async def _warn_rolled_back(self, ds: JSON, hash_: str, steering: Steering) -> None:
+        if steering.rolled_back_from == hash_:
+            await self._warn_once(
+                ds, _PLAN_TOPIC + "rolled-back", hash_, EVENT_ROLLOUT_ROLLED_BACK,
+                f"revision {hash_} is the template again, but it was rolled back ({ANNOTATION_ROLLED_BACK_FROM}="
+                f"{hash_}): no pod is moved to it automatically; remove the annotation to roll it again")
 
     async def _write_plan(self, ds: JSON, decision: Decision, hash_: str) -> bool:
         """One write per transition, guarded by the DaemonSet's UID and resourceVersion: a stale cache (a new

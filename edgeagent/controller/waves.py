@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,10 +40,11 @@ from edgeagent.contract import (
     EVENT_WAVE_FINISHED,
     EVENT_WAVE_STARTED,
     LABEL_REVISION_HASH,
+    LABEL_TEMPLATE_GENERATION,
 )
 from edgeagent.contract import held_by as _held_by
-from edgeagent.controller.pods import created_at, is_available, node_of, node_ready_changed_at
-from edgeagent.controller.revisions import is_pod_updated
+from edgeagent.controller.pods import created_at, node_of, node_ready_changed_at
+from edgeagent.controller.revisions import template_generation
 from edgeagent.kube.objects import (
     annotations_of,
     get_condition,
@@ -105,6 +106,27 @@ class Gate:
 
 
 OPEN_GATE = Gate(None, 0)
+FROZEN_GATE = Gate(None, 0, frozen=True)
+
+
+def settled_gate(state: RolloutState | None, revision: str, steering: Steering) -> Gate | None:
+    """The gate when nothing is left to decide (no observation needed): the rollout of `revision` is over, or
+    `revision` is one the controller rolled back from. None: the state machine must look at the pods."""
+    if steering.promote is not None or steering.abort is not None:
+        return None
+    if steering.rolled_back_from == revision:
+        return FROZEN_GATE
+    if state is None:
+        return None
+    if state.phase == PHASE_ROLLED_BACK and revision == state.stable_revision:
+        return OPEN_GATE
+    if state.revision != revision:
+        return None
+    if state.phase == PHASE_COMPLETE:
+        return OPEN_GATE
+    if state.phase in (PHASE_ABORTED, PHASE_ROLLED_BACK):
+        return FROZEN_GATE
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ ranking
@@ -118,16 +140,18 @@ class RankCache:
     def __init__(self) -> None:
         self._by_uid: dict[str, tuple[str, tuple[object, ...], dict[str, dict[str, str]], Ranking]] = {}
 
-    def get(self, uid: str, revision: str, plan: Plan, nodes: Mapping[str, dict[str, str]]) -> Ranking:
+    def get(self, uid: str, revision: str, plan: Plan, names: Collection[str], nodes: Mapping[str, JSON]) -> Ranking:
+        """The ranking of `names` (nodes running a pod of the DaemonSet); their labels are read from `nodes`
+        only when a ranking must be made."""
         cached = self._by_uid.get(uid)
         fingerprint = plan.fingerprint()
         if cached is not None and cached[0] == revision and cached[1] == fingerprint:
             known = cached[2]
-            if all(name in known for name in nodes):
+            if len(names) <= len(known) and all(name in known for name in names):
                 return cached[3]
-            merged = {**known, **nodes}
+            merged = {**known, **node_labels((n for n in names if n not in known), nodes)}
         else:
-            merged = dict(nodes)
+            merged = node_labels(names, nodes)
         ranking = rank(plan, merged)
         self._by_uid[uid] = (revision, fingerprint, merged, ranking)
         return ranking
@@ -139,40 +163,74 @@ class RankCache:
 # ------------------------------------------------------------------------------------------------ observe
 
 
-@dataclass
-class NodeFacts:
-    new: JSON | None = None
-    old: JSON | None = None
-    excess: bool = False
+class PodsByNode:
+    """The DaemonSet's live pods by node: the one on the current revision (`new`), the one on an older revision
+    (`old`), and the nodes with more than one of either (`excess`, a DaemonSet controller still sorting them out).
+    Plain dicts, no object per node: at 100,000 nodes this is built on every reconcile."""
+
+    __slots__ = ("all_updated", "excess", "new", "old")
+
+    def __init__(self) -> None:
+        self.new: dict[str, JSON] = {}
+        self.old: dict[str, JSON] = {}
+        self.excess: set[str] = set()
+        self.all_updated = True
+
+    def names(self) -> set[str]:
+        return self.new.keys() | self.old.keys()
+
+
+def _ready_now(pod: JSON) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
 
 
 @dataclass
 class Observation:
-    """What the pods and nodes say about one revision's rollout."""
+    """What the pods and nodes say about one revision's rollout. Readiness and statuses are worked out on
+    demand and remembered: a reconcile asks about the nodes of the reached waves, and about every node only
+    when it writes the counts (a transition)."""
 
-    facts: dict[str, NodeFacts]
+    pods: PodsByNode
     # node -> (namespace/pod, reason): failures seen now (timeouts and agents' Events), by node.
     failures: dict[str, tuple[str, str]]
     # When the next not-yet-available new pod reaches its progress deadline (a wake-up), if any.
     next_deadline: float | None
     all_updated: bool
-    ready: dict[str, bool] = field(default_factory=dict)
     nodes: Mapping[str, JSON] = field(default_factory=dict)
+    _ready: dict[str, bool] = field(default_factory=dict, repr=False)
+    _status: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def ready(self, node: str) -> bool:
+        found = self._ready.get(node)
+        if found is None:
+            known = self.nodes.get(node)
+            found = self._ready[node] = known is not None and is_node_ready(known)
+        return found
 
     def status(self, node: str) -> str:
+        found = self._status.get(node)
+        if found is None:
+            found = self._status[node] = self._work_out(node)
+        return found
+
+    def _work_out(self, node: str) -> str:
         if node in self.failures:
             return FAILED
-        facts = self.facts.get(node)
-        if facts is None:
+        new = self.pods.new.get(node)
+        old = self.pods.old.get(node)
+        if new is None and old is None:
             # No live pod: a Ready node is waiting for its replacement (deleted, not recreated yet), which the
             # wave must wait for; a node that is gone or NotReady is deferred like any other.
-            known = self.nodes.get(node)
-            return PENDING if known is not None and is_node_ready(known) else DEFERRED
-        if not self.ready.get(node, False):
+            return PENDING if self.ready(node) else DEFERRED
+        if not self.ready(node):
             return DEFERRED
-        if facts.new is not None and facts.old is None and not facts.excess and is_available(facts.new, 0, 0.0):
+        excess = node in self.pods.excess
+        if new is not None and old is None and not excess and _ready_now(new):
             return UPGRADED
-        if facts.old is not None and facts.new is None and not facts.excess and is_held(facts.old):
+        if old is not None and new is None and not excess and is_held(old):
             return DEFERRED
         return PENDING
 
@@ -182,24 +240,29 @@ def is_held(pod: JSON) -> bool:
     return _held_by(pod) is not None
 
 
-def node_facts(ds: JSON, pods: Iterable[JSON], revision: str) -> dict[str, NodeFacts]:
-    """One pass, no sorting: at 100,000 nodes this runs on every reconcile of the DaemonSet."""
-    out: dict[str, NodeFacts] = {}
+def pods_by_node(ds: JSON, pods: Iterable[JSON], revision: str) -> PodsByNode:
+    """One pass, no sorting, plain dict reads."""
+    out = PodsByNode()
+    new, old, excess = out.new, out.old, out.excess
+    generation = template_generation(ds)
     for pod in pods:
-        if is_terminating(pod):
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
             continue
-        node = node_of(pod)
+        node = (pod.get("spec") or {}).get("nodeName") or node_of(pod)
         if not node:
             continue
-        facts = out.get(node)
-        if facts is None:
-            facts = out[node] = NodeFacts()
-        if is_pod_updated(ds, pod, revision):
-            facts.excess = facts.excess or facts.new is not None
-            facts.new = pod
+        labels = meta.get("labels") or {}
+        if labels.get(LABEL_REVISION_HASH) == revision or (
+                generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == generation):
+            if node in new:
+                excess.add(node)
+            new[node] = pod
         else:
-            facts.excess = facts.excess or facts.old is not None
-            facts.old = pod
+            if node in old:
+                excess.add(node)
+            old[node] = pod
+    out.all_updated = not old
     return out
 
 
@@ -265,20 +328,15 @@ def agent_failures(ds: JSON, revision: str, events: Iterable[JSON]) -> dict[str,
 
 def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision: str, progress_deadline: float,
             now: float, events: Iterable[JSON] = ()) -> Observation:
-    facts = node_facts(ds, pods, revision)
+    by_node = pods_by_node(ds, pods, revision)
     failures: dict[str, tuple[str, str]] = {}
     next_deadline: float | None = None
-    all_updated = True
-    ready: dict[str, bool] = {}
-    for name, f in facts.items():
-        node = nodes.get(name)
-        ready[name] = node is not None and is_node_ready(node)
-        if f.old is not None or f.excess:
-            all_updated = False
-        pod = f.new
-        if pod is None or f.excess or not ready[name] or is_available(pod, 0, now):
+    obs = Observation(by_node, failures, None, by_node.all_updated, nodes)
+    excess = by_node.excess
+    for name, pod in by_node.new.items():
+        if _ready_now(pod) or name in excess or not obs.ready(name):
             continue
-        deadline = failure_deadline(pod, node, progress_deadline)
+        deadline = failure_deadline(pod, nodes.get(name), progress_deadline)
         if now >= deadline:
             failures[name] = (f"{namespace_of(pod)}/{name_of(pod)}",
                               f"not available within {progress_deadline:g}s: {not_ready_reason(pod)}")
@@ -286,7 +344,8 @@ def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision:
             next_deadline = deadline
     for name, failure in agent_failures(ds, revision, events).items():
         failures.setdefault(name, failure)
-    return Observation(facts, failures, next_deadline, all_updated, ready, nodes)
+    obs.next_deadline = next_deadline
+    return obs
 
 
 def node_labels(names: Iterable[str], nodes: Mapping[str, JSON]) -> dict[str, dict[str, str]]:
@@ -389,7 +448,7 @@ def decide(
     steering: Steering,
     max_failed: int,
     now: float,
-    previous: str | None,
+    previous: Callable[[], str | None],
 ) -> Decision:
     """The state machine: progressing -> baking -> next wave ... -> complete; aborted -> rolledBack."""
     # The state keeps whole seconds, and a successor computes with what it reads: a wave's start is rounded
@@ -410,7 +469,7 @@ def decide(
 
     if state is None or state.revision != revision:
         if state is None:
-            stable = previous
+            stable = previous()
         elif state.phase == PHASE_COMPLETE:
             stable = state.revision
         else:

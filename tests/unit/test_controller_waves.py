@@ -1,0 +1,191 @@
+"""controller/waves.py: the rollout state machine, decided from raw pods and nodes with an injected clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgeagent.controller.waves import (
+    DEFERRED,
+    FAILED,
+    PENDING,
+    UPGRADED,
+    Decision,
+    Observation,
+    RankCache,
+    Steering,
+    decide,
+    observe,
+    settled_gate,
+)
+from edgeagent.kube.timeutil import format_time
+from edgeagent.rollout_plan import Plan, RolloutState, Step, rank
+
+JSON = dict[str, Any]
+T0 = 1_800_000_000.0
+NEW, OLD = "new", "old"
+NAMES = [f"n{i}" for i in range(10)]
+PLAN = Plan(steps=(Step(1, False), Step(50, True), Step(100, True)), bake_seconds=60)
+RANKING = rank(PLAN, {n: {} for n in NAMES})  # targets 1, 5, 10
+
+
+def node(name: str, ready: bool = True) -> JSON:
+    return {"metadata": {"name": name}, "status": {"conditions": [
+        {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": format_time(T0 - 3600)}]}}
+
+
+def pod(name: str, revision: str, *, ready: bool = True, held: bool = False, created: float = T0) -> JSON:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": format_time(created)}]
+    if held:
+        conditions.append({"type": "UpgradeHeld", "status": "True", "reason": "HeldByOperator"})
+    return {"metadata": {"name": f"app-{name}", "namespace": "default", "uid": f"{name}-{revision}",
+                         "labels": {"controller-revision-hash": revision}, "creationTimestamp": format_time(created)},
+            "spec": {"nodeName": name}, "status": {"conditions": conditions}}
+
+
+def world(upgraded: set[str], *, not_ready: set[str] = frozenset(), held: set[str] = frozenset(),  # type: ignore[assignment]
+          unready_new: set[str] = frozenset(), now: float = T0, events: list[JSON] | None = None,  # type: ignore[assignment]
+          ) -> Observation:
+    pods = [pod(n, NEW if n in upgraded else OLD, held=n in held, ready=n not in unready_new) for n in NAMES]
+    nodes = {n: node(n, ready=n not in not_ready) for n in NAMES}
+    ds = {"metadata": {"name": "app", "namespace": "default"}}
+    return observe(ds, pods, nodes, NEW, 600, now, events or [])
+
+
+def state(wave: int, phase: str, **extra: Any) -> RolloutState:
+    return RolloutState(revision=NEW, stable_revision=OLD, waves=3, wave=wave, phase=phase,
+                        wave_started_at=T0, **extra)
+
+
+def run(st_: RolloutState | None, obs: Observation, *, now: float = T0, steering: Steering | None = None,
+        max_failed: int = 1, plan: Plan = PLAN) -> Decision:
+    return decide(plan=plan, state=st_, revision=NEW, ranking=RANKING, obs=obs, steering=steering or Steering(),
+                  max_failed=max_failed, now=now, previous=lambda: OLD)
+
+
+def wave(k: int) -> set[str]:
+    return set(RANKING.nodes_in_waves(k))
+
+
+def test_a_new_revision_starts_wave_one_and_remembers_the_previous_as_stable() -> None:
+    d = run(None, world(set()))
+    assert d.state is not None and (d.state.wave, d.state.phase, d.state.stable_revision) == (1, "progressing", OLD)
+    assert [e[1] for e in d.events] == ["WaveStarted"]
+    assert d.gate.allows(RANKING.order[0]) and not d.gate.allows(RANKING.order[1])
+
+
+def test_already_everywhere_is_complete_without_events() -> None:
+    d = run(None, world(set(NAMES)))
+    assert d.state is not None and d.state.phase == "complete" and d.events == []
+
+
+def test_finished_wave_bakes_then_the_next_starts_at_the_bake_end_never_before() -> None:
+    d = run(state(1, "progressing"), world(wave(1)), now=T0 + 0.4)
+    assert d.state is not None and d.state.phase == "baking"
+    assert d.state.bake_started_at == T0 + 1  # whole seconds, rounded up: never a shorter bake
+    assert d.requeue_after is not None and abs(d.requeue_after - 60.6) < 1e-3
+    baking = d.state
+    assert run(baking, world(wave(1)), now=T0 + 60.9).state is None  # not yet, nothing to write
+    d = run(baking, world(wave(1)), now=T0 + 61)
+    assert d.state is not None and (d.state.wave, d.state.phase) == (2, "progressing")
+    assert [e[1] for e in d.events] == ["WaveStarted"]
+
+
+def test_a_node_that_breaks_during_the_bake_restarts_it() -> None:
+    baking = state(1, "baking", bake_started_at=T0)
+    d = run(baking, world(wave(1), unready_new=wave(1)), now=T0 + 10)
+    assert d.state is not None and d.state.phase == "progressing" and d.state.bake_started_at is None
+
+
+def test_not_ready_and_held_nodes_are_deferred_and_do_not_block() -> None:
+    first = RANKING.order[0]
+    assert world(set(), not_ready={first}).status(first) == DEFERRED
+    assert world(set(), held={first}).status(first) == DEFERRED
+    assert world(set()).status(first) == PENDING
+    assert world({first}).status(first) == UPGRADED
+    d = run(state(1, "progressing"), world(set(), held={first}))
+    assert d.state is not None and d.state.phase == "baking" and d.state.deferred == 1
+
+
+def test_failures_stop_the_rollout_and_rollback_when_asked() -> None:
+    first = RANKING.order[0]
+    obs = world({first}, unready_new={first}, now=T0 + 601)
+    assert obs.status(first) == FAILED
+    d = run(state(1, "progressing"), obs, now=T0 + 601)
+    assert d.state is not None and d.state.phase == "aborted" and not d.rollback and d.aborted
+    assert [e[1] for e in d.events] == ["RolloutAborted"] and d.gate.frozen
+    d = run(state(1, "progressing"), obs, now=T0 + 601, plan=Plan(steps=PLAN.steps, on_failure="rollback"))
+    assert d.state is not None and d.state.phase == "rolledBack" and d.rollback
+
+
+def test_failures_below_max_failed_are_listed_once_and_do_not_block() -> None:
+    first = RANKING.order[0]
+    obs = world({first}, unready_new={first}, now=T0 + 601)
+    d = run(state(1, "progressing"), obs, now=T0 + 601, max_failed=2)
+    assert d.state is not None and d.state.failed == 1 and d.state.phase == "baking"
+    again = run(d.state, obs, now=T0 + 602, max_failed=2)
+    assert again.state is None or again.state.failed == 1
+
+
+def test_steering() -> None:
+    baking = state(1, "baking", bake_started_at=T0)
+    promoted = run(baking, world(wave(1)), now=T0 + 5, steering=Steering(promote=f"{NEW}/1"))
+    assert promoted.state is not None and promoted.state.wave == 2
+    assert promoted.remove == ["edgeagent.io/rollout-promote"]
+    stale = run(baking, world(wave(1)), now=T0 + 5, steering=Steering(promote=f"{NEW}/2"))
+    assert stale.state is not None and stale.state.wave == 1 and stale.remove == ["edgeagent.io/rollout-promote"]
+    # Promoting a wave that is not finished yet waits for it (and skips its bake then).
+    waiting = run(state(1, "progressing"), world(set()), steering=Steering(promote=f"{NEW}/1"))
+    assert waiting.state is None and waiting.remove == []
+    aborted = run(baking, world(wave(1)), steering=Steering(abort=NEW))
+    assert aborted.state is not None and aborted.state.phase == "aborted"
+    assert aborted.remove == ["edgeagent.io/rollout-abort"]
+    paused = run(baking, world(wave(1)), now=T0 + 120, steering=Steering(paused=True))
+    assert paused.state is not None and paused.state.phase == "paused" and paused.state.wave == 1
+    resumed = run(paused.state, world(wave(1)), now=T0 + 121)
+    assert resumed.state is not None and resumed.state.wave == 2  # the bake (kept) is long over
+
+
+def test_settled_states_need_no_observation() -> None:
+    assert settled_gate(state(3, "complete"), NEW, Steering()) is not None
+    assert settled_gate(state(1, "aborted"), NEW, Steering()).frozen  # type: ignore[union-attr]
+    assert settled_gate(state(1, "progressing"), NEW, Steering()) is None
+    assert settled_gate(state(3, "complete"), NEW, Steering(rolled_back_from=NEW)).frozen  # type: ignore[union-attr]
+    assert settled_gate(state(3, "complete"), NEW, Steering(abort=NEW)) is None
+
+
+def test_rank_cache_keeps_a_ranking_while_nodes_only_leave() -> None:
+    cache = RankCache()
+    nodes = {n: node(n) for n in NAMES}
+    first = cache.get("uid", NEW, PLAN, set(NAMES), nodes)
+    assert cache.get("uid", NEW, PLAN, set(NAMES[1:]), nodes) is first  # a pod being replaced
+    grown = cache.get("uid", NEW, PLAN, {*NAMES, "n99"}, {**nodes, "n99": node("n99")})
+    assert grown is not first and set(grown.order) == {*NAMES, "n99"}
+    assert cache.get("uid", "other", PLAN, set(NAMES), nodes).order == first.order
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10), st.floats(0, 200), st.booleans()), min_size=1, max_size=25))
+def test_waves_never_skip_or_go_back(steps: list[tuple[int, float, bool]]) -> None:
+    """Whatever the pods do and whenever reconciles run, the wave moves one at a time, only after its
+    predecessor was finished for the whole bake, and never back."""
+    current: RolloutState | None = None
+    now = T0
+    for upgraded_count, advance, promote in steps:
+        now += advance
+        upgraded = set(RANKING.order[:upgraded_count])
+        steering = Steering(promote=f"{NEW}/{current.wave}" if promote and current else None)
+        d = run(current, world(upgraded, now=now), now=now, steering=steering)
+        if d.state is None:
+            continue
+        if current is not None and d.state.wave != current.wave:
+            assert d.state.wave == current.wave + 1
+            finished = all(n in upgraded for n in RANKING.nodes_in_waves(current.wave))
+            assert finished
+            if not promote:
+                assert current.bake_started_at is not None and now >= current.bake_started_at + PLAN.bake_seconds
+        if current is not None:
+            assert d.state.wave >= current.wave
+        current = d.state
