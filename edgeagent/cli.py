@@ -392,6 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
             "otherwise): for controller benchmarks at 100,000 nodes, where no agent runs")
     _add(sim, "--audit-log", help="append every API request (verb, path, client, status code; for a pod DELETE the "
          "pod's state at that instant) to this file as JSON lines; kept across restarts", type=Path)
+    _switch(sim, "--no-control-plane-events", help="write no Scheduled, RegisteredNode or NodeNotReady Events "
+            "(a real scheduler's and node controller's): for benchmarks at 10,000+ nodes, where they double the "
+            "writes of creating a DaemonSet's pods")
     _logging_flags(sim)
 
     demo = _command(sub, "demo", "run the OpenYurt upgrade scenario on a simulated cluster, narrated",
@@ -596,7 +599,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
                         image_pull_seconds=args.image_pull_seconds, history=args.history,
                         authorization=args.authorization, node_links=not args.no_node_links,
-                        audit_log=args.audit_log, log=_log(args))
+                        audit_log=args.audit_log, control_plane_events=not args.no_control_plane_events,
+                        log=_log(args))
         from edgeagent.sim import app as sim_app  # the `sim` extra
 
         return sim_app.main(sim_cfg)

@@ -102,6 +102,9 @@ class SimConfig:
     node_links: bool = True
     # Append-only JSON-lines audit file (sim/audit.py); pod DELETEs then also record the pod's state.
     audit_log: Path | None = None
+    # The Events a real scheduler and node controller write (Scheduled, RegisteredNode, NodeNotReady:
+    # sim/cluster_events.py). Off for scale benchmarks: they double the writes of creating a DaemonSet's pods.
+    control_plane_events: bool = True
     log: LogConfig = field(default_factory=LogConfig)
 
 

@@ -209,7 +209,8 @@ class SimCluster:
             tg.create_task(self.daemonsets.run(), name="sim-daemonsets")
             tg.create_task(self.jobs.run(), name="sim-jobs")
             tg.create_task(self.gc.run(), name="sim-gc")
-            tg.create_task(self.scheduler_events.run(), name="sim-scheduler-events")
+            if self.config.control_plane_events:
+                tg.create_task(self.scheduler_events.run(), name="sim-scheduler-events")
 
     async def stop(self) -> None:
         """Idempotent; re-raises a controller crash after cleaning up, so a test cannot miss it."""

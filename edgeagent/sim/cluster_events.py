@@ -51,12 +51,15 @@ def reference(obj: JSON) -> JSON:
 class EventRecorder:
     """core/v1 Events as client-go's recorder writes them: a repeat of the same Event raises its count."""
 
-    def __init__(self, store: Store, component: str) -> None:
+    def __init__(self, store: Store, component: str, *, enabled: bool = True) -> None:
         self.store = store
         self.component = component
+        self.enabled = enabled  # off: records nothing (SimConfig.control_plane_events)
         self._recent: dict[tuple[str, ...], tuple[str, str]] = {}  # what was said about whom -> event ns/name
 
     def record(self, obj: JSON, type_: str, reason: str, message: str) -> None:
+        if not self.enabled:
+            return
         ref = reference(obj)
         namespace = str(ref.get("namespace") or "default")  # events about nodes live in default
         key = (str(ref["uid"]), ref["kind"], type_, reason, message)
@@ -95,6 +98,8 @@ class EventRecorder:
 
     def record_new_api(self, obj: JSON, type_: str, reason: str, action: str, message: str) -> None:
         """An events.k8s.io/v1 Event (what kube-scheduler writes), stored in its core/v1 form."""
+        if not self.enabled:
+            return
         ref = reference(obj)
         now = time.time()
         self._create({

@@ -508,7 +508,7 @@ class NodeLifecycleController:
         self.period = max(0.05, min(config.node_grace / 4, 5.0))
         self._observed: dict[str, tuple[str, float]] = {}  # node -> (renewTime, monotonic when seen)
         self._last_check: float | None = None
-        self.events = EventRecorder(store, NODE_CONTROLLER)
+        self.events = EventRecorder(store, NODE_CONTROLLER, enabled=config.control_plane_events)
         self._registered: set[str] = set()
 
     async def run(self) -> None:

@@ -182,3 +182,19 @@ def test_sim_no_node_links_reaches_the_sim_config(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(sim_app, "main", call)
     assert cli.main(["sim"]) == 0 and seen[0].node_links
     assert cli.main(["sim", "--no-node-links"]) == 0 and not seen[1].node_links
+
+
+def test_sim_control_plane_events_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scale benchmarks turn off the scheduler's and node controller's Events (issue 22 item 14)."""
+    seen: list[Any] = []
+
+    def call(cfg: Any) -> int:
+        seen.append(cfg)
+        return 0
+
+    from edgeagent.sim import app as sim_app
+
+    monkeypatch.setattr(sim_app, "main", call)
+    assert cli.main(["sim"]) == 0
+    assert cli.main(["sim", "--no-control-plane-events"]) == 0
+    assert [cfg.control_plane_events for cfg in seen] == [True, False]

@@ -7,6 +7,7 @@ from typing import Any
 
 from edgeagent.kube.client import KubeClient
 from edgeagent.sim.cluster import SimCluster
+from tests.conftest import SimFactory
 from tests.integration.sim_cluster.test_daemonsets import DS_PATH, POD_PATH, daemonset, settled
 from tests.waiting import eventually
 
@@ -103,3 +104,19 @@ async def test_a_repeated_event_raises_the_count_of_the_first(sim: SimCluster, a
     await sim.disconnect("edge-2")
     [event] = await eventually(lambda: not_ready_events(2), what="the same Event counted twice")
     assert event["lastTimestamp"] >= event["firstTimestamp"]
+
+
+async def test_control_plane_events_can_be_turned_off(sim_factory: SimFactory) -> None:
+    sim = await sim_factory(control_plane_events=False)
+    async with await KubeClient.connect(sim.admin_kubeconfig) as admin:
+        await admin.create(DS_PATH, daemonset())
+        await settled(admin)
+        await sim.disconnect("edge-2")
+
+        async def node_unknown() -> bool:
+            node = await admin.get("/api/v1/nodes/edge-2")
+            return any(c["type"] == "Ready" and c["status"] == "Unknown" for c in node["status"]["conditions"])
+
+        await eventually(node_unknown, what="edge-2 Unknown")
+        reasons = {e["reason"] for e in (await admin.get("/api/v1/events"))["items"]}
+        assert not reasons & {"Scheduled", "RegisteredNode", "NodeNotReady"}, reasons
