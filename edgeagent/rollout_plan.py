@@ -324,6 +324,11 @@ class Ranking:
     def waves(self) -> int:
         return len(self.targets)
 
+    @property
+    def waves_by_node(self) -> Mapping[str, int]:
+        """node -> its 1-based wave (read-only; for callers asking about every node of a large fleet)."""
+        return self._wave
+
     def wave_of(self, node: str) -> int | None:
         """1-based wave of the node, None for a node the ranking does not know."""
         return self._wave.get(node)

@@ -11,10 +11,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, REASON_WAITING_FOR_WAVE, version_message
-from edgeagent.controller.pods import is_available, node_of
-from edgeagent.controller.revisions import is_pod_updated
-from edgeagent.kube.objects import get_condition, is_terminating, name_of, uid_of
+from edgeagent.contract import (
+    CONDITION_POD_NEED_UPGRADE,
+    LABEL_REVISION_HASH,
+    LABEL_TEMPLATE_GENERATION,
+    REASON_WAITING_FOR_WAVE,
+    version_message,
+)
+from edgeagent.controller.pods import node_of
+from edgeagent.controller.revisions import is_pod_updated, template_generation
+from edgeagent.kube.objects import get_condition, name_of, uid_of
 from edgeagent.kube.timeutil import format_time
 
 JSON = dict[str, Any]
@@ -56,31 +62,65 @@ def condition_patch(pod: JSON, status: str, message: str, now: float, reason: st
     return {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": [condition]}}
 
 
+def _updated_test(ds: JSON, current_hash: str) -> Callable[[JSON], bool]:
+    """`is_pod_updated` with the DaemonSet's part read once: it runs for every pod on every pass."""
+    generation = template_generation(ds)
+
+    def updated(labels: JSON) -> bool:
+        return bool((current_hash and labels.get(LABEL_REVISION_HASH) == current_hash)
+                    or (generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == generation))
+
+    return updated
+
+
 def condition_changes(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
                       may_move: Callable[[str], bool] | None = None) -> list[ConditionChange]:
-    """Pods whose condition differs in status, reason or message; pods being deleted are left alone."""
-    changes: list[ConditionChange] = []
-    for pod in sorted(pods, key=name_of):
-        if is_terminating(pod):
-            continue
-        status, reason, message = desired_condition(ds, pod, current_hash, may_move)
-        current = get_condition(pod, CONDITION_POD_NEED_UPGRADE)
-        if (current is not None and current.get("status") == status and current.get("message") == message
-                and str(current.get("reason") or "") == reason):
-            continue
-        changes.append(ConditionChange(pod, status, message, condition_patch(pod, status, message, now, reason),
-                                       reason))
-    return changes
+    """Pods whose condition differs in status, reason or message, in name order; pods being deleted are left
+    alone."""
+    return scan(ds, pods, current_hash, now, may_move)[0]
 
 
 def progress(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float) -> dict[str, int]:
     """Node counts for `edgeagent_controller_rollout_nodes`, the same states an AdvancedRollingUpdate reports,
     so one dashboard panel shows the progress of both models."""
-    total = updated = unavailable = 0
+    return scan(ds, pods, current_hash, now)[1]
+
+
+def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
+         may_move: Callable[[str], bool] | None = None) -> tuple[list[ConditionChange], dict[str, int]]:
+    """`condition_changes` and `progress` in one pass: a reconcile reads each pod once. A pass where nothing
+    changed (every pass but a few) sorts nothing and builds nothing; at 100,000 pods it is plain dict reads."""
+    changes: list[ConditionChange] = []
+    updated = _updated_test(ds, current_hash)
+    message = version_message(current_hash)
+    total = updated_count = unavailable = 0
     for pod in pods:
-        if is_terminating(pod):
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
             continue
         total += 1
-        updated += is_pod_updated(ds, pod, current_hash)
-        unavailable += not is_available(pod, 0, now)
-    return {"total": total, "updated": updated, "outdated": total - updated, "unavailable": unavailable}
+        ready = False
+        current = None
+        for cond in (pod.get("status") or {}).get("conditions") or ():
+            kind = cond.get("type")
+            if kind == "Ready":
+                ready = cond.get("status") == "True"
+            elif kind == CONDITION_POD_NEED_UPGRADE:
+                current = cond
+        unavailable += not ready
+        if updated(meta.get("labels") or {}):
+            updated_count += 1
+            status, reason = "False", ""
+        elif may_move is not None and not may_move((pod.get("spec") or {}).get("nodeName") or node_of(pod)):
+            status, reason = "False", REASON_WAITING_FOR_WAVE
+        else:
+            status, reason = "True", ""
+        if (current is not None and current.get("status") == status and current.get("message") == message
+                and (current.get("reason") or "") == reason):
+            continue
+        changes.append(ConditionChange(pod, status, message, condition_patch(pod, status, message, now, reason),
+                                       reason))
+    changes.sort(key=lambda change: name_of(change.pod))
+    counts = {"total": total, "updated": updated_count, "outdated": total - updated_count,
+              "unavailable": unavailable}
+    return changes, counts

@@ -36,8 +36,7 @@ from edgeagent.controller import trim
 from edgeagent.controller.events import EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
-from edgeagent.controller.ota import condition_changes
-from edgeagent.controller.ota import progress as ota_progress
+from edgeagent.controller.ota import scan as ota_scan
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash, revision_hash
@@ -444,10 +443,10 @@ class Controller:
 
     async def _sync_conditions(self, ds: JSON, pods: list[JSON], hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
-        self.metrics.set_rollout(namespace_of(ds), name_of(ds), ota_progress(ds, pods, hash_, self._clock()))
+        wanted, counts = ota_scan(ds, pods, hash_, self._clock(), gate.allows if gate is not None else None)
+        self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
         changes = [
-            change for change in condition_changes(ds, pods, hash_, self._clock(),
-                                                   gate.allows if gate is not None else None)
+            change for change in wanted
             if not self.condition_writes.pending(uid_of(change.pod), _rv(change.pod))
         ]
         self.metrics.planning_cpu.inc(time.process_time() - started)

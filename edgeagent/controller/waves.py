@@ -99,7 +99,7 @@ class Gate:
             return False
         if self.ranking is None:
             return True
-        found = self.ranking.wave_of(node)
+        found = self.ranking.waves_by_node.get(node)
         # A node the ranking does not know joined after the ranking was made: its pod was created from the
         # current template anyway; let it through rather than strand it.
         return found is None or found <= self.wave
