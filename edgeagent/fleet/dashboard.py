@@ -280,8 +280,7 @@ async def serve(cfg: DashboardConfig, *, ready: Callable[[str], None] | None = N
     await runner.setup()
     site = web.TCPSite(runner, cfg.bind, cfg.port)
     await site.start()
-    sockets = getattr(site._server, "sockets", None) or []
-    port = sockets[0].getsockname()[1] if sockets else cfg.port
+    port = int(runner.addresses[0][1]) if runner.addresses else cfg.port  # the real one for --port 0
     host = f"[{cfg.bind}]" if ":" in cfg.bind else cfg.bind
     url = f"http://{host}:{port}/"
     stop = stop or asyncio.Event()

@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from edgeagent import cli
 from edgeagent.sim.cluster import SimCluster
+from tests.waiting import eventually
 
 EDGEAGENT = str(Path(sys.executable).parent / "edgeagent")
 
@@ -32,6 +34,15 @@ async def serving(sim: SimCluster, *args: str) -> tuple[str, str]:
     assert proc.stdout is not None and proc.stderr is not None
     try:
         line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        # Stopped once it has read the cluster (what a person does), not in its first milliseconds.
+        port = line.rsplit(":", 1)[-1].split("/", 1)[0]
+
+        async def synced() -> bool:
+            async with aiohttp.ClientSession() as session, \
+                    session.get(f"http://127.0.0.1:{port}/api/snapshot") as response:
+                return bool((await response.json())["health"]["state"] == "ok")
+
+        await eventually(synced, timeout=30, what="the dashboard synced")
     finally:
         proc.terminate()
         _, err = await asyncio.wait_for(proc.communicate(), 30)
