@@ -239,6 +239,7 @@ class Agent:
                     tg.create_task(informer.run(), name="informer")
                     tg.create_task(cache.run(), name="snapshot-persister")
                     tg.create_task(link.run(), name="link-monitor")
+                    tg.create_task(link.watch_credentials(), name="credential-watch")
                     tg.create_task(drainer.run(), name="drainer")
                     tg.create_task(policy.run(), name="site-policy")
                     tg.create_task(held.run(), name="upgrade-held")

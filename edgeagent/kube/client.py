@@ -143,6 +143,10 @@ class _Transport(Protocol):
         """Re-read credential files now (the server rejected us); True when a retry may succeed."""
         ...
 
+    def credential_files(self) -> list[str]:
+        """The token, certificate and key files this transport reads its credentials from."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -204,6 +208,10 @@ class _NativeTransport:
             _, session = self._retired.pop(0)
             await session.close()
 
+    def credential_files(self) -> list[str]:
+        token_file = self._access.token_file if self._tokens is not None else None
+        return [*([token_file] if token_file else []), *certificate_files(self._access)]
+
     async def reload_credentials(self) -> bool:
         token_changed = self._tokens.reload() if self._tokens is not None else False
         cert_changed = self._certs.changed(force=True) and await self._rotate_certificate()
@@ -253,6 +261,9 @@ class _ApiClientTransport:
     async def reload_credentials(self) -> bool:
         return False  # exec plugins and auth-providers refresh their own tokens inside kubernetes_asyncio
 
+    def credential_files(self) -> list[str]:
+        return []
+
     async def send(self, method: str, path: str, params: Params, headers: dict[str, str], body: Any,
                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
         response: aiohttp.ClientResponse = await self._api.call_api(
@@ -282,6 +293,9 @@ class _NotConnected:
 
     async def reload_credentials(self) -> bool:
         return False
+
+    def credential_files(self) -> list[str]:
+        return []
 
     async def close(self) -> None:
         return None
@@ -321,6 +335,11 @@ class KubeClient:
     @property
     def host(self) -> str:
         return self._transport.host
+
+    def credential_files(self) -> list[str]:
+        """Files the credentials come from (a tokenFile, a client certificate and key): for a caller that wants
+        to notice a rotation while no call is being made."""
+        return self._transport.credential_files()
 
     @property
     def uses_kubernetes_asyncio(self) -> bool:

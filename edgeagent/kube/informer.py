@@ -68,6 +68,7 @@ class Informer:
         idle_timeout: float = 60.0,
         backoff_initial: float = 0.2,
         backoff_max: float = 10.0,
+        backoff_max_rejected: float = 60.0,
         transform: Callable[[JSON], JSON] | None = None,
     ) -> None:
         self._client = client
@@ -83,6 +84,9 @@ class Informer:
         self._idle_timeout = idle_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
+        # While the server rejects our credentials (401/403) a retry every few seconds only repeats the
+        # rejection: back off further; whoever notices new credentials kicks the informer (see kick()).
+        self._backoff_max_rejected = backoff_max_rejected
         # Applied to every object before it is cached (like client-go's TransformFunc): a controller that
         # holds tens of thousands of objects keeps only the fields it reads. Selectors match the full object.
         self._transform = transform
@@ -158,7 +162,9 @@ class Informer:
                 need_list = True
                 continue
             except (KubeError, KubeUnreachable) as exc:
-                self._mark_unhealthy(exc)
+                rejected = isinstance(exc, KubeError) and exc.code in (401, 403)
+                # A rejection is logged once per episode by the client (CredentialHealth), not per try here.
+                self._mark_unhealthy(exc, quiet=rejected)
                 failures += 1
                 answered = answered + 1 if isinstance(exc, KubeError) else 0
                 if not need_list and (
@@ -169,9 +175,10 @@ class Informer:
                     self._log.warning("watch keeps failing from this resource version, relisting from scratch",
                                       resource_version=self.resource_version, error=str(exc), attempt=failures)
                     need_list = True
-                delay = self._backoff(failures)
-                self._log.warning("list/watch failed, backing off", error=str(exc), attempt=failures,
-                                  delay=round(delay, 3), listed=not need_list)
+                delay = self._backoff(failures, rejected=rejected)
+                (self._log.debug if rejected else self._log.warning)(
+                    "list/watch failed, backing off", error=str(exc), attempt=failures, delay=round(delay, 3),
+                    listed=not need_list)
                 await wait_event(self._kick, delay)
                 self._kick.clear()
                 continue
@@ -179,14 +186,15 @@ class Informer:
 
     # ----------------------------------------------------------------- internals
 
-    def _backoff(self, failures: int) -> float:
-        ceiling = backoff.exponential(max(1, failures), initial=self._backoff_initial, cap=self._backoff_max)
+    def _backoff(self, failures: int, *, rejected: bool = False) -> float:
+        cap = self._backoff_max_rejected if rejected else self._backoff_max
+        ceiling = backoff.exponential(max(1, failures), initial=self._backoff_initial, cap=cap)
         # Jitter so that a fleet of nodes coming back at once does not hit the API server in lock step.
         return backoff.jittered(ceiling, low=0.5, high=1.0)
 
-    def _mark_unhealthy(self, exc: Exception) -> None:
+    def _mark_unhealthy(self, exc: Exception, *, quiet: bool = False) -> None:
         if self.healthy:
-            self._log.warning("informer unhealthy", error=str(exc))
+            (self._log.info if quiet else self._log.warning)("informer unhealthy", error=str(exc))
         was = self.healthy
         self.healthy = False
         self.last_error = str(exc)

@@ -13,6 +13,7 @@ import datetime
 import ipaddress
 import json
 import ssl
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,6 +99,8 @@ class TlsApiServer:
     rejected: int = 0
     watches: int = 0
     seen_serials: set[int] = field(default_factory=set)
+    # Every request answered 401, as (monotonic time, method, path): what a rejected client keeps sending.
+    rejections: list[tuple[float, str, str]] = field(default_factory=list)
     url: str = ""
     _runner: web.AppRunner | None = None
     _session: aiohttp.ClientSession | None = None
@@ -118,6 +121,7 @@ class TlsApiServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authenticated(request):
             self.rejected += 1
+            self.rejections.append((time.monotonic(), request.method, request.path))
             return web.json_response(_UNAUTHORIZED, status=401)
         if request.query.get("watch") in ("true", "1"):
             self.watches += 1

@@ -25,12 +25,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from edgeagent import log
+from edgeagent import backoff, log
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.aio import wait_event
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.errors import NotFound, ServerError
 from edgeagent.kube.informer import Informer
+from edgeagent.kube.kubeconfig import FileWatch
 from edgeagent.kube.timeutil import format_micro_time
 
 _log = log.get("edgeagent.link")
@@ -42,10 +43,20 @@ def _iso(ts: float | None) -> str | None:
     return None if ts is None else format_micro_time(ts)
 
 
+def rejected_backoff(probes: int, interval: float, cap: float) -> float:
+    """Seconds before the next probe after `probes` rejected ones in a row: interval, doubling, at most cap."""
+    return backoff.exponential(max(probes, 1), initial=interval, cap=cap)
+
+
 class LinkMonitor:
     # While the link is down, probe at least this often: queued upgrades wait for the link's return to
     # be noticed, and a failed probe is cheap (refused at once, or bounded by the probe timeout).
     RECONNECT_PROBE_INTERVAL = 0.5
+    # While the API server rejects our credentials a probe only repeats the rejection: probes back off from
+    # `interval`, doubling, to this ceiling. A credential file that changes is tried at once (watch_credentials).
+    REJECTED_PROBE_MAX = 60.0
+    # How often credential files are looked at (a stat each) for a rotation made while nothing calls the cloud.
+    CREDENTIAL_CHECK_INTERVAL = 1.0
 
     def __init__(
         self,
@@ -85,6 +96,10 @@ class LinkMonitor:
         self._listeners: list[Callable[[bool], None]] = []
         self.consecutive_failures = 0
         self.consecutive_successes = 0
+        # Probes answered with a rejection of our credentials, in a row (for the backoff).
+        self.rejected_probes = 0
+        # Set when credential files changed: probe once even if nothing else asks for it.
+        self._verify = False
         self.transitions = 0
         self.reported_failures = 0
         self._since = time.time()
@@ -127,6 +142,29 @@ class LinkMonitor:
     def notify(self) -> None:
         """Something now waits for the link (an entry was queued): decide at once whether to probe."""
         self._wake.set()
+
+    def credentials_changed(self) -> None:
+        """New credential files on disk: try them now (also on an idle link), without any rejection backoff."""
+        self._verify = True
+        self.rejected_probes = 0
+        self._wake.set()
+
+    async def watch_credentials(self) -> None:
+        """Look at the credential files every CREDENTIAL_CHECK_INTERVAL; a change gets a probe at once.
+
+        An idle agent makes no call for minutes (its watch stays open), so a rotation to a credential the
+        server refuses would otherwise show only when the watch reconnects; and while rejected, the probe's
+        backoff would delay recovery from a renewed one by up to REJECTED_PROBE_MAX.
+        """
+        paths = self._client.credential_files()
+        if not paths:
+            return
+        files = FileWatch(paths, interval=0.0)
+        while True:
+            await asyncio.sleep(self.CREDENTIAL_CHECK_INTERVAL)
+            if files.changed():
+                _log.info("credential files changed: trying them now", node=self._node)
+                self.credentials_changed()
 
     def details(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -171,7 +209,8 @@ class LinkMonitor:
         """Probe every `interval` while probing is needed (at once when woken; faster while down)."""
         while True:
             self._wake.clear()
-            if not await self._needs_probe():
+            verify, self._verify = self._verify, False
+            if not verify and not await self._needs_probe():
                 if self.probing:
                     _log.info("link probes paused: the watch is healthy and nothing is queued", node=self._node)
                 self.probing = False
@@ -183,6 +222,11 @@ class LinkMonitor:
             ok, error = await self._probe()
             self._record(ok, error)
             pause = self._interval if self.connected else min(self._interval, self.RECONNECT_PROBE_INTERVAL)
+            if self._client.credentials.rejected:
+                self.rejected_probes += 1
+                pause = rejected_backoff(self.rejected_probes, self._interval, self.REJECTED_PROBE_MAX)
+            else:
+                self.rejected_probes = 0
             await wait_event(self._wake, pause)
 
     # ----------------------------------------------------------------- internals
@@ -244,7 +288,8 @@ class LinkMonitor:
                 self._set(True, "")
             elif self._informer is not None and not self._informer.healthy:
                 # The API answers while the watch sits in its backoff (a restart too short for the link to count
-                # as cut): resume it now rather than after up to `backoff_max`.
+                # as cut): resume it now rather than after up to `backoff_max`. (While our credentials are
+                # rejected, probes back off like the watch, so this does not bring back a retry per interval.)
                 self._informer.kick()
         else:
             self.consecutive_failures += 1

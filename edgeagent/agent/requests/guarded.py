@@ -171,7 +171,10 @@ class GuardedDelete:
 
     def _failed(self, verb: str, doing: str, exc: BaseException, pod: JSON | None = None) -> Deletion:
         if isinstance(exc, KubeError):
-            if exc.retryable:
+            # A queued request and a 401: our credentials were rejected. That is this node's to fix (a renewed
+            # token or certificate), no verdict on the request: it waits, stored, like one the cloud cannot take
+            # now. (Online, the caller is told at once: 502.)
+            if exc.retryable or (self._queued and exc.code == 401):
                 return Deletion(Result.TRANSIENT, f"{verb} {self.key}: the cloud answered {exc.code}: {exc.message}",
                                 pod=pod, error=exc)
             return Deletion(Result.REFUSED, f"the cloud API refused {doing} pod {self.key} ({exc.code}): {exc.message}",
