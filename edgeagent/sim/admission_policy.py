@@ -86,6 +86,13 @@ def _cel(value: Any) -> Any:
     return json_to_cel(value)
 
 
+def _cel_map(values: JSON) -> Any:
+    """Evaluated variables (already CEL values) as the CEL map `variables`."""
+    from celpy import celtypes
+
+    return celtypes.MapType({celtypes.StringType(k): v for k, v in values.items()})
+
+
 def _rule_matches(rule: JSON, req: Request) -> bool:
     def listed(field: str, value: str) -> bool:
         values = rule.get(field) or []
@@ -190,12 +197,10 @@ class PolicyAdmission:
                 raise _ExpressionError("policies with paramKind are not supported by the sim")
             activation = dict(base)
             values: JSON = {}
-            for variable in spec.get("variables") or []:
-                values[str(variable.get("name"))] = _evaluate(str(variable.get("expression")),
-                                                              {**activation, "variables": _cel(None)}
-                                                              if not values else {**activation, "variables": values})
-            if values:
-                activation["variables"] = values
+            for variable in spec.get("variables") or []:  # each may use the ones before it
+                activation["variables"] = _cel_map(values)
+                values[str(variable.get("name"))] = _evaluate(str(variable.get("expression")), activation)
+            activation["variables"] = _cel_map(values)
             for condition in spec.get("matchConditions") or []:
                 if not bool(_evaluate(str(condition.get("expression")), activation)):
                     return  # the policy does not apply to this request

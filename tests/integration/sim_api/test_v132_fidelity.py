@@ -170,3 +170,26 @@ async def test_admission_policies_get_the_servers_defaults(api: Api) -> None:
                                                    "matchResources": {"resourceRules": [rule]}}}
     match = (await api.ok("POST", VAPB, body=binding))["spec"]["matchResources"]
     assert (match["matchPolicy"], match["resourceRules"][0]["scope"]) == ("Equivalent", "*")
+
+
+async def test_policy_match_rules_selectors_exclusions_and_variables(api: Api) -> None:
+    await api.ok("POST", "/api/v1/namespaces", body={"metadata": {"name": "guarded", "labels": {"tier": "prod"}}})
+    create_pod(api.store, "a", namespace="guarded", labels={"keep": "yes"})
+    create_pod(api.store, "b", namespace="guarded")
+    create_pod(api.store, "c", labels={"keep": "yes"})
+    create_pod(api.store, "named", namespace="guarded", labels={"keep": "yes"})
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["pods"]}
+    spec = {"validations": [{"expression": "variables.locked == false", "message": "locked"}],
+            "variables": [{"name": "locked", "expression": "oldObject.metadata.labels['keep'] == 'yes'"}],
+            "matchConstraints": {"resourceRules": [rule],
+                                 "namespaceSelector": {"matchLabels": {"tier": "prod"}},
+                                 "objectSelector": {"matchLabels": {"keep": "yes"}},
+                                 "excludeResourceRules": [{**rule, "resourceNames": ["named"]}]}}
+    await api.ok("POST", VAP, body={"metadata": {"name": "lock"}, "spec": spec})
+    await api.ok("POST", VAPB, body={"metadata": {"name": "lock"},
+                                     "spec": {"policyName": "lock", "validationActions": ["Deny"]}})
+    denied = await api.call("DELETE", "/api/v1/namespaces/guarded/pods/a")
+    assert denied.status == 422 and denied.body["message"].endswith("denied request: locked")
+    await api.ok("DELETE", "/api/v1/namespaces/guarded/pods/b")  # objectSelector: no keep label
+    await api.ok("DELETE", f"{PODS_PATH}/c")  # namespaceSelector: default is not tier=prod
+    await api.ok("DELETE", "/api/v1/namespaces/guarded/pods/named")  # excluded by name
