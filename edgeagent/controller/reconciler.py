@@ -638,7 +638,7 @@ class Controller:
         settings, _ = roll_settings(ds)
         now = self._clock()
         obs = observe(ds, pods, self.nodes.items, hash_, settings.progress_deadline, now,
-                      self.failure_events_in(namespace_of(ds)))
+                      self.failure_events_in(namespace_of(ds)), settings.min_ready_seconds)
         in_flight = self.expectations.in_flight(key)
         names = obs.pods.names()
         names.update(in_flight)

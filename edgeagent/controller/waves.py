@@ -43,7 +43,7 @@ from edgeagent.contract import (
     LABEL_TEMPLATE_GENERATION,
 )
 from edgeagent.contract import held_by as _held_by
-from edgeagent.controller.pods import created_at, node_of, node_ready_changed_at
+from edgeagent.controller.pods import available_at, created_at, node_of, node_ready_changed_at
 from edgeagent.controller.revisions import template_generation
 from edgeagent.kube.objects import (
     annotations_of,
@@ -200,6 +200,8 @@ class Observation:
     next_deadline: float | None
     all_updated: bool
     nodes: Mapping[str, JSON] = field(default_factory=dict)
+    # Nodes whose new pod is Ready but not for minReadySeconds yet (not available, not failing either).
+    warming: set[str] = field(default_factory=set)
     _ready: dict[str, bool] = field(default_factory=dict, repr=False)
     _status: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -228,7 +230,7 @@ class Observation:
         if not self.ready(node):
             return DEFERRED
         excess = node in self.pods.excess
-        if new is not None and old is None and not excess and _ready_now(new):
+        if new is not None and old is None and not excess and _ready_now(new) and node not in self.warming:
             return UPGRADED
         if old is not None and new is None and not excess and is_held(old):
             return DEFERRED
@@ -327,14 +329,23 @@ def agent_failures(ds: JSON, revision: str, events: Iterable[JSON]) -> dict[str,
 
 
 def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision: str, progress_deadline: float,
-            now: float, events: Iterable[JSON] = ()) -> Observation:
+            now: float, events: Iterable[JSON] = (), min_ready_seconds: int = 0) -> Observation:
+    """`min_ready_seconds` (the DaemonSet's `minReadySeconds`): a new pod counts as upgraded only once it has
+    been Ready that long; the observation's `next_deadline` then includes that moment (a wake-up)."""
     by_node = pods_by_node(ds, pods, revision)
     failures: dict[str, tuple[str, str]] = {}
     next_deadline: float | None = None
     obs = Observation(by_node, failures, None, by_node.all_updated, nodes)
     excess = by_node.excess
     for name, pod in by_node.new.items():
-        if _ready_now(pod) or name in excess or not obs.ready(name):
+        if _ready_now(pod):
+            if min_ready_seconds > 0:
+                at = available_at(pod, min_ready_seconds)
+                if at is not None and at > now:
+                    obs.warming.add(name)
+                    next_deadline = at if next_deadline is None else min(next_deadline, at)
+            continue
+        if name in excess or not obs.ready(name):
             continue
         deadline = failure_deadline(pod, nodes.get(name), progress_deadline)
         if now >= deadline:

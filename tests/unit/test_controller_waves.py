@@ -189,3 +189,16 @@ def test_waves_never_skip_or_go_back(steps: list[tuple[int, float, bool]]) -> No
         if current is not None:
             assert d.state.wave >= current.wave
         current = d.state
+
+
+def test_min_ready_seconds_a_new_pod_counts_once_it_has_been_ready_that_long() -> None:
+    first = RANKING.order[0]
+    pods = [pod(n, NEW if n == first else OLD) for n in NAMES]
+    nodes = {n: node(n) for n in NAMES}
+    ds = {"metadata": {"name": "app", "namespace": "default"}}
+    early = observe(ds, pods, nodes, NEW, 600, T0 + 10, [], min_ready_seconds=30)
+    assert early.status(first) == PENDING and early.next_deadline == T0 + 30
+    d = run(state(1, "progressing"), early, now=T0 + 10)
+    assert d.state is None and d.requeue_after is not None and abs(d.requeue_after - 20) < 1e-3
+    later = observe(ds, pods, nodes, NEW, 600, T0 + 31, [], min_ready_seconds=30)
+    assert later.status(first) == UPGRADED
