@@ -23,6 +23,7 @@ from edgeagent.kube.objects import (
     meta,
     node_name_of,
 )
+from edgeagent.sim.daemonsets import template_hash
 from edgeagent.sim.resources import DAEMONSETS, NODES, PODS
 from edgeagent.sim.store import Store
 
@@ -107,7 +108,12 @@ def pod_state(store: Store, pod: JSON) -> JSON:
         "annotations": annotations,
         "updateStrategy": (spec.get("updateStrategy") or {}).get("type"),
         "minReadySeconds": spec.get("minReadySeconds", 0),
+        # The revision the DaemonSet controller creates pods of now (as sim/daemonsets.py names it).
+        "currentHash": template_hash(spec.get("template") or {},
+                                     int((ds.get("status") or {}).get("collisionCount") or 0)),
         "siblings": siblings,
+        # Every node and whether it is Ready: a node whose pod is gone (not yet recreated) has no sibling entry.
+        "nodes": {str(meta(n.obj).get("name")): is_node_ready(n.obj) for n in store.list_page(NODES, None).items},
     }
     if any(k.startswith("edgeagent.io/rollout-") for k in annotations):
         # A rollout plan ranks nodes by their labels (canary selector, group label): keep them for the checker.

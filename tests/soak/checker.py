@@ -1,0 +1,451 @@
+"""The soak's invariants, checked over a recorded history: pure functions, no I/O, no clock.
+
+A soak run records what happened (the sim's audit log with each pod DELETE's state at that instant, the
+Events, every agent's request list, the operators' accepted requests, pre-pull Job samples, convergence and
+`rollout status` at the end, process exits and log excerpts) into a `History`; `check(history)` returns every
+violation of the seven invariants below, and `report()` prints each with the seed, the fault schedule and
+the minimal history around it, so that the run can be replayed with the same seed.
+
+The checker reads the history in its own words, independently of the controller's and agent's code (it
+parses the budget and the DaemonSet annotations itself): a checker that shares the implementation's reading
+would share its bugs. Where the sim's recorded state cannot tell whether an act was wrong, the check errs
+towards silence (documented per rule), so that every report is a real defect.
+
+1. ``eligible``: no DELETE of a pod that was not eligible at that moment -- by the controller: its node held
+   (`UpgradeHeld` True), its DaemonSet paused, its rollout plan stopped, or its node in a wave not reached
+   yet; by an agent: the pod not `PodNeedUpgrade` True, or bound to another node, or in a wave not reached.
+2. ``delete-once``: no pod UID deleted twice (two DELETEs that took effect), and every DELETE by our
+   components carries a UID precondition naming the pod it hit.
+3. ``requests``: every request an agent accepted (200 or 202 with an id) is in that agent's list at the end,
+   in a terminal state (none lost across kill -9, none stuck).
+4. ``budget``: a controller DELETE of an available pod never brings the nodes its rollout made unavailable
+   above `max-unavailable`; pre-pull Jobs never exceed their cap, nor one per node.
+5. ``events-once``: each agent Event (node, request id, reason) exists once, with count 1.
+6. ``convergence``: after the last fault the fleet reached each DaemonSet's current revision within the
+   stated bound, and each `rollout status` exit code agrees with the pods.
+7. ``processes``: no process exited except those the schedule killed or stopped, and no log has a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from edgeagent.rollout_plan import parse_plan, rank
+
+JSON = dict[str, Any]
+
+INVARIANTS = ("eligible", "delete-once", "requests", "budget", "events-once", "convergence", "processes")
+TERMINAL = frozenset({"succeeded", "failed", "cancelled", "obsolete"})
+EFFECTIVE = frozenset({"deleted", "graceful"})  # a DELETE that took effect (whatever answer the client got)
+CONTROLLER_AGENT = "edgeagent-controller/"
+AGENT_AGENT = "edgeagent-agent/"
+_AGENT_NODE = re.compile(r"^edgeagent-agent/\S+ \((?P<node>[^)]+)\)")
+_REQUEST_ID = re.compile(r"upgrade request (?P<id>[^\s:]+):")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+STOPPED_PHASES = frozenset({"paused", "aborted"})
+MOVING_PHASES = frozenset({"progressing", "baking"})
+
+
+@dataclass
+class History:
+    """Everything a soak run recorded; JSON-serialisable so that a failing run can be kept and re-checked."""
+
+    seed: int
+    started_at: float = 0.0  # epoch seconds; schedule "t" values are relative to it
+    schedule: list[JSON] = field(default_factory=list)  # {"t", "kind", "target", ...} from the seed, "at" when run
+    audit: list[JSON] = field(default_factory=list)  # the sim's audit log entries (JSON lines)
+    events: list[JSON] = field(default_factory=list)  # core/v1 Events at the end
+    requests: dict[str, list[JSON]] = field(default_factory=dict)  # node -> GET /openyurt.io/v1/upgrades items
+    accepted: list[JSON] = field(default_factory=list)  # {"t", "node", "pod", "code", "id"} operators were given
+    prepull_samples: list[JSON] = field(default_factory=list)  # {"t", "jobs": [{"name", "node", "active"}]}
+    prepull_cap: int = 20
+    faults_stopped_at: float | None = None
+    converged_at: float | None = None
+    convergence_bound: float = 300.0
+    rollouts: list[JSON] = field(default_factory=list)  # {"name", "exit", "phase", "updated", "total", "output"}
+    processes: list[JSON] = field(default_factory=list)  # {"name", "code", "expected", "t"} one per exit seen
+    logs: dict[str, str] = field(default_factory=dict)  # process name -> log text (or its tail)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> History:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    message: str
+    t: float | None = None
+    node: str | None = None
+    pod: str | None = None
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass
+class Result:
+    violations: list[Violation]
+    checked: dict[str, int]  # invariant -> how many facts were checked against it
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def deleter_of(entry: JSON) -> tuple[str, str | None]:
+    """("controller", None), ("agent", node) or ("other", None), from the User-Agent the audit recorded."""
+    agent = str(entry.get("userAgent") or "")
+    if agent.startswith(CONTROLLER_AGENT):
+        return "controller", None
+    match = _AGENT_NODE.match(agent)
+    if match:
+        return "agent", match.group("node")
+    if agent.startswith(AGENT_AGENT):
+        return "agent", None
+    return "other", None
+
+
+def pod_deletes(audit: Iterable[JSON]) -> list[JSON]:
+    """Audit entries of DELETEs of single pods that reached the store (a fault may have refused others first)."""
+    return [e for e in audit if e.get("verb") == "DELETE" and "/pods/" in str(e.get("path"))
+            and isinstance(e.get("delete"), dict) and e["delete"].get("resource") == "pods"]
+
+
+def _pod_name(entry: JSON) -> str:
+    record = entry["delete"]
+    return f"{record.get('namespace')}/{record.get('name')}"
+
+
+def _condition(state: JSON, kind: str) -> str | None:
+    cond = (state.get("conditions") or {}).get(kind)
+    return str(cond.get("status")) if isinstance(cond, dict) else None
+
+
+def parse_budget(raw: str | None, total: int) -> int:
+    """`apps.openyurt.io/max-unavailable`: an int or a percent (rounded up) of the DaemonSet's nodes; 10%."""
+    text = (raw or "10%").strip()
+    if text.endswith("%") and text[:-1].isdigit():
+        return math.ceil(int(text[:-1]) * total / 100)
+    if text.isdigit():
+        return int(text)
+    return math.ceil(10 * total / 100)
+
+
+def _plan_position(ds: JSON, node_labels: Mapping[str, Mapping[str, str]], node: str
+                   ) -> tuple[str | None, int | None, int | None, str | None]:
+    """(phase, wave reached, the node's wave, state revision) of a DaemonSet with a valid plan and state."""
+    annotations = ds.get("annotations") or {}
+    plan, problems = parse_plan({"metadata": {"annotations": annotations}})
+    raw_state = annotations.get("edgeagent.io/rollout-state")
+    if plan is None or problems or not raw_state:
+        return None, None, None, None
+    try:
+        state = json.loads(raw_state)
+    except ValueError:
+        return None, None, None, None
+    if not isinstance(state, dict):
+        return None, None, None, None
+    nodes = {s["node"] for s in ds.get("siblings") or [] if s.get("node")}
+    ranking = rank(plan, {n: node_labels.get(n, {}) for n in nodes})
+    wave = state.get("wave")
+    return (str(state.get("phase")), wave if isinstance(wave, int) else None, ranking.wave_of(node),
+            str(state.get("revision")))
+
+
+def _unavailable_nodes(ds: JSON, exclude: str) -> set[str]:
+    """Ready nodes the rollout has made unavailable: the DaemonSet's pod there is terminating, or it is on the
+    current revision and not Ready. Errs to silence: old pods that are not Ready (a node back from a partition
+    whose kubelet has not re-reported yet) are not the rollout's doing, and a node whose pod is already gone
+    and not yet recreated is not seen (the record lists pods, not the nodes the DaemonSet should run on)."""
+    ready = {n for n, ok in (ds.get("nodes") or {}).items() if ok}
+    by_node: dict[str, list[JSON]] = defaultdict(list)
+    for sibling in ds.get("siblings") or []:
+        by_node[str(sibling.get("node"))].append(sibling)
+    current = ds.get("currentHash")
+    running = set(by_node)
+    out: set[str] = set()
+    for node in ready & running:
+        if node == exclude:
+            continue
+        pods = by_node[node]
+        live = [p for p in pods if not p.get("terminating")]
+        terminating = not live or len(live) < len(pods)
+        new_unready = any(p.get("hash") == current for p in live) and not any(p.get("ready") for p in live)
+        if terminating or new_unready:
+            out.add(node)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]:
+    out: list[Violation] = []
+    for entry in pod_deletes(history.audit):
+        record = entry["delete"]
+        if record.get("outcome") not in EFFECTIVE:
+            continue
+        who, agent_node = deleter_of(entry)
+        if who == "other":
+            continue
+        state = record.get("state")
+        if not isinstance(state, dict):
+            continue
+        checked["eligible"] += 1
+        t, node, pod = entry.get("time"), state.get("node"), _pod_name(entry)
+        ds = state.get("daemonset") or {}
+        annotations = ds.get("annotations") or {}
+        why: list[str] = []
+        if who == "controller":
+            if _condition(state, "UpgradeHeld") == "True":
+                why.append("its node was held (UpgradeHeld True)")
+            if str(annotations.get("edgeagent.io/paused", "")).lower() == "true":
+                why.append("its DaemonSet was paused (edgeagent.io/paused)")
+        else:
+            if _condition(state, "PodNeedUpgrade") != "True":
+                why.append(f"PodNeedUpgrade was {_condition(state, 'PodNeedUpgrade')}, not True")
+            if agent_node is not None and node != agent_node:
+                why.append(f"it is bound to {node}, not to the agent's node {agent_node}")
+        if ds and not ds.get("gone") and node:
+            phase, reached, wave, revision = _plan_position(ds, state.get("nodeLabels") or {}, str(node))
+            if revision is not None and revision == ds.get("currentHash") and phase is not None:
+                pod_hash = (state.get("labels") or {}).get("controller-revision-hash")
+                if pod_hash != revision:  # an old pod, on its way to the revision being rolled
+                    if who == "controller" and phase in STOPPED_PHASES:
+                        why.append(f"its rollout was {phase}")
+                    if phase in MOVING_PHASES | STOPPED_PHASES and reached is not None and wave is not None \
+                            and wave > reached:
+                        why.append(f"its node is in wave {wave}, the rollout had reached wave {reached}")
+        if why:
+            out.append(Violation("eligible", f"{who} deleted {pod} (uid {record.get('uid')}) on {node}: "
+                                 + "; ".join(why), t, node, pod))
+    return out
+
+
+def check_delete_once(history: History, checked: dict[str, int]) -> list[Violation]:
+    out: list[Violation] = []
+    seen: dict[str, JSON] = {}
+    for entry in pod_deletes(history.audit):
+        who, _ = deleter_of(entry)
+        if who == "other":
+            continue
+        record = entry["delete"]
+        checked["delete-once"] += 1
+        pod, t = _pod_name(entry), entry.get("time")
+        node = (record.get("state") or {}).get("node")
+        want = record.get("precondition_uid")
+        if want is None:
+            out.append(Violation("delete-once", f"{who} deleted {pod} without a UID precondition", t, node, pod))
+        elif record.get("outcome") in EFFECTIVE and want != record.get("uid"):
+            out.append(Violation("delete-once", f"{who}'s DELETE of {pod} took effect on uid {record.get('uid')} "
+                                 f"although its precondition named {want}", t, node, pod))
+        if record.get("outcome") not in EFFECTIVE:
+            continue
+        uid = str(record.get("uid"))
+        first = seen.get(uid)
+        if first is not None:
+            out.append(Violation("delete-once", f"pod {pod} uid {uid} deleted twice: by {deleter_of(first)[0]} at "
+                                 f"{first.get('time')} and by {who}", t, node, pod))
+        else:
+            seen[uid] = entry
+    return out
+
+
+def check_requests(history: History, checked: dict[str, int]) -> list[Violation]:
+    out: list[Violation] = []
+    for accepted in history.accepted:
+        if accepted.get("code") not in (200, 202) or not accepted.get("id"):
+            continue
+        checked["requests"] += 1
+        node, rid = str(accepted.get("node")), str(accepted["id"])
+        listed = {str(r.get("id")): r for r in history.requests.get(node, [])}
+        found = listed.get(rid)
+        if node not in history.requests:
+            out.append(Violation("requests", f"no request list was read from {node}'s agent; request {rid} "
+                                 "cannot be shown terminal", accepted.get("t"), node, accepted.get("pod")))
+        elif found is None:
+            out.append(Violation("requests", f"request {rid} ({accepted.get('pod')}, answered "
+                                 f"{accepted.get('code')}) is lost: {node}'s agent no longer lists it",
+                                 accepted.get("t"), node, accepted.get("pod")))
+        elif found.get("state") not in TERMINAL:
+            out.append(Violation("requests", f"request {rid} ({accepted.get('pod')}) is still "
+                                 f"{found.get('state')} after the faults stopped", accepted.get("t"), node,
+                                 accepted.get("pod")))
+    return out
+
+
+def check_budget(history: History, checked: dict[str, int]) -> list[Violation]:
+    out: list[Violation] = []
+    for entry in pod_deletes(history.audit):
+        record = entry["delete"]
+        who, _ = deleter_of(entry)
+        state = record.get("state")
+        if who != "controller" or record.get("outcome") not in EFFECTIVE or not isinstance(state, dict):
+            continue
+        ds = state.get("daemonset") or {}
+        if str(ds.get("annotations", {}).get("apps.openyurt.io/update-strategy", "")).lower() \
+                != "advancedrollingupdate":
+            continue
+        checked["budget"] += 1
+        if not state.get("ready") or state.get("terminating") or not state.get("nodeReady"):
+            continue  # replacing a pod that is not available costs no availability
+        total = len({s.get("node") for s in ds.get("siblings") or []})
+        budget = parse_budget(ds["annotations"].get("apps.openyurt.io/max-unavailable"), total)
+        node = str(state.get("node"))
+        down = _unavailable_nodes(ds, exclude=node)
+        if len(down) + 1 > budget:
+            out.append(Violation(
+                "budget", f"controller deleted available pod {_pod_name(entry)} of {ds.get('name')} while "
+                f"{len(down)} node(s) were already unavailable by the rollout (max-unavailable {budget} of "
+                f"{total}): {', '.join(sorted(down)[:10])}", entry.get("time"), node, _pod_name(entry)))
+    for sample in history.prepull_samples:
+        checked["budget"] += 1
+        active = [j for j in sample.get("jobs") or [] if j.get("active")]
+        if len(active) > history.prepull_cap:
+            out.append(Violation("budget", f"{len(active)} pre-pull Jobs active at once, cap "
+                                 f"{history.prepull_cap}", sample.get("t")))
+        per_node: dict[str, int] = defaultdict(int)
+        for job in active:
+            per_node[str(job.get("node"))] += 1
+        for node, n in sorted(per_node.items()):
+            if n > 1:
+                out.append(Violation("budget", f"{n} pre-pull Jobs active at once on {node}", sample.get("t"), node))
+    return out
+
+
+def check_events_once(history: History, checked: dict[str, int]) -> list[Violation]:
+    out: list[Violation] = []
+    seen: dict[tuple[str, str, str], list[JSON]] = defaultdict(list)
+    for event in history.events:
+        if (event.get("source") or {}).get("component") != "edgeagent":
+            continue
+        match = _REQUEST_ID.search(str(event.get("message") or ""))
+        if not match:
+            continue
+        key = (str((event.get("source") or {}).get("host")), match.group("id"), str(event.get("reason")))
+        seen[key].append(event)
+    for (node, rid, reason), found in sorted(seen.items()):
+        checked["events-once"] += 1
+        pod = str((found[0].get("involvedObject") or {}).get("name"))
+        count = sum(int(e.get("count") or 1) for e in found)
+        if len(found) > 1 or count > 1:
+            names = ", ".join(str((e.get("metadata") or {}).get("name")) for e in found)
+            out.append(Violation("events-once", f"{reason} for request {rid} on {node} recorded {count} times "
+                                 f"({len(found)} Event object(s): {names})", None, node, pod))
+    return out
+
+
+def check_convergence(history: History, checked: dict[str, int]) -> list[Violation]:
+    out: list[Violation] = []
+    checked["convergence"] += 1
+    stopped = history.faults_stopped_at
+    if stopped is None:
+        out.append(Violation("convergence", "the run did not record when the faults stopped"))
+    elif history.converged_at is None:
+        out.append(Violation("convergence", f"the fleet did not converge within {history.convergence_bound:.0f} s "
+                             "after the last fault", stopped))
+    elif history.converged_at - stopped > history.convergence_bound:
+        out.append(Violation("convergence", f"the fleet converged {history.converged_at - stopped:.1f} s after the "
+                             f"last fault, more than the bound of {history.convergence_bound:.0f} s", stopped))
+    for rollout in history.rollouts:
+        checked["convergence"] += 1
+        code, phase = rollout.get("exit"), rollout.get("phase")
+        done = rollout.get("updated") == rollout.get("total")
+        expected = {1} if phase in ("aborted", "rolledBack") else {0} if done else {3}
+        if code not in expected:
+            out.append(Violation("convergence", f"rollout status {rollout.get('name')} exited {code} (expected "
+                                 f"{'/'.join(map(str, sorted(expected)))}: {rollout.get('updated')}/"
+                                 f"{rollout.get('total')} pods up to date, phase {phase})",
+                                 evidence=tuple(str(rollout.get("output") or "").splitlines()[:20])))
+    return out
+
+
+def tracebacks(text: str, context: int = 12) -> list[str]:
+    """Each traceback in a log, with the lines that follow it (the exception is at its end)."""
+    lines = text.splitlines()
+    return ["\n".join(lines[i:i + context]) for i, line in enumerate(lines) if _TRACEBACK.search(line)]
+
+
+def check_processes(history: History, checked: dict[str, int]) -> list[Violation]:
+    out: list[Violation] = []
+    for exit_ in history.processes:
+        checked["processes"] += 1
+        if not exit_.get("expected"):
+            out.append(Violation("processes", f"{exit_.get('name')} exited with {exit_.get('code')} although the "
+                                 "schedule did not kill or stop it", exit_.get("t"),
+                                 evidence=tuple(str(history.logs.get(str(exit_.get("name")), ""))
+                                                .splitlines()[-15:])))
+    for name, text in sorted(history.logs.items()):
+        checked["processes"] += 1
+        for excerpt in tracebacks(text):
+            out.append(Violation("processes", f"traceback in {name}'s log", evidence=tuple(excerpt.splitlines())))
+    return out
+
+
+CHECKS = (check_eligible, check_delete_once, check_requests, check_budget, check_events_once, check_convergence,
+          check_processes)
+
+
+def check(history: History) -> Result:
+    checked = {name: 0 for name in INVARIANTS}
+    violations: list[Violation] = []
+    for fn in CHECKS:
+        violations.extend(fn(history, checked))
+    return Result(violations, checked)
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def _around(history: History, v: Violation, window: float) -> list[str]:
+    """The schedule's acts and the audit's writes near the violation that touch its node or pod."""
+    lines: list[str] = []
+    if v.t is None:
+        return lines
+    start = history.started_at
+    for act in history.schedule:
+        at = act.get("at")
+        if at is None or abs(float(at) - v.t) > window:
+            continue
+        if v.node is None or act.get("target") in (v.node, None, "") or v.node in json.dumps(act):
+            lines.append(f"  fault   t={float(at) - start:9.2f}  {json.dumps(act, sort_keys=True)}")
+    pod_name = v.pod.split("/", 1)[-1] if v.pod else None
+    for entry in history.audit:
+        t = entry.get("time")
+        if t is None or abs(float(t) - v.t) > window or entry.get("verb") == "GET":
+            continue
+        path = str(entry.get("path"))
+        if (pod_name and pod_name in path) or (v.node and v.node in str(entry.get("userAgent"))):
+            record = entry.get("delete") or {}
+            extra = f" outcome={record.get('outcome')} precondition={record.get('precondition_uid')}" if record else ""
+            lines.append(f"  request t={float(t) - start:9.2f}  {entry.get('verb')} {path} -> {entry.get('code')}"
+                         f" by {entry.get('userAgent')}{extra}")
+    return lines[:60]
+
+
+def report(history: History, result: Result, *, window: float = 10.0) -> str:
+    out = [f"soak check: seed {history.seed}: {len(result.violations)} violation(s)",
+           "invariants checked: " + ", ".join(f"{k} {v}" for k, v in result.checked.items())]
+    if not result.violations:
+        return "\n".join(out)
+    out.append(f"replay with the same seed: make soak SEED={history.seed}")
+    by_kind: dict[str, int] = defaultdict(int)
+    for act in history.schedule:
+        by_kind[str(act.get("kind"))] += 1
+    out.append("fault schedule: " + ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())))
+    for v in result.violations:
+        out.append(f"VIOLATION [{v.invariant}] {v.message}")
+        out.extend(f"  | {line}" for line in v.evidence)
+        out.extend(_around(history, v, window))
+    return "\n".join(out)

@@ -1,0 +1,297 @@
+"""The soak checker reports each kind of violation it exists for, and stays silent on a clean history.
+
+Histories are built by hand in the shape the sim's audit log and the harness record them (a checker that
+cannot fail proves nothing): one test per rule, each with a clean twin so that the rule is not merely noisy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from edgeagent.rollout_plan import parse_plan, rank
+from tests.soak.checker import History, Violation, check, report, tracebacks
+
+JSON = dict[str, Any]
+CONTROLLER = "edgeagent-controller/0.1.0"
+NODES = [f"edge-{i}" for i in range(1, 11)]
+
+
+def agent(node: str) -> str:
+    return f"edgeagent-agent/0.1.0 ({node})"
+
+
+def sibling(node: str, *, hash_: str = "old", ready: bool = True, terminating: bool = False,
+            held: bool = False) -> JSON:
+    return {"uid": f"uid-{node}-{hash_}", "node": node, "hash": hash_, "ready": ready, "terminating": terminating,
+            "held": held, "nodeReady": True}
+
+
+def delete(node: str, *, by: str = CONTROLLER, uid: str | None = None, precondition: str | None = "same",
+           outcome: str = "graceful", conditions: JSON | None = None, annotations: JSON | None = None,
+           siblings: list[JSON] | None = None, t: float = 100.0, pod_hash: str = "old", ready: bool = True,
+           node_labels: JSON | None = None, current: str = "new") -> JSON:
+    uid = uid or f"uid-{node}-{pod_hash}"
+    state: JSON = {
+        "node": node, "labels": {"controller-revision-hash": pod_hash}, "terminating": False, "ready": ready,
+        "conditions": conditions or {}, "nodeReady": True,
+        "daemonset": {"name": "web", "uid": "ds-uid", "annotations": {
+            "apps.openyurt.io/update-strategy": "AdvancedRollingUpdate", **(annotations or {})},
+            "currentHash": current, "siblings": siblings if siblings is not None else [sibling(n) for n in NODES],
+            "nodes": {n: True for n in NODES}},
+    }
+    if node_labels is not None:
+        state["nodeLabels"] = node_labels
+    return {"time": t, "verb": "DELETE", "path": f"/api/v1/namespaces/default/pods/web-{node}", "userAgent": by,
+            "code": 200, "delete": {"resource": "pods", "namespace": "default", "name": f"web-{node}", "uid": uid,
+                                    "precondition_uid": uid if precondition == "same" else precondition,
+                                    "outcome": outcome, "state": state}}
+
+
+def clean(**extra: Any) -> History:
+    """A history with nothing wrong: converged, every process stopped as planned."""
+    values: JSON = {"seed": 7, "started_at": 0.0, "faults_stopped_at": 500.0, "converged_at": 520.0,
+                    "convergence_bound": 120.0,
+                    "rollouts": [{"name": "web", "exit": 0, "phase": None, "updated": 10, "total": 10}],
+                    "processes": [{"name": "agent-edge-1", "code": -9, "expected": True, "t": 50.0}],
+                    "logs": {"agent-edge-1": '{"event": "agent listening"}\n'}}
+    values.update(extra)
+    return History(**values)
+
+
+def only(history: History, invariant: str) -> list[Violation]:
+    result = check(history)
+    assert {v.invariant for v in result.violations} <= {invariant}, result.violations
+    return result.violations
+
+
+def test_a_clean_history_has_no_violation_and_counts_what_it_checked() -> None:
+    history = clean(audit=[delete("edge-1", annotations={"apps.openyurt.io/max-unavailable": "2"})])
+    result = check(history)
+    assert result.ok, result.violations
+    assert result.checked["eligible"] == 1 and result.checked["delete-once"] == 1 and result.checked["budget"] == 1
+
+
+# 1. eligible ------------------------------------------------------------------------------------------
+
+
+def test_controller_deleting_a_held_pod_is_reported() -> None:
+    held = {"UpgradeHeld": {"status": "True", "reason": "HeldByOperator", "message": "site audit"}}
+    found = only(clean(audit=[delete("edge-3", conditions=held)]), "eligible")
+    assert len(found) == 1 and "held" in found[0].message and found[0].node == "edge-3"
+    assert only(clean(audit=[delete("edge-3", conditions={"UpgradeHeld": {"status": "False"}})]), "eligible") == []
+
+
+def test_controller_deleting_in_a_paused_daemonset_is_reported() -> None:
+    found = only(clean(audit=[delete("edge-2", annotations={"edgeagent.io/paused": "true"})]), "eligible")
+    assert len(found) == 1 and "paused" in found[0].message
+
+
+def test_agent_deleting_a_pod_without_pod_need_upgrade_is_reported() -> None:
+    need = {"PodNeedUpgrade": {"status": "False", "reason": "", "message": "controllerrevision: x"}}
+    found = only(clean(audit=[delete("edge-4", by=agent("edge-4"), conditions=need)]), "eligible")
+    assert len(found) == 1 and "PodNeedUpgrade was False" in found[0].message
+    ok = {"PodNeedUpgrade": {"status": "True"}}
+    assert only(clean(audit=[delete("edge-4", by=agent("edge-4"), conditions=ok)]), "eligible") == []
+
+
+def test_agent_deleting_another_nodes_pod_is_reported() -> None:
+    ok = {"PodNeedUpgrade": {"status": "True"}}
+    found = only(clean(audit=[delete("edge-4", by=agent("edge-5"), conditions=ok)]), "eligible")
+    assert len(found) == 1 and "not to the agent's node edge-5" in found[0].message
+
+
+def _plan_annotations(wave: int, phase: str = "progressing") -> JSON:
+    state = {"revision": "new", "stableRevision": "old", "waves": 3, "wave": wave, "phase": phase,
+             "counts": {"nodes": 10, "upgraded": 0, "deferred": 0, "failed": 0}, "failures": []}
+    return {"edgeagent.io/rollout-steps": "1,50%,100%", "edgeagent.io/rollout-state": json.dumps(state)}
+
+
+def _ranking() -> list[str]:
+    plan, problems = parse_plan({"metadata": {"annotations": _plan_annotations(1)}})
+    assert plan is not None and not problems
+    return rank(plan, {n: {} for n in NODES}).order
+
+
+def test_deleting_a_pod_of_a_wave_not_reached_is_reported() -> None:
+    order = _ranking()
+    first, last = order[0], order[-1]
+    labels: JSON = {n: {} for n in NODES}
+    reached = delete(first, annotations=_plan_annotations(1), node_labels=labels)
+    assert only(clean(audit=[reached]), "eligible") == []
+    found = only(clean(audit=[delete(last, annotations=_plan_annotations(1), node_labels=labels)]), "eligible")
+    assert len(found) == 1 and "wave 3, the rollout had reached wave 1" in found[0].message
+    # The same node once wave 3 is reached is fine.
+    assert only(clean(audit=[delete(last, annotations=_plan_annotations(3), node_labels=labels)]), "eligible") == []
+
+
+def test_controller_deleting_in_an_aborted_rollout_is_reported() -> None:
+    order = _ranking()
+    found = only(clean(audit=[delete(order[0], annotations=_plan_annotations(1, "aborted"),
+                                     node_labels={n: {} for n in NODES})]), "eligible")
+    assert len(found) == 1 and "rollout was aborted" in found[0].message
+
+
+def test_a_delete_refused_by_its_precondition_is_not_judged() -> None:
+    held = {"UpgradeHeld": {"status": "True"}}
+    assert check(clean(audit=[delete("edge-3", conditions=held, outcome="conflict")])).ok
+
+
+# 2. delete-once -----------------------------------------------------------------------------------------
+
+
+def test_a_uid_deleted_twice_is_reported() -> None:
+    first = delete("edge-1", t=100.0)
+    second = delete("edge-1", t=101.0, by=agent("edge-1"), conditions={"PodNeedUpgrade": {"status": "True"}})
+    found = only(clean(audit=[first, second]), "delete-once")
+    assert len(found) == 1 and "deleted twice" in found[0].message and "uid-edge-1-old" in found[0].message
+
+
+def test_a_delete_without_a_uid_precondition_is_reported() -> None:
+    found = only(clean(audit=[delete("edge-1", precondition=None)]), "delete-once")
+    assert len(found) == 1 and "without a UID precondition" in found[0].message
+
+
+def test_a_second_attempt_refused_by_the_precondition_is_fine() -> None:
+    first = delete("edge-1", t=100.0)
+    again = delete("edge-1", t=101.0, uid="uid-replacement", precondition="uid-edge-1-old", outcome="conflict")
+    assert check(clean(audit=[first, again])).ok
+
+
+# 3. requests ------------------------------------------------------------------------------------------
+
+
+def test_a_lost_accepted_request_is_reported() -> None:
+    accepted = [{"t": 10.0, "node": "edge-1", "pod": "default/web-edge-1", "code": 202, "id": "r1"}]
+    found = only(clean(accepted=accepted, requests={"edge-1": []}), "requests")
+    assert len(found) == 1 and "lost" in found[0].message
+    kept = {"edge-1": [{"id": "r1", "state": "succeeded"}]}
+    assert check(clean(accepted=accepted, requests=kept)).ok
+
+
+def test_a_request_stuck_in_a_non_terminal_state_is_reported() -> None:
+    accepted = [{"t": 10.0, "node": "edge-1", "pod": "default/web-edge-1", "code": 200, "id": "r1"}]
+    found = only(clean(accepted=accepted, requests={"edge-1": [{"id": "r1", "state": "verifying"}]}), "requests")
+    assert len(found) == 1 and "still verifying" in found[0].message
+
+
+def test_refused_requests_are_not_expected_anywhere() -> None:
+    refused = [{"t": 10.0, "node": "edge-1", "pod": "default/web-edge-1", "code": 403, "id": None}]
+    assert check(clean(accepted=refused, requests={"edge-1": []})).ok
+
+
+# 4. budget ----------------------------------------------------------------------------------------------
+
+
+def test_deleting_an_available_pod_beyond_max_unavailable_is_reported() -> None:
+    down = [sibling(n, hash_="new", ready=False) if n in ("edge-2", "edge-3") else sibling(n) for n in NODES]
+    found = only(clean(audit=[delete("edge-1", annotations={"apps.openyurt.io/max-unavailable": "2"},
+                                     siblings=down)]), "budget")
+    assert len(found) == 1 and "2 node(s) were already unavailable" in found[0].message
+    # One down, budget two: the delete is the second.
+    one_down = [sibling(n, hash_="new", ready=False) if n == "edge-2" else sibling(n) for n in NODES]
+    assert check(clean(audit=[delete("edge-1", annotations={"apps.openyurt.io/max-unavailable": "2"},
+                                     siblings=one_down)])).ok
+
+
+def test_terminating_pods_count_against_the_budget_but_old_unready_ones_do_not() -> None:
+    siblings = [sibling(n, terminating=True) if n in ("edge-2", "edge-3") else sibling(n) for n in NODES]
+    found = only(clean(audit=[delete("edge-1", annotations={"apps.openyurt.io/max-unavailable": "20%"},
+                                     siblings=siblings)]), "budget")
+    assert len(found) == 1 and "edge-2, edge-3" in found[0].message
+    stale = [sibling(n, ready=False) if n in ("edge-2", "edge-3") else sibling(n) for n in NODES]
+    assert check(clean(audit=[delete("edge-1", annotations={"apps.openyurt.io/max-unavailable": "1"},
+                                     siblings=stale)])).ok
+
+
+def test_replacing_an_unavailable_pod_costs_no_budget() -> None:
+    down = [sibling(n, hash_="new", ready=False) if n in ("edge-2", "edge-3") else sibling(n) for n in NODES]
+    assert check(clean(audit=[delete("edge-1", ready=False, annotations={"apps.openyurt.io/max-unavailable": "1"},
+                                     siblings=down)])).ok
+
+
+def test_too_many_prepull_jobs_are_reported() -> None:
+    jobs = [{"name": f"j{i}", "node": f"edge-{i}", "active": True} for i in range(1, 4)]
+    found = only(clean(prepull_cap=2, prepull_samples=[{"t": 5.0, "jobs": jobs}]), "budget")
+    assert len(found) == 1 and "3 pre-pull Jobs active at once, cap 2" in found[0].message
+    twice = [{"name": "a", "node": "edge-1", "active": True}, {"name": "b", "node": "edge-1", "active": True}]
+    found = only(clean(prepull_samples=[{"t": 5.0, "jobs": twice}]), "budget")
+    assert len(found) == 1 and "on edge-1" in found[0].message
+
+
+# 5. events-once ---------------------------------------------------------------------------------------
+
+
+def event(name: str, reason: str, rid: str, count: int = 1, host: str = "edge-1") -> JSON:
+    return {"metadata": {"name": name}, "reason": reason, "count": count,
+            "message": f"upgrade request {rid}: pod default/web-{host}", "source": {"component": "edgeagent",
+                                                                                 "host": host},
+            "involvedObject": {"name": f"web-{host}"}}
+
+
+def test_an_agent_event_created_twice_is_reported() -> None:
+    events = [event("a", "UpgradeStarted", "r1"), event("b", "UpgradeStarted", "r1"),
+              event("c", "UpgradeSucceeded", "r1")]
+    found = only(clean(events=events), "events-once")
+    assert len(found) == 1 and "UpgradeStarted for request r1 on edge-1 recorded 2 times" in found[0].message
+
+
+def test_an_agent_event_counted_twice_is_reported() -> None:
+    found = only(clean(events=[event("a", "UpgradeQueued", "r2", count=2)]), "events-once")
+    assert len(found) == 1 and "recorded 2 times" in found[0].message
+    assert check(clean(events=[event("a", "UpgradeQueued", "r2"), event("b", "UpgradeQueued", "r3")])).ok
+
+
+# 6. convergence -----------------------------------------------------------------------------------------
+
+
+def test_no_convergence_or_a_late_one_is_reported() -> None:
+    found = only(clean(converged_at=None), "convergence")
+    assert len(found) == 1 and "did not converge" in found[0].message
+    found = only(clean(converged_at=700.0), "convergence")
+    assert len(found) == 1 and "200.0 s after the last fault" in found[0].message
+
+
+def test_rollout_status_disagreeing_with_the_pods_is_reported() -> None:
+    wrong = [{"name": "web", "exit": 0, "phase": None, "updated": 9, "total": 10, "output": "wave 1/2"}]
+    found = only(clean(rollouts=wrong), "convergence")
+    assert len(found) == 1 and "exited 0 (expected 3" in found[0].message
+    rolled_back = [{"name": "web", "exit": 0, "phase": "rolledBack", "updated": 10, "total": 10}]
+    assert "expected 1" in only(clean(rollouts=rolled_back), "convergence")[0].message
+    agree = [{"name": "web", "exit": 1, "phase": "rolledBack", "updated": 10, "total": 10}]
+    assert check(clean(rollouts=agree)).ok
+
+
+# 7. processes -------------------------------------------------------------------------------------------
+
+
+def test_an_unplanned_exit_and_a_traceback_are_reported() -> None:
+    died = [{"name": "controller-a", "code": 1, "expected": False, "t": 42.0}]
+    found = only(clean(processes=died, logs={"controller-a": "boom\n"}), "processes")
+    assert len(found) == 1 and "controller-a exited with 1" in found[0].message
+    log = "ok\nTraceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad\n"
+    found = only(clean(logs={"sim": log}), "processes")
+    assert len(found) == 1 and "traceback in sim's log" in found[0].message
+    assert found[0].evidence[-1] == "ValueError: bad"
+    assert tracebacks("no trouble here") == []
+
+
+# report -------------------------------------------------------------------------------------------------
+
+
+def test_the_report_names_the_seed_the_schedule_and_the_history_around_a_violation() -> None:
+    held = {"UpgradeHeld": {"status": "True"}}
+    schedule = [{"t": 95.0, "at": 95.0, "kind": "hold", "target": "edge-3"},
+                {"t": 20.0, "at": 20.0, "kind": "cut", "target": "edge-9"}]
+    history = clean(seed=4242, schedule=schedule, audit=[delete("edge-3", conditions=held)])
+    text = report(history, check(history))
+    assert "seed 4242" in text and "make soak SEED=4242" in text
+    assert "fault schedule: cut 1, hold 1" in text
+    assert "VIOLATION [eligible]" in text
+    assert '"kind": "hold"' in text and "edge-9" not in text  # only what is near, in time and place
+    assert "DELETE /api/v1/namespaces/default/pods/web-edge-3 -> 200" in text
+
+
+def test_a_history_survives_json() -> None:
+    history = clean(audit=[delete("edge-1")], accepted=[{"t": 1.0, "node": "edge-1", "code": 202, "id": "x"}])
+    assert History.from_json(history.to_json()) == history
