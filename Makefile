@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # the versions of constraints.txt (once per content of pyproject.toml + constraints.txt). See tools/venv.sh.
 SETUP := PYTHON='$(PYTHON)' VENV='$(VENV)' bash tools/venv.sh
 
-.PHONY: demo test lint bench bench-quick clean clean-cache test-system system-deps venv-demo venv-test constraints screenshot
+.PHONY: demo test lint bench bench-quick clean clean-cache test-system system-deps venv-demo venv-test constraints screenshot soak
 
 # The demo needs the simulator (the sim extra), not the test toolchain.
 venv-demo:
@@ -38,6 +38,13 @@ test-system: venv-demo
 
 bench: venv-demo
 	$(BIN)/python bench/run_all.py
+
+# Not part of `make test` (a one-minute soak is): a seeded fault campaign against 200 simulated nodes, 30 real
+# agents and two controllers, judged by tests/soak/checker.py. `make soak SECONDS=1800 SEED=7`.
+SECONDS ?= 600
+SEED ?= 1
+soak: venv-test
+	$(BIN)/python bench/soak.py --seconds $(SECONDS) --seed $(SEED)
 
 bench-quick: venv-demo
 	$(BIN)/python bench/run_all.py --quick

@@ -1,0 +1,784 @@
+"""The soak harness: one sim process, two leader-elected controllers, real agents on some nodes, several
+DaemonSets, and a seeded schedule of faults; then the faults stop, the fleet must converge, and the checker
+judges the recorded history.
+
+Everything runs on loopback: the sim's admin port (never faulted by scope: the harness's User-Agent is
+`soak-harness/1`, outside every fault rule), its per-node links, and each agent's own port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from tests.soak.checker import History, Result, check, report
+from tests.soak.processes import Proc, clean_env
+from tests.soak.schedule import Sizing, agent_nodes, maintenance_windows, make_schedule, node_name
+
+JSON = dict[str, Any]
+NS = "default"
+HARNESS_AGENT = "soak-harness/1"
+AGENT_LABEL = "soak.edgeagent.io/agent"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/edgeagent-system/leases/edgeagent-controller"
+TERMINAL = {"succeeded", "failed", "cancelled", "obsolete"}
+# Longer than the longest link cut plus the node grace and a flap: a good version on a node whose link was
+# down must not count as failed; a crashing one still stops the roll after this long.
+PROGRESS_DEADLINE = "90"
+PLAN_MODULE = "edgeagent/controller/plans"  # rollout plans in the controller: plan DaemonSets join once present
+
+
+@dataclass
+class SoakConfig:
+    seconds: float = 600.0
+    seed: int = 1
+    nodes: int = 200
+    agents: int = 30
+    workdir: Path | None = None
+    keep: bool = False
+    convergence_bound: float = 300.0
+    rate_scale: float = 1.0
+    prepull_cap: int = 10
+    plans: bool | None = None  # None: plan DaemonSets when the controller supports rollout plans
+    windowed_fraction: float = 0.34  # agents with maintenance windows that open and close every minute
+    max_actions: int = 200_000  # the harness's own acts are bounded too
+    heartbeat: float = 4.0
+    node_grace: float = 12.0
+    out: Callable[[str], None] = print
+
+
+@dataclass
+class _DsState:
+    name: str
+    model: str
+    plan: bool
+    version: int = 1
+    bad: bool = False
+    bad_since: float = 0.0
+
+    def image(self, version: int | None = None, bad: bool = False) -> str:
+        return f"registry.local/soak/{self.name}:{version or self.version}" + ("-bad" if bad else "")
+
+
+def controller_has_plans(root: Path) -> bool:
+    return (root / PLAN_MODULE).exists() or any((root / "edgeagent/controller").glob("rollout_*.py"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _mount_namespaces() -> bool:
+    """Whether an agent may get a private mount namespace (root with CAP_SYS_ADMIN): needed to make its state
+    directory read-only while it runs (root ignores file permissions)."""
+    with tempfile.TemporaryDirectory() as directory:
+        try:
+            done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                                   'mount --bind "$0" "$0"', directory], capture_output=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return done.returncode == 0
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Soak:
+    def __init__(self, cfg: SoakConfig) -> None:
+        self.cfg = cfg
+        self.root = Path(__file__).resolve().parents[2]
+        self.work = cfg.workdir or Path(tempfile.mkdtemp(prefix="edgeagent-soak-"))
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.simdir = self.work / "sim"
+        self.logs = self.work / "logs"
+        self.logs.mkdir(exist_ok=True)
+        self.exits: list[JSON] = []
+        self.plans = controller_has_plans(self.root) if cfg.plans is None else cfg.plans
+        self.ds: dict[str, _DsState] = {
+            "ota-a": _DsState("ota-a", "OTA", False),
+            "aru-a": _DsState("aru-a", "AdvancedRollingUpdate", False),
+            "aru-pp": _DsState("aru-pp", "AdvancedRollingUpdate", False),
+        }
+        if self.plans:
+            self.ds["aru-plan"] = _DsState("aru-plan", "AdvancedRollingUpdate", True)
+            self.ds["ota-plan"] = _DsState("ota-plan", "OTA", True)
+        self.sizing = Sizing(nodes=cfg.nodes, agents=cfg.agents,
+                             daemonsets=tuple(n for n, d in self.ds.items() if not d.plan),
+                             plan_daemonsets=tuple(n for n, d in self.ds.items() if d.plan),
+                             rate_scale=cfg.rate_scale)
+        self.agent_nodes = agent_nodes(self.sizing)
+        self.mountns = _mount_namespaces()
+        self.schedule = make_schedule(cfg.seed, cfg.seconds, self.sizing)
+        if not self.mountns:
+            self.schedule = [a for a in self.schedule if a["kind"] != "state_ro"]
+        self.sim: Proc | None = None
+        self.controllers: dict[str, Proc] = {}
+        self.agents: dict[str, Proc] = {}
+        self.agent_ports: dict[str, int] = {}
+        self.url = ""
+        self.http: aiohttp.ClientSession | None = None
+        self.done: Counter[str] = Counter()  # acts carried out, by kind
+        self.skipped: Counter[str] = Counter()  # acts that found their target unavailable
+        self.api_faults: Counter[str] = Counter()  # answers the sim faulted, by kind (summed over sim lives)
+        self.accepted: list[JSON] = []
+        self.prepull_samples: list[JSON] = []
+        self.cut_token: dict[str, int] = {}
+        self.sim_lock = asyncio.Lock()
+        self.started_at = 0.0
+        self.actions = 0
+        self.pods_snapshot: list[JSON] = []
+        self.running = False
+        self.windowed = set(self.agent_nodes[:: max(1, round(1 / cfg.windowed_fraction))]) \
+            if cfg.windowed_fraction > 0 else set()
+        self.rng = random.Random(f"{cfg.seed}/harness")
+        self.operator_releases = 0
+        self.unconverged = ""  # why the fleet was not converged at the last look
+
+    # ------------------------------------------------------------------------------------------ plumbing
+
+    @property
+    def client(self) -> aiohttp.ClientSession:
+        assert self.http is not None
+        return self.http
+
+    async def api(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
+                  timeout: float = 10.0, ok: tuple[int, ...] = (200, 201)) -> JSON:
+        """One admin call; raises on failure (callers decide whether to retry or skip)."""
+        data = json.dumps(body) if body is not None else None
+        async with self.client.request(method, self.url + path, data=data, headers={"Content-Type": content_type},
+                                       timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            text = await resp.text()
+            if resp.status not in ok:
+                raise RuntimeError(f"{method} {path}: {resp.status} {text[:300]}")
+            return json.loads(text) if text else {}
+
+    async def retry(self, what: str, call: Callable[[], Awaitable[Any]], deadline: float = 60.0) -> Any:
+        end = time.monotonic() + deadline
+        while True:
+            try:
+                return await call()
+            except (aiohttp.ClientError, TimeoutError, RuntimeError, OSError) as exc:
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{what}: still failing after {deadline:.0f} s: {exc}") from exc
+                await asyncio.sleep(0.5)
+
+    async def wait_for(self, what: str, probe: Callable[[], Awaitable[bool]], deadline: float) -> float | None:
+        """Poll until `probe` holds; the time it first held, or None at the deadline."""
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            try:
+                if await probe():
+                    return time.time()
+            except (aiohttp.ClientError, TimeoutError, RuntimeError, OSError, KeyError, ValueError):
+                pass
+            await asyncio.sleep(1.0)
+        self.cfg.out(f"soak: gave up waiting for {what} after {deadline:.0f} s; last seen: {self.unconverged}")
+        return None
+
+    # ------------------------------------------------------------------------------------------ set-up
+
+    def _sim_argv(self) -> list[str]:
+        return ["sim", "--dir", str(self.simdir), "--nodes", str(self.cfg.nodes), "--port", "0",
+                "--heartbeat-interval", str(self.cfg.heartbeat), "--node-grace", str(self.cfg.node_grace),
+                "--pod-resync-delay", "1", "--bookmark-interval", "10", "--image-pull-seconds", "0.2",
+                "--history", "200000", "--audit-log", str(self.work / "audit.jsonl"), "--log-format", "json"]
+
+    async def start_sim(self) -> None:
+        assert self.sim is not None
+        await self.sim.start()
+        admin = self.simdir / "admin.kubeconfig"
+
+        async def answering() -> bool:
+            if not admin.exists():
+                return False
+            config = yaml.safe_load(admin.read_text())
+            self.url = config["clusters"][0]["cluster"]["server"]
+            await self.api("GET", "/version", timeout=2)
+            return True
+
+        if await self.wait_for("the sim to answer", answering, 60) is None:
+            raise RuntimeError("the sim did not start; see " + str(self.sim.log))
+        await self.register_images()
+
+    async def register_images(self) -> None:
+        for ds in self.ds.values():
+            for version in range(1, ds.version + 3):
+                await self.api("POST", "/sim/v1/images", {"image": ds.image(version, bad=True), "crash": True})
+
+    def _unexpected(self, proc: Proc) -> None:
+        """A process died on its own: recorded (a violation); restarted so that the run goes on."""
+        self.cfg.out(f"soak: {proc.name} exited unexpectedly (see {proc.log})")
+        if self.running:
+            asyncio.get_running_loop().call_later(1.0, lambda: asyncio.ensure_future(self._restart(proc)))
+
+    async def _restart(self, proc: Proc) -> None:
+        if self.running and not proc.running:
+            await proc.start()
+
+    def daemonset(self, ds: _DsState) -> JSON:
+        annotations = {"apps.openyurt.io/update-strategy": ds.model}
+        if ds.model == "AdvancedRollingUpdate":
+            annotations.update({"apps.openyurt.io/max-unavailable": "10%", "edgeagent.io/max-failed": "1",
+                                "edgeagent.io/progress-deadline-seconds": PROGRESS_DEADLINE})
+        if ds.name == "aru-pp":
+            annotations.update({"edgeagent.io/pre-pull": "true", "apps.openyurt.io/max-unavailable": "5%"})
+        if ds.plan:
+            annotations.update({"edgeagent.io/rollout-steps": "1,10%,50%,100%", "edgeagent.io/rollout-bake": "5s",
+                                "edgeagent.io/on-failure": "rollback", "edgeagent.io/max-failed": "1",
+                                "edgeagent.io/progress-deadline-seconds": PROGRESS_DEADLINE})
+            if ds.model == "AdvancedRollingUpdate":
+                annotations["edgeagent.io/rollout-group-label"] = ZONE_LABEL
+        spec: JSON = {"terminationGracePeriodSeconds": 1, "containers": [{"name": "main", "image": ds.image()}]}
+        if ds.model == "OTA":
+            spec["nodeSelector"] = {AGENT_LABEL: "true"}
+        return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": ds.name, "namespace": NS, "annotations": annotations},
+                "spec": {"selector": {"matchLabels": {"app": ds.name}}, "updateStrategy": {"type": "OnDelete"},
+                         "template": {"metadata": {"labels": {"app": ds.name}}, "spec": spec}}}
+
+    async def setup(self) -> None:
+        cfg = self.cfg
+        self.http = aiohttp.ClientSession(headers={"User-Agent": HARNESS_AGENT})
+        self.sim = Proc("sim", self._sim_argv(), self.logs / "sim.log", self.exits, self._unexpected)
+        await self.start_sim()
+        agents = set(self.agent_nodes)
+        for i in range(1, cfg.nodes + 1):
+            name = node_name(i)
+            labels = {ZONE_LABEL: f"zone-{i % 5}"}
+            if name in agents:
+                labels[AGENT_LABEL] = "true"
+            await self.retry("label nodes", functools.partial(
+                self.api, "PATCH", f"/api/v1/nodes/{name}", {"metadata": {"labels": labels}},
+                content_type="application/merge-patch+json"))
+        with contextlib.suppress(RuntimeError):
+            await self.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": "edgeagent-system"}})
+        for ds in self.ds.values():
+            await self.api("POST", f"/apis/apps/v1/namespaces/{NS}/daemonsets", self.daemonset(ds))
+        await self.wait_for("every pod running", self.pods_current, 300)
+        admin = str(self.simdir / "admin.kubeconfig")
+        for ident in ("ctl-a", "ctl-b"):
+            argv = ["controller", "--kubeconfig", admin, "--leader-elect", "--identity", ident, "--lease-duration",
+                    "4", "--metrics-port", "0", "--max-concurrent-prepulls", str(cfg.prepull_cap),
+                    "--image-prepull-backoff", "2", "--log-format", "json"]
+            self.controllers[ident] = Proc(f"controller-{ident}", argv, self.logs / f"controller-{ident}.log",
+                                           self.exits, self._unexpected)
+            await self.controllers[ident].start()
+        windows = maintenance_windows(time.time(), cfg.seconds + 30)
+        for node in self.agent_nodes:
+            port = _free_port()
+            self.agent_ports[node] = port
+            state = self.work / "state" / node
+            state.mkdir(parents=True, exist_ok=True)
+            argv = ["run", "--node-name", node, "--kubeconfig", str(self.simdir / f"{node}.kubeconfig"),
+                    "--port", str(port), "--state-dir", str(state), "--request-timeout", "3",
+                    "--upgrade-timeout", "2", "--probe-interval", "0.5", "--probe-timeout", "1",
+                    "--auto-upgrade", "--ready-timeout", "30", "--timezone", "UTC", "--log-format", "json"]
+            if node in self.windowed:
+                for spec in windows:
+                    argv += ["--maintenance-window", spec]
+            prefix = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                      'mount --bind "$0" "$0" && exec "$@"', str(state)] if self.mountns else []
+            self.agents[node] = Proc(f"agent-{node}", argv, self.logs / f"agent-{node}.log", self.exits,
+                                     self._unexpected, prefix=prefix)
+            await self.agents[node].start()
+        await self.wait_for("agents listening", self.agents_listening, 120)
+
+    async def agents_listening(self) -> bool:
+        for port in self.agent_ports.values():
+            async with self.client.get(f"http://127.0.0.1:{port}/v1/healthz",
+                                       timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                if resp.status != 200:
+                    return False
+        return True
+
+    # ------------------------------------------------------------------------------------------ state probes
+
+    async def pods_current(self) -> bool:
+        return await self.all_current(requests=False)
+
+    async def all_current(self, requests: bool = True) -> bool:
+        """Every DaemonSet's pods are on its current revision, Ready, none terminating, every node Ready (and
+        every agent's requests terminal)."""
+        nodes = (await self.api("GET", "/api/v1/nodes", timeout=10))["items"]
+        for node in nodes:
+            ready = [c for c in node.get("status", {}).get("conditions", []) if c.get("type") == "Ready"]
+            if not ready or ready[0].get("status") != "True":
+                self.unconverged = f"node {node['metadata']['name']} not Ready"
+                return False
+        for ds in (await self.api("GET", f"/apis/apps/v1/namespaces/{NS}/daemonsets", timeout=10))["items"]:
+            status, meta = ds.get("status") or {}, ds["metadata"]
+            desired = status.get("desiredNumberScheduled")
+            counts = {k: status.get(k) for k in ("desiredNumberScheduled", "currentNumberScheduled",
+                                                 "updatedNumberScheduled", "numberReady")}
+            self.unconverged = f"daemonset {meta['name']}: {counts}, generation {meta.get('generation')} " \
+                               f"observed {status.get('observedGeneration')}"
+            if status.get("observedGeneration") != meta.get("generation") or not desired:
+                return False
+            if not desired == status.get("updatedNumberScheduled") == status.get("numberReady") \
+                    == status.get("currentNumberScheduled"):
+                return False
+        pods = (await self.api("GET", f"/api/v1/namespaces/{NS}/pods", timeout=10))["items"]
+        terminating = [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
+        if terminating:
+            self.unconverged = f"pods terminating: {terminating[:5]}"
+            return False
+        self.unconverged = "agents' requests not all terminal"
+        return not requests or await self.requests_terminal()
+
+    async def requests_terminal(self) -> bool:
+        for node in self.agent_nodes:
+            items = await self.agent_requests(node)
+            if items is None or any(r.get("state") not in TERMINAL for r in items):
+                return False
+        return True
+
+    async def agent_requests(self, node: str) -> list[JSON] | None:
+        try:
+            async with self.client.get(f"http://127.0.0.1:{self.agent_ports[node]}/openyurt.io/v1/upgrades",
+                                       timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                if resp.status != 200:
+                    return None
+                body = await resp.json()
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+        items = body.get("items", body) if isinstance(body, dict) else body
+        return list(items) if isinstance(items, list) else None
+
+    # ------------------------------------------------------------------------------------------ acts
+
+    async def run_schedule(self) -> None:
+        start = self.started_at
+        tasks: set[asyncio.Task[None]] = set()
+        for act in self.schedule:
+            delay = start + act["t"] - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self.actions >= self.cfg.max_actions:
+                self.skipped["max_actions"] += 1
+                continue
+            self.actions += 1
+            act["at"] = time.time()
+            task = asyncio.create_task(self._perform(act), name=f"act-{act['kind']}")
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        remaining = start + self.cfg.seconds - time.time()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+        # Acts still running (a cut waiting to return, a hold to release) end now: the faults stop here.
+        for task in list(tasks):
+            task.cancel()
+        for task in list(tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _perform(self, act: JSON) -> None:
+        kind = act["kind"]
+        handler = getattr(self, f"act_{kind}")
+        try:
+            await handler(act)
+            self.done[kind] += 1
+        except asyncio.CancelledError:
+            self.done[kind] += 1  # begun, and undone by the clean-up
+            raise
+        except (aiohttp.ClientError, TimeoutError, RuntimeError, OSError, KeyError, ValueError) as exc:
+            self.skipped[kind] += 1
+            act["skipped"] = str(exc)[:200]
+
+    async def _cut(self, node: str, mode: str) -> int:
+        token = self.cut_token.get(node, 0) + 1
+        self.cut_token[node] = token
+        await self.api("POST", f"/sim/v1/nodes/{node}/disconnect?mode={mode}", timeout=5)
+        return token
+
+    async def _reconnect(self, node: str, token: int) -> None:
+        if self.cut_token.get(node) == token:  # a later cut of the same node owns the link now
+            await self.api("POST", f"/sim/v1/nodes/{node}/connect", timeout=5)
+
+    async def act_link_cut(self, act: JSON) -> None:
+        token = await self._cut(act["target"], act["mode"])
+        try:
+            await asyncio.sleep(act["seconds"])
+        finally:
+            await asyncio.shield(self._reconnect_quietly(act["target"], token))
+
+    async def _reconnect_quietly(self, node: str, token: int) -> None:
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError, RuntimeError, OSError):
+            await self._reconnect(node, token)
+
+    async def act_flap(self, act: JSON) -> None:
+        node, end = act["target"], time.monotonic() + act["seconds"]
+        token = 0
+        try:
+            while time.monotonic() < end:
+                token = await self._cut(node, act["mode"])
+                self.done["flap_transition"] += 1
+                await asyncio.sleep(act["period"])
+                await self._reconnect(node, token)
+                self.done["flap_transition"] += 1
+                await asyncio.sleep(act["period"])
+        finally:
+            await asyncio.shield(self._reconnect_quietly(node, token))
+
+    async def act_agent_kill(self, act: JSON) -> None:
+        proc = self.agents[act["target"]]
+        if not proc.running:
+            raise RuntimeError(f"{proc.name} is not running")
+        await proc.kill9()
+        try:
+            await asyncio.sleep(act["down"])
+        finally:
+            await asyncio.shield(proc.start())
+
+    async def act_leader_kill(self, act: JSON) -> None:
+        lease = await self.api("GET", LEASE, timeout=5)
+        holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+        proc = self.controllers.get(holder)
+        if proc is None or not proc.running:
+            raise RuntimeError(f"no running leader (holder {holder!r})")
+        act["leader"] = holder
+        await proc.kill9()
+        try:
+            await asyncio.sleep(act["down"])
+        finally:
+            await asyncio.shield(proc.start())
+
+    async def collect_fault_totals(self) -> None:
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError, RuntimeError, OSError):
+            body = await self.api("GET", "/sim/v1/faults", timeout=5)
+            self.api_faults.update({k: int(v) for k, v in (body.get("injected") or {}).items()})
+            # The next life of the sim counts from zero again.
+
+    async def act_sim_restart(self, act: JSON) -> None:
+        assert self.sim is not None
+        async with self.sim_lock:
+            await self.collect_fault_totals()
+            await self.sim.signal(signal.SIGKILL if act["signal"] == "KILL" else signal.SIGTERM)
+            for node in list(self.cut_token):
+                self.cut_token[node] += 1  # every link comes back connected with the new process
+            try:
+                await asyncio.sleep(act["down"])
+            finally:
+                await asyncio.shield(self.start_sim())
+
+    async def act_api_burst(self, act: JSON) -> None:
+        scope = {"all": "edgeagent-", "agents": "edgeagent-agent/", "controller": "edgeagent-controller/"}.get(
+            act["scope"], f"({act.get('target')})")
+        body: JSON = {"rate": act["rate"], "durationSeconds": act["seconds"], "userAgent": scope}
+        if act["burst"] == "slow":
+            body["latencySeconds"] = act["latency"]
+        else:
+            body["codes"] = act["codes"]
+        if act["burst"] == "lost":
+            body.update(after=True, verbs=act["verbs"])
+        async with self.sim_lock:
+            await self.api("POST", "/sim/v1/faults", body, timeout=5)
+
+    async def act_cred_rotate(self, act: JSON) -> None:
+        path = self.simdir / f"{act['target']}.kubeconfig"
+        config = yaml.safe_load(path.read_text())
+        config["users"][0]["user"]["token"] = f"rotated-{self.rng.getrandbits(64):x}"
+        tmp = path.with_name(f".{path.name}.soak")
+        tmp.write_text(yaml.safe_dump(config, sort_keys=False))
+        tmp.replace(path)
+
+    async def _mount(self, pid: int, state: Path, mode: str) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            "nsenter", "-t", str(pid), "-m", "mount", "-o", f"remount,bind,{mode}", str(state),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        _, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"remount {mode} {state}: {err.decode().strip()}")
+
+    async def act_state_ro(self, act: JSON) -> None:
+        proc = self.agents[act["target"]]
+        pid = proc.pid
+        if pid is None:
+            raise RuntimeError(f"{proc.name} is not running")
+        state = self.work / "state" / act["target"]
+        await self._mount(pid, state, "ro")
+        try:
+            await asyncio.sleep(act["seconds"])
+        finally:
+            if proc.pid == pid:  # a restarted agent has a fresh (writable) namespace
+                await asyncio.shield(self._mount(pid, state, "rw"))
+
+    async def _agent(self, node: str, method: str, path: str, body: JSON | None = None) -> tuple[int, Any]:
+        url = f"http://127.0.0.1:{self.agent_ports[node]}{path}"
+        async with self.client.request(method, url, json=body, headers={"Accept": "application/json"},
+                                       timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            text = await resp.text()
+            try:
+                return resp.status, json.loads(text)
+            except ValueError:
+                return resp.status, text
+
+    async def act_hold(self, act: JSON) -> None:
+        node = act["target"]
+        body: JSON = {"reason": "soak"}
+        if act["until"]:
+            body["until"] = _iso(time.time() + act["seconds"])
+        status, answer = await self._agent(node, "POST", "/v1/hold", body)
+        if status != 200:
+            raise RuntimeError(f"hold {node}: {status} {answer}")
+        try:
+            await asyncio.sleep(act["seconds"])
+        finally:
+            if not act["until"]:
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+                    await asyncio.shield(self._agent(node, "DELETE", "/v1/hold"))
+
+    async def act_operator_upgrade(self, act: JSON) -> None:
+        node = act["target"]
+        mine = [p for p in self.pods_snapshot if (p.get("spec") or {}).get("nodeName") == node
+                and (p["metadata"].get("labels") or {}).get("app", "").startswith("ota-")]
+        # Operators mostly ask for pods that have an update (an answer of 200/202 has consequences to check).
+        wanted = [p for p in mine if any(c.get("type") == "PodNeedUpgrade" and c.get("status") == "True"
+                                         for c in (p.get("status") or {}).get("conditions") or [])]
+        pods = sorted(p["metadata"]["name"] for p in (wanted if wanted and act["pick"] < 0.8 else mine))
+        if not pods:
+            raise RuntimeError(f"no OTA pod known on {node}")
+        pod = pods[int(act["pick"] * len(pods)) % len(pods)]
+        path = f"/openyurt.io/v1/namespaces/{NS}/pods/{pod}/upgrade" + ("?when=open" if act["when_open"] else "")
+        sent = time.time()
+        status, answer = await self._agent(node, "POST", path)
+        rid = answer.get("id") if isinstance(answer, dict) else None
+        self.accepted.append({"t": sent, "node": node, "pod": f"{NS}/{pod}", "code": status, "id": rid,
+                              "whenOpen": act["when_open"]})
+        act["answer"] = status
+
+    async def _set_image(self, ds: _DsState, image: str, *, unpause: bool = False) -> None:
+        patch: JSON = {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}}}
+        if unpause:
+            patch["metadata"] = {"annotations": {"edgeagent.io/paused": None}}
+        await self.api("PATCH", f"/apis/apps/v1/namespaces/{NS}/daemonsets/{ds.name}", patch,
+                       content_type="application/strategic-merge-patch+json", timeout=10)
+
+    async def act_template(self, act: JSON) -> None:
+        ds = self.ds[act["target"]]
+        if ds.bad:
+            raise RuntimeError(f"{ds.name} is on a bad version; no new version on top of it")
+        await self.api("POST", "/sim/v1/images", {"image": ds.image(ds.version + 3, bad=True), "crash": True})
+        await self._set_image(ds, ds.image(ds.version + 1))
+        ds.version += 1
+
+    async def act_bad_version(self, act: JSON) -> None:
+        ds = self.ds[act["target"]]
+        if ds.bad:
+            raise RuntimeError(f"{ds.name} is already on a bad version")
+        ds.bad, ds.bad_since = True, time.time()
+        await self._set_image(ds, ds.image(ds.version + 1, bad=True))
+        if ds.plan:
+            return  # the controller must abort and roll back by itself (on-failure: rollback)
+        try:
+            await asyncio.sleep(act["rollback_after"])
+        finally:
+            await asyncio.shield(self.operator_rollback(ds))
+
+    async def operator_rollback(self, ds: _DsState) -> None:
+        """What an operator does after a bad version without a plan: the good image back, the roll resumed."""
+        await self.retry(f"roll {ds.name} back", lambda: self._set_image(ds, ds.image(), unpause=True), 60)
+        ds.bad = False
+
+    async def operator_sweep(self) -> None:
+        """An operator releases nodes held by a failed automatic upgrade once no bad version is out (the
+        documented way out of `AutoUpgradeFailed`); other holds are the schedule's business."""
+        while True:
+            await asyncio.sleep(5.0)
+            if any(ds.bad for ds in self.ds.values()):
+                continue
+            for node in self.agent_nodes:
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError, KeyError):
+                    status, body = await self._agent(node, "GET", "/v1/hold")
+                    if status == 200 and isinstance(body, dict) and body.get("reason") == "AutoUpgradeFailed":
+                        await self._agent(node, "DELETE", "/v1/hold")
+                        self.operator_releases += 1
+
+    # ------------------------------------------------------------------------------------------ samplers
+
+    async def sample(self) -> None:
+        """Pre-pull Jobs (for the cap) every second; the pods (for operators' targets) every few seconds."""
+        n = 0
+        while True:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, RuntimeError, OSError, KeyError):
+                jobs = (await self.api("GET", "/apis/batch/v1/jobs", timeout=5))["items"]
+                self.prepull_samples.append({"t": time.time(), "jobs": [
+                    {"name": j["metadata"]["name"],
+                     "node": (((j.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeName"),
+                     "active": not any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+                                       for c in (j.get("status") or {}).get("conditions") or [])}
+                    for j in jobs if j["metadata"]["name"].startswith("image-pre-pull-")]})
+                if n % 5 == 0:
+                    self.pods_snapshot = (await self.api("GET", f"/api/v1/namespaces/{NS}/pods", timeout=10))["items"]
+            n += 1
+            await asyncio.sleep(1.0)
+
+    # ------------------------------------------------------------------------------------------ end
+
+    async def stop_faults(self) -> None:
+        """Undo every fault still in force, and let the operators finish what they started."""
+        async with self.sim_lock:
+            if self.sim is not None and not self.sim.running:
+                await self.start_sim()
+        await self.collect_fault_totals()
+        await self.retry("clear faults", lambda: self.api("DELETE", "/sim/v1/faults"))
+        for i in range(1, self.cfg.nodes + 1):
+            await self.retry("reconnect", functools.partial(self.api, "POST", f"/sim/v1/nodes/{node_name(i)}/connect"))
+        for proc in [*self.controllers.values(), *self.agents.values()]:
+            if not proc.running:
+                await proc.start()
+        if self.mountns:
+            for node, proc in self.agents.items():
+                if proc.pid is not None:
+                    with contextlib.suppress(RuntimeError):
+                        await self._mount(proc.pid, self.work / "state" / node, "rw")
+        for ds in self.ds.values():
+            if ds.bad and not ds.plan:
+                await self.operator_rollback(ds)
+        await self.wait_for("agents listening", self.agents_listening, 60)
+        for node in self.agent_nodes:  # holds, including AutoUpgradeFailed ones after a bad version
+            await self.retry("release", functools.partial(self._agent, node, "DELETE", "/v1/hold"), 30)
+
+    async def rollout_status(self) -> list[JSON]:
+        out: list[JSON] = []
+        daemonsets = {d["metadata"]["name"]: d for d in
+                      (await self.api("GET", f"/apis/apps/v1/namespaces/{NS}/daemonsets"))["items"]}
+        for name in self.ds:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "edgeagent.cli", "rollout", "status", name, "-n", NS, "--kubeconfig",
+                str(self.simdir / "admin.kubeconfig"), stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, env=clean_env())
+            text, _ = await proc.communicate()
+            ds = daemonsets.get(name) or {}
+            status = ds.get("status") or {}
+            state_raw = ((ds.get("metadata") or {}).get("annotations") or {}).get("edgeagent.io/rollout-state")
+            phase = None
+            if state_raw:
+                with contextlib.suppress(ValueError, AttributeError):
+                    phase = json.loads(state_raw).get("phase")
+            out.append({"name": name, "exit": proc.returncode, "phase": phase,
+                        "updated": status.get("updatedNumberScheduled"), "total": status.get("desiredNumberScheduled"),
+                        "output": text.decode(errors="replace")[-3000:]})
+        return out
+
+    def read_audit(self) -> list[JSON]:
+        entries: list[JSON] = []
+        path = self.work / "audit.jsonl"
+        if not path.exists():
+            return entries
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if '"verb":"GET"' in line:
+                    continue  # reads change nothing: the checker needs only writes (and the file is large)
+                with contextlib.suppress(ValueError):
+                    entries.append(json.loads(line))
+        return entries
+
+    async def run(self) -> tuple[History, Result]:
+        cfg = self.cfg
+        out = cfg.out
+        out(f"soak: seed {cfg.seed}, {cfg.seconds:.0f} s of faults, {cfg.nodes} nodes, {cfg.agents} agents, "
+            f"DaemonSets {', '.join(self.ds)} (plans: {'yes' if self.plans else 'not on main yet'}), "
+            f"{len(self.schedule)} scheduled acts; workdir {self.work}")
+        history = History(seed=cfg.seed, schedule=self.schedule, prepull_cap=cfg.prepull_cap,
+                          convergence_bound=cfg.convergence_bound)
+        sampler: asyncio.Task[None] | None = None
+        sweeper: asyncio.Task[None] | None = None
+        try:
+            await self.setup()
+            self.running = True
+            self.started_at = history.started_at = time.time()
+            sampler = asyncio.create_task(self.sample(), name="sampler")
+            sweeper = asyncio.create_task(self.operator_sweep(), name="operator")
+            await self.run_schedule()
+            await self.stop_faults()
+            history.faults_stopped_at = time.time()
+            out(f"soak: faults stopped after {history.faults_stopped_at - self.started_at:.0f} s; converging")
+            history.converged_at = await self.wait_for("convergence", self.all_current, cfg.convergence_bound)
+            history.rollouts = await self.rollout_status()
+            final = {kind: (await self.api("GET", path, timeout=30))["items"] for kind, path in (
+                ("nodes", "/api/v1/nodes"), ("pods", f"/api/v1/namespaces/{NS}/pods"),
+                ("daemonsets", f"/apis/apps/v1/namespaces/{NS}/daemonsets"))}
+            (self.work / "final.json").write_text(json.dumps(final))  # for a person reading a failed run
+            history.events = (await self.api("GET", "/api/v1/events", timeout=30))["items"]
+            for node in self.agent_nodes:
+                items = await self.agent_requests(node)
+                if items is not None:
+                    history.requests[node] = items
+        finally:
+            self.running = False
+            for task in (sampler, sweeper):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            for proc in [*self.agents.values(), *self.controllers.values()]:
+                await proc.close()
+            if self.sim is not None:
+                await self.sim.close()
+            if self.http is not None:
+                await self.http.close()
+        history.accepted = self.accepted
+        history.prepull_samples = self.prepull_samples
+        history.processes = self.exits
+        history.logs = {p.name: p.log.read_text(errors="replace") for p in
+                        [*([self.sim] if self.sim else []), *self.controllers.values(), *self.agents.values()]
+                        if p.log.exists()}
+        history.audit = self.read_audit()
+        result = check(history)
+        (self.work / "history.json").write_text(history.to_json())
+        self.summary(history, result)
+        if result.ok and not cfg.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+        return history, result
+
+    def faults_by_kind(self) -> dict[str, int]:
+        kinds: dict[str, int] = {}
+        for kind, n in sorted(self.done.items()):
+            kinds[kind] = n
+        for kind, n in sorted(self.api_faults.items()):
+            kinds[f"api_{kind}"] = n
+        return kinds
+
+    def summary(self, history: History, result: Result) -> None:
+        out = self.cfg.out
+        kinds = self.faults_by_kind()
+        acts = sum(n for k, n in kinds.items() if not k.startswith("api_") and k != "flap")
+        api = sum(n for k, n in kinds.items() if k.startswith("api_"))
+        out("soak: faults injected by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
+        if self.skipped:
+            out("soak: acts skipped (target unavailable at that moment): "
+                + ", ".join(f"{k} {n}" for k, n in sorted(self.skipped.items())))
+        out(f"soak: {acts + api} faults in all ({acts} acts of the schedule, {api} API answers faulted)")
+        out(report(history, result))
+        if history.converged_at is not None and history.faults_stopped_at is not None:
+            out(f"soak: converged {history.converged_at - history.faults_stopped_at:.1f} s after the last fault "
+                f"(bound {history.convergence_bound:.0f} s)")
+        accepted = [a for a in self.accepted if a.get("code") in (200, 202)]
+        out(f"soak: operators sent {len(self.accepted)} upgrade requests, {len(accepted)} accepted, released "
+            f"{self.operator_releases} AutoUpgradeFailed hold(s); "
+            f"{len(history.events)} Events; {len(history.audit)} audited writes")
+        out(f"soak: history kept in {self.work / 'history.json'}" if (self.cfg.keep or not result.ok)
+            else "soak: workdir removed (pass --keep to keep it)")

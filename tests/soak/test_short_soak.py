@@ -1,0 +1,32 @@
+"""A short soak inside `make test`: a minute of seeded faults against a small fleet, then zero violations.
+
+Marked slow (about two minutes: set-up, 60 s of faults, convergence) but kept in the suite so that every
+change is soaked a little; 20 nodes and 4 agents keep it light on a shared 2-core machine. `make soak` runs
+the full campaign (200 nodes, 30 agents, as long as asked).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.soak.harness import Soak, SoakConfig
+
+SEED = 20261124
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
+    lines: list[str] = []
+    soak = Soak(SoakConfig(seconds=60, seed=SEED, nodes=20, agents=4, rate_scale=2.0, convergence_bound=150,
+                           workdir=tmp_path / "soak", keep=True, out=lines.append))
+    history, result = await soak.run()
+    text = "\n".join(lines)
+    assert result.ok, text
+    # The run really did what it is for: faults of many kinds, deletes judged, a convergence measured.
+    kinds = soak.faults_by_kind()
+    assert sum(kinds.values()) >= 100 and len([k for k in kinds if not k.startswith("api_")]) >= 5, text
+    assert result.checked["eligible"] > 0 and result.checked["budget"] > 0, text
+    assert history.converged_at is not None, text
