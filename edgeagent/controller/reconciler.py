@@ -536,15 +536,22 @@ class Controller:
                 uid = uid_of(pod)
                 self.metrics.write("pod_delete")
                 try:
+                    # The plan was made from this version of the pod: if it changed since (its node's agent
+                    # published UpgradeHeld, it turned Ready or not), the server refuses (409) and the next
+                    # plan sees the change. The UID alone would let a decision made on a stale view through.
+                    preconditions = {"uid": uid}
+                    rv = (pod.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        preconditions["resourceVersion"] = str(rv)
                     await self._client.delete(
                         f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}",
-                        {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}},
+                        {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions},
                     )
                 except NotFound:
                     self.expectations.deletion_observed(key, uid)
                     self.metrics.pod_deletions.labels("gone").inc()
                     return
-                except Conflict:  # the UID precondition: a different pod holds the name now
+                except Conflict:  # a precondition: another pod holds the name, or the pod changed since
                     self.expectations.deletion_failed(key, uid)
                     self.metrics.pod_deletions.labels("replaced").inc()
                     return
