@@ -226,10 +226,19 @@ class UpgradeService:
         if existing is not None and existing.uid == uid:
             # Already queued (the link came back, the drainer is on it): one request per pod.
             return _outcome(Answer.QUEUED, _already(existing), existing.id)
-        record = await self._record(namespace, name, uid, origin)
-        if record is not None and record.state != RUNNING:
+        record, created = await self._record(namespace, name, uid, origin)
+        if record is not None and (record.state != RUNNING or not created):
+            # Queued meanwhile, or another call (an operator's, the auto-upgrade's) is deleting it right now.
             return _outcome(Answer.QUEUED, _already(record), record.id)
         request_id = record.id if record is not None else None
+        try:
+            return await self._delete_recorded(guard, pod, key, namespace, name, uid, request_id)
+        finally:
+            if request_id is not None:
+                self._state.release(request_id)  # from now on a `running` leftover is the drainer's
+
+    async def _delete_recorded(self, guard: GuardedDelete, pod: JSON, key: str, namespace: str, name: str,
+                               uid: str, request_id: str | None) -> Outcome:
         deletion = await guard.delete(pod)
         if deletion.result is Result.TRANSIENT:
             return await self._requeue(request_id, namespace, name, uid, deletion.message)
@@ -243,20 +252,19 @@ class UpgradeService:
                 _log.error("upgrade_verification_unrecorded", id=request_id, pod=key, error=str(exc))
         return _outcome(Answer.STARTED, f"Start updating pod {key}", request_id)
 
-    async def _record(self, namespace: str, name: str, uid: str, origin: str) -> UpgradeRequest | None:
+    async def _record(self, namespace: str, name: str, uid: str, origin: str) -> tuple[UpgradeRequest | None, bool]:
         """Record the request as `running` before the DELETE, so that it is verified and reported.
 
         A store that cannot be written must not stop OpenYurt's explicit upgrade: the pod is still deleted,
         the answer simply carries no id (and says nothing it cannot keep).
         """
         try:
-            record, _created = await self._state.enqueue(namespace, name, uid, self._node, state=RUNNING,
-                                                         origin=origin, message="deleting the pod")
+            return await self._state.enqueue(namespace, name, uid, self._node, state=RUNNING, origin=origin,
+                                             message="deleting the pod")
         except StateUnavailable as exc:
             _log.error("upgrade_unrecorded", pod=f"{namespace}/{name}", error=str(exc),
                        hint="the pod is deleted, but its outcome is not verified")
-            return None
-        return record
+            return None, True
 
     async def _ended(self, request_id: str | None, state: str, outcome: Outcome) -> Outcome:
         if request_id is not None:

@@ -281,6 +281,11 @@ class StateStore:
         self.clock: Callable[[], float] = time.monotonic
         self.tx_hooks: list[TxHook] = []
         self.listeners: list[Listener] = []
+        # `running` entries an online upgrade of this process is applying right now. `pending()` leaves them
+        # out: only a `running` entry nobody here owns (a crash mid-apply) is the drainer's to resume, else the
+        # drainer and the online call would both DELETE the same pod. (Single set operations: safe across the
+        # store's thread and the event loop.)
+        self._claimed: set[str] = set()
 
     # ---------------------------------------------------------------- opening
 
@@ -567,9 +572,11 @@ class StateStore:
                       origin: str = "queued", when_open: bool = False) -> tuple[UpgradeRequest, bool]:
         """Durably record an upgrade request; returns (entry, created_new). Committed (fsynced) when this returns.
 
-        `state` is `queued` (the drainer applies it) or `running` (the caller deletes the pod now). The same
-        pod already queued or running gives back that entry. A queued entry for an earlier incarnation of
-        the pod (different UID) would only end obsolete, so it is superseded instead.
+        `state` is `queued` (the drainer applies it) or `running` (the caller deletes the pod now, and owns the
+        new entry until it calls `release()`: the drainer does not touch it meanwhile). The same pod already
+        queued or running gives back that entry (created_new False: the caller must not apply it). A queued
+        entry for an earlier incarnation of the pod (different UID) would only end obsolete, so it is
+        superseded instead.
         """
         if state not in ACTIVE_STATES:
             raise ValueError(f"a new request is queued or running, not {state!r}")
@@ -596,6 +603,8 @@ class StateStore:
                 (request_id, namespace, name, uid, node, state, message, now, now, origin, int(when_open)),
             )
             request = self._changed(conn, changes, None, request_id)
+            if state == RUNNING:
+                self._claimed.add(request_id)  # before the commit: no pending() can see it unclaimed
             conn.execute(
                 "DELETE FROM requests WHERE state IN (?, ?, ?, ?) AND seq NOT IN "
                 "(SELECT seq FROM requests WHERE state IN (?, ?, ?, ?) ORDER BY seq DESC LIMIT ?)",
@@ -633,10 +642,16 @@ class StateStore:
         return await self._call(lambda: self._read(_get, None))
 
     async def pending(self) -> list[UpgradeRequest]:
-        """Queued or running (a crash mid-apply leaves `running`), oldest first."""
+        """Queued or running (a crash mid-apply leaves `running`), oldest first; not the `running` entries an
+        online upgrade of this process still owns (see `enqueue`)."""
         return await self._call(lambda: self._read(
-            lambda c: [_row(r) for r in c.execute(
-                f"SELECT {_COLUMNS} FROM requests WHERE state IN (?, ?) ORDER BY seq ASC", ACTIVE_STATES)], []))
+            lambda c: [e for e in (_row(r) for r in c.execute(
+                f"SELECT {_COLUMNS} FROM requests WHERE state IN (?, ?) ORDER BY seq ASC", ACTIVE_STATES))
+                if e.id not in self._claimed], []))
+
+    def release(self, request_id: str) -> None:
+        """The online upgrade that created this `running` entry is done with it (whatever state it left)."""
+        self._claimed.discard(request_id)
 
     async def verifying(self) -> list[UpgradeRequest]:
         """Requests whose pod was deleted and whose replacement is not judged yet, oldest first."""

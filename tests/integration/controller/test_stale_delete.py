@@ -61,7 +61,8 @@ async def test_a_pod_held_after_the_plan_but_before_the_delete_is_not_deleted(
     assert kept["metadata"]["uid"] == pod["metadata"]["uid"] and not kept["metadata"].get("deletionTimestamp")
     attempts = [d for d in sim.store.deletes if d["name"] == name]
     assert attempts and all(d["outcome"] == "conflict" for d in attempts), attempts
-    by_controller = [e for e in sim.audit.find("DELETE", PODS + "/") if e["userAgent"].startswith("edgeagent-controller")]
+    by_controller = [e for e in sim.audit.find("DELETE", PODS + "/")
+                     if e["userAgent"].startswith("edgeagent-controller")]
     assert by_controller and all(e["delete"]["precondition_rv"] for e in by_controller), by_controller
 
 
