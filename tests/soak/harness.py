@@ -44,7 +44,7 @@ TERMINAL = {"succeeded", "failed", "cancelled", "obsolete"}
 # Longer than the longest link cut plus the node grace and a flap: a good version on a node whose link was
 # down must not count as failed; a crashing one still stops the roll after this long.
 PROGRESS_DEADLINE = "90"
-PLAN_MODULE = "edgeagent/controller/plans"  # rollout plans in the controller: plan DaemonSets join once present
+PLAN_MODULE = "edgeagent/controller/waves.py"  # rollout plans in the controller: plan DaemonSets join once present
 
 
 @dataclass
@@ -80,7 +80,7 @@ class _DsState:
 
 
 def controller_has_plans(root: Path) -> bool:
-    return (root / PLAN_MODULE).exists() or any((root / "edgeagent/controller").glob("rollout_*.py"))
+    return (root / PLAN_MODULE).exists()
 
 
 def _free_port() -> int:
@@ -700,7 +700,7 @@ class Soak:
         cfg = self.cfg
         out = cfg.out
         out(f"soak: seed {cfg.seed}, {cfg.seconds:.0f} s of faults, {cfg.nodes} nodes, {cfg.agents} agents, "
-            f"DaemonSets {', '.join(self.ds)} (plans: {'yes' if self.plans else 'not on main yet'}), "
+            f"DaemonSets {', '.join(self.ds)} (plans: {'yes' if self.plans else 'no'}), "
             f"{len(self.schedule)} scheduled acts; workdir {self.work}")
         history = History(seed=cfg.seed, schedule=self.schedule, prepull_cap=cfg.prepull_cap,
                           convergence_bound=cfg.convergence_bound)
