@@ -31,7 +31,7 @@ test: lint system-deps
 	$(BIN)/pytest -q
 
 # Not part of `make test`: boots Debian 12 with systemd (nspawn) and builds/runs the image with podman.
-# Needs root; installs missing Debian packages; caches the rootfs and images under .cache/ (about 3 GB;
+# Needs root; installs missing Debian packages; caches the rootfs and images under .cache/ (about 1.4 GB;
 # `make clean-cache` removes it). See docs/development.md.
 test-system: venv-demo
 	bash tests/system/run.sh

@@ -41,3 +41,10 @@ def test_output_has_finds_a_line_early_in_a_long_output() -> None:
 def test_output_has_is_false_when_the_line_is_missing_or_the_command_fails() -> None:
     assert bash("output_has '^x$' seq 1 10 || echo absent").stdout == "absent\n"
     assert bash("output_has . false || echo failed").stdout == "failed\n"
+
+
+def test_the_system_test_prunes_the_images_earlier_builds_left() -> None:
+    """vfs keeps every build in full: without a prune after the build, .cache/ grew ~700 MB per run (issue 22.11)."""
+    script = (ROOT / "tests" / "system" / "run.sh").read_text()
+    build = script.index('"${PODMAN[@]}" build')
+    assert '"${PODMAN[@]}" image prune -f' in script[build:]

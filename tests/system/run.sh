@@ -257,6 +257,9 @@ HEALTH=$("${PODMAN[@]}" image inspect --format '{{json .Healthcheck.Test}}' loca
          || "${PODMAN[@]}" image inspect --format '{{json .Config.Healthcheck.Test}}' localhost/edgeagent:systemtest)
 [[ $HEALTH == *'"edgeagent","healthcheck"'* ]] || die "built image has no HEALTHCHECK (got $HEALTH)"
 pass "built with --format docker; HEALTHCHECK kept: $HEALTH"
+# Each build leaves the previous image and its builder stage untagged (vfs stores every layer in full, ~700 MB
+# a run): prune them so .cache/ stays at the rootfs, the base image and this build.
+"${PODMAN[@]}" image prune -f >/dev/null || echo "test-system: warning: could not prune old images under $CACHE/podman" >&2
 
 # This host has no systemd, so podman cannot schedule its healthcheck timers and says so on every `run -d`;
 # the check itself is run explicitly below (`podman healthcheck run`), so that complaint is dropped.
