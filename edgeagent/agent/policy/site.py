@@ -21,7 +21,7 @@ from typing import Any
 
 from edgeagent import log
 from edgeagent.agent.policy import windows as win
-from edgeagent.agent.policy.times import rfc3339
+from edgeagent.agent.policy.times import MAX_HOLD, rfc3339
 from edgeagent.agent.state.store import StateStore, StoredHold
 from edgeagent.aio import wait_event
 from edgeagent.contract import AUTO_UPGRADE_FAILED, HELD_BY_OPERATOR, OPEN, OUTSIDE_MAINTENANCE_WINDOW
@@ -196,6 +196,9 @@ class SitePolicy:
             until = until.astimezone(UTC)
             if until <= now:
                 raise InvalidHold(f"until {rfc3339(until)} is not in the future (now {rfc3339(now)})")
+            if until - now > MAX_HOLD:
+                raise InvalidHold(f"until {rfc3339(until)} is more than {MAX_HOLD.days} days ahead; a hold meant to "
+                                  "last gives no until and is released by hand")
         async with self._lock:
             held = Hold(kind, reason, until, now)
             await self._state.save_hold(StoredHold(kind, reason, until.timestamp() if until else None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -129,8 +130,12 @@ async def test_real_responses_match_the_document(tmp_path: Path, offline_kubecon
     assert (await r.call("DELETE", ONE_UPGRADE, f"{UPGRADES}/nope", as_json=j))[0] == 404
     hold = "/v1/hold"
     assert (await r.call("GET", hold, hold, as_json=j))[0] == 200
-    body = b'{"reason": "audit", "until": "2999-01-01T00:00:00Z"}'
+    # A timed hold ends at most 366 days ahead (a year 2999 `until` is a 400 since issue 22).
+    until = (datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = json.dumps({"reason": "audit", "until": until}).encode()
     assert (await r.call("POST", hold, hold, as_json=j, data=body))[0] == 200
+    far = b'{"reason": "audit", "until": "2999-01-01T00:00:00Z"}'
+    assert (await r.call("POST", hold, hold, as_json=j, data=far))[0] == 400
     assert (await r.call("POST", hold, hold, as_json=j, data=b'{"until": "soon"}'))[0] == 400
     assert (await r.call("POST", hold, hold, as_json=j, data=b"[]"))[0] == 400
     assert (await r.call("POST", hold, hold, as_json=j, token=False))[0] == 401
