@@ -677,9 +677,12 @@ class Controller:
                 f"{hash_}): no pod is moved to it automatically; remove the annotation to roll it again")
 
     async def _write_plan(self, ds: JSON, decision: Decision, hash_: str) -> bool:
-        """One write per transition, guarded by the DaemonSet's UID and resourceVersion: a stale cache (a new
-        leader that has not seen its predecessor's last write) gets 409 and decides again on fresh data, so a
-        wave is never started twice. Events only after the write succeeded."""
+        """One write per transition: a JSON patch that first tests the DaemonSet's UID and that the state
+        annotation still holds the value this decision was made from (a compare-and-swap on the one field this
+        controller owns). A cache that is behind (a new leader that has not seen its predecessor's last write)
+        fails the test and decides again on fresh data, so a wave is never started twice; the DaemonSet's
+        status, which moves with every pod during a roll, does not get in the way as a resourceVersion
+        precondition would. Events only after the write succeeded."""
         state = decision.state
         path = f"/apis/apps/v1/namespaces/{namespace_of(ds)}/daemonsets/{name_of(ds)}"
         events = list(decision.events)
@@ -691,31 +694,28 @@ class Controller:
                 state = dataclasses.replace(state, phase=PHASE_ABORTED)
                 events = [(t, r, f"{m}; cannot roll back: no ControllerRevision of a completed revision "
                                  f"({state.stable_revision or 'none known'}) to restore") for t, r, m in events]
+        annotations = meta(ds).get("annotations") or {}
+        ops: list[JSON] = [
+            {"op": "test", "path": "/metadata/uid", "value": uid_of(ds)},
+            # null matches an absent annotation (the first state write).
+            {"op": "test", "path": _annotation_pointer(ANNOTATION_ROLLOUT_STATE),
+             "value": annotations.get(ANNOTATION_ROLLOUT_STATE)},
+        ]
+        if rollback_to is not None:
+            # The template we roll back from must still be the one in place (an operator's edit wins).
+            ops += [
+                {"op": "test", "path": "/spec/template", "value": (ds.get("spec") or {}).get("template")},
+                {"op": "replace", "path": "/spec/template", "value": rollback_to},
+                {"op": "add", "path": _annotation_pointer(ANNOTATION_ROLLED_BACK_FROM), "value": hash_},
+            ]
+        if state is not None:
+            ops.append({"op": "add", "path": _annotation_pointer(ANNOTATION_ROLLOUT_STATE), "value": state.to_json()})
+        ops += [{"op": "remove", "path": _annotation_pointer(name)} for name in decision.remove if name in annotations]
         self.metrics.write("daemonset_patch")
         try:
-            if rollback_to is not None and state is not None:
-                ops: list[JSON] = [
-                    {"op": "test", "path": "/metadata/uid", "value": uid_of(ds)},
-                    {"op": "test", "path": "/metadata/resourceVersion", "value": _rv(ds)},
-                    {"op": "replace", "path": "/spec/template", "value": rollback_to},
-                ]
-                if not meta(ds).get("annotations"):
-                    ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
-                ops += [
-                    {"op": "add", "path": _annotation_pointer(ANNOTATION_ROLLED_BACK_FROM), "value": hash_},
-                    {"op": "add", "path": _annotation_pointer(ANNOTATION_ROLLOUT_STATE), "value": state.to_json()},
-                ]
-                for name in decision.remove:
-                    ops.append({"op": "remove", "path": _annotation_pointer(name)})
-                await self._client.patch(path, ops, CONTENT_JSON_PATCH)
-            else:
-                annotations: JSON = {name: None for name in decision.remove}
-                if state is not None:
-                    annotations[ANNOTATION_ROLLOUT_STATE] = state.to_json()
-                patch = {"metadata": {"uid": uid_of(ds), "resourceVersion": _rv(ds), "annotations": annotations}}
-                await self._client.patch(path, patch, CONTENT_MERGE_PATCH)
+            await self._client.patch(path, ops, CONTENT_JSON_PATCH)
         except (NotFound, Conflict, Invalid) as exc:
-            # Gone, changed since our cache saw it, or a failed JSON-patch test: decide again on fresh data.
+            # Gone, or the state (or template) is not what our cache showed: decide again on fresh data.
             self._log.debug("rollout state not written; cache behind", daemonset=key_of(ds), code=exc.code)
             return False
         self.plan_writes.record(uid_of(ds), _rv(ds))

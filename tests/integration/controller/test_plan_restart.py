@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import signal
 import sys
@@ -22,8 +24,10 @@ from typing import Any
 
 import pytest
 
+from edgeagent.controller.waves import OPEN_GATE, Decision
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.timeutil import parse_time
+from edgeagent.rollout_plan import RolloutState
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
@@ -159,3 +163,35 @@ async def test_leader_change_mid_wave_continues_the_same_wave(
         assert deleters == {leader.identity, standby.identity}, deleters
         await eventually(lambda: all_running(admin, "web", 10, NEW), what="all upgraded")
         deleted_once(sim)
+
+
+async def test_a_decision_from_a_stale_state_is_not_written(sim: SimCluster, admin: KubeClient,
+                                                            controllers: Controllers) -> None:
+    """The state write is a compare-and-swap on the state annotation: a controller whose cache still shows an
+    older state (a new leader behind its predecessor's last write) writes nothing and records no Event."""
+    plan = {"edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1h"}
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
+    app = await controllers.start(sim)
+    first = await eventually(lambda: plan_state(admin, "web"), what="initial state")
+    old = await current_hash(admin, "web")
+    await set_image(admin, "web", NEW)
+    revision = await new_hash(admin, "web", old)
+
+    async def started() -> JSON | None:
+        state = await plan_state(admin, "web")
+        return state if state and state["revision"] == revision else None
+
+    current = await eventually(started, what="wave 1 started")
+    controller = app.controller
+    assert controller is not None
+    # What a controller that missed the last write would hold: the DaemonSet with the initial state.
+    stale = await admin.get("/apis/apps/v1/namespaces/default/daemonsets/web")
+    stale["metadata"]["annotations"]["edgeagent.io/rollout-state"] = json.dumps(first, separators=(",", ":"))
+    state = RolloutState.from_json(json.dumps(current))[0]
+    assert state is not None
+    decision = Decision(OPEN_GATE, state=dataclasses.replace(state, wave=2),
+                        events=[("Normal", "WaveStarted", "a duplicate")])
+    assert await controller._write_plan(stale, decision, revision) is False
+    assert await plan_state(admin, "web") == current
+    assert not [e for e in await events_for(admin, "web") if e["message"] == "a duplicate"]
