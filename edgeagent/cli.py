@@ -555,9 +555,18 @@ def _log(args: argparse.Namespace) -> LogConfig:
 
 
 def _check_sim_dir(args: argparse.Namespace) -> None:
+    """`--dir` names a directory, new or existing: say so here rather than let mkdir say `[Errno 17]`."""
     directory = getattr(args, "dir", None)
-    if directory is not None and Path(directory).exists() and not Path(directory).is_dir():
-        raise UsageError(f"--dir {directory}: exists and is not a directory (give a directory, new or existing)")
+    if directory is None:
+        return
+    path = Path(directory)
+    for existing in (path, *path.parents):
+        if existing.exists():
+            if not existing.is_dir():
+                where = "exists" if existing == path else f"is under {existing}, which exists"
+                raise UsageError(f"--dir {directory}: {where} and is not a directory (give a directory, new or "
+                                 "existing)")
+            return
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -73,6 +73,10 @@ def test_sim_dir_that_is_a_file_says_so(capsys: pytest.CaptureFixture[str], tmp_
     a_file.write_text("")
     assert usage_error(capsys, "sim", "--dir", str(a_file)) == (
         f"edgeagent: error: --dir {a_file}: exists and is not a directory (give a directory, new or existing)")
+    under = a_file / "state"
+    assert usage_error(capsys, "sim", "--dir", str(under)) == (
+        f"edgeagent: error: --dir {under}: is under {a_file}, which exists and is not a directory (give a "
+        "directory, new or existing)")
 
 
 def test_a_timed_hold_within_the_cap_is_accepted() -> None:
