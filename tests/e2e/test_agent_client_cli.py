@@ -27,7 +27,7 @@ from tests.integration.agent_api.conftest import (
     write_kubeconfig,
 )
 from tests.support.inprocess_agent import start_in_process
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -18,7 +18,7 @@ import pytest
 from edgeagent.agent.state.store import StateStore
 from edgeagent.kube.client import KubeClient, Timeouts
 from tests.support.notify import NotifyReceiver
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -24,7 +24,7 @@ from edgeagent.config import AgentConfig
 from tests.integration.agent_api.conftest import FAST_AGENT, closed_port, ds_pod, seed_snapshot, write_kubeconfig
 from tests.integration.controller.conftest import all_running, create_daemonset, daemonset_manifest
 from tests.support.inprocess_agent import RunningAgent, start_in_process
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.kube.client import KubeClient

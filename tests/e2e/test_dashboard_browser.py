@@ -46,7 +46,7 @@ from tests.support.fleet_scenario import (
     replace_pod,
     set_condition,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 __all__ = ["controllers"]  # the fixture, imported so that pytest finds it here
 

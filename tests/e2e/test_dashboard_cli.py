@@ -13,7 +13,7 @@ import pytest
 
 from edgeagent import cli
 from edgeagent.sim.cluster import SimCluster
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 EDGEAGENT = str(Path(sys.executable).parent / "edgeagent")
 

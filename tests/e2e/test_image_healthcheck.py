@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from edgeagent import cli, healthcheck
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

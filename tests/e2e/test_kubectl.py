@@ -17,7 +17,7 @@ from edgeagent.kube.client import KubeClient, KubeError
 from edgeagent.kube.objects import get_condition, is_pod_ready
 from edgeagent.sim.cluster import SimCluster
 from tests.support.kubectl import KUBECTL, Kubectl
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 pytestmark = [
     pytest.mark.kubectl,

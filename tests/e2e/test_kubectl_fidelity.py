@@ -13,7 +13,7 @@ import pytest
 from edgeagent.kube.client import KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.support.kubectl import KUBECTL, Kubectl, table
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 pytestmark = [
     pytest.mark.kubectl,

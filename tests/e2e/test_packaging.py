@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from edgeagent.kube.client import KubeClient, KubeUnreachable, Timeouts
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 async def test_sim_command_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:

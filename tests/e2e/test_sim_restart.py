@@ -23,7 +23,7 @@ import pytest
 
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts
 from tests.integration.controller.conftest import daemonset_manifest, need_upgrade
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NODE = "edge-1"

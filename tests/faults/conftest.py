@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from edgeagent.kube.client import KubeClient, Timeouts
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -19,7 +19,7 @@ import pytest
 
 from edgeagent.kube.client import KubeClient, KubeError
 from tests.faults.conftest import NODE, AgentProc, AgentSpawner, cache_matches_cloud, wait_link
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

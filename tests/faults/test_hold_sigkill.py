@@ -16,7 +16,7 @@ import aiohttp
 from edgeagent.agent.policy.held import current
 from edgeagent.kube.client import KubeClient
 from tests.faults.conftest import NAMESPACE, NODE, AgentSpawner, get_json, orphan_pod, wait_link
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -40,7 +40,7 @@ from tests.faults.conftest import (
     upgrade,
     wait_link,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

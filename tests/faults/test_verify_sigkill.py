@@ -11,8 +11,8 @@ import aiohttp
 from edgeagent.kube.client import KubeClient
 from tests.faults.conftest import NODE, AgentSpawner, cached_pods, get_json, requests, upgrade, wait_link
 from tests.integration.agent_api.conftest import make_world
-from tests.integration.agent_api.outcomes_support import set_image
-from tests.waiting import eventually
+from tests.support.agent_outcomes import set_image
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

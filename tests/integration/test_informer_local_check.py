@@ -17,7 +17,7 @@ from aiohttp import web
 
 from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.kube.informer import Informer
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def _pod(name: str, node: str, rv: str) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.kube.informer import Informer
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
-from tests.integration.agent_api.hook_proxy import HookProxy, is_watch
+from tests.support.hook_proxy import HookProxy, is_watch
 from tests.support.switch_proxy import SwitchProxy
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 PODS = "/api/v1/namespaces/default/pods"
 FAST = Timeouts(connect=0.5, request=1.0)

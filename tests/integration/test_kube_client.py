@@ -17,8 +17,8 @@ import yaml
 from aiohttp import web
 
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts
+from tests.support.waiting import eventually
 from tests.unit.test_kubeconfig import b64, make_tls_material, needs_openssl
-from tests.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -23,7 +23,7 @@ import aiohttp
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, CONTENT_STRATEGIC_MERGE_PATCH, KubeClient
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready, is_terminating, labels_of
 from edgeagent.sim.cluster import SimCluster
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NS = "default"

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 async def test_a_burst_of_adds_is_one_entry() -> None:

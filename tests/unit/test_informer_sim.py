@@ -17,7 +17,7 @@ import pytest
 from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.kube.informer import Informer
 from tests.conftest import SimFactory
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -19,7 +19,7 @@ from edgeagent.agent.state.store import StateStore
 from edgeagent.aio import cancel_and_wait
 from edgeagent.contract import AUTO_UPGRADE_FAILED, HELD_BY_OPERATOR, OPEN, OUTSIDE_MAINTENANCE_WINDOW
 from tests.support.clock import FakeClock
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 BERLIN = ZoneInfo("Europe/Berlin")
 # A Saturday, 10:00 in Berlin (CET, +01:00).

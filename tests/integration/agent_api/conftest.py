@@ -21,10 +21,10 @@ from edgeagent.agent.policy.site import Clock
 from edgeagent.agent.state.store import StateStore
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, Timeouts
-from tests.integration.agent_api.faulty_proxy import FaultyProxy
-from tests.integration.agent_api.hook_proxy import HookProxy
+from tests.support.faulty_proxy import FaultyProxy
+from tests.support.hook_proxy import HookProxy
 from tests.support.inprocess_agent import RunningAgent, start_in_process
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

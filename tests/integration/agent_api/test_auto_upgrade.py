@@ -18,8 +18,8 @@ import aiohttp
 
 from edgeagent.kube.client import KubeClient, Timeouts
 from tests.integration.agent_api.conftest import NODE, AgentFactory, set_condition, wait_connected
-from tests.integration.agent_api.outcomes_support import set_image
-from tests.waiting import eventually
+from tests.support.agent_outcomes import set_image
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

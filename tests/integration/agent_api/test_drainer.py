@@ -20,9 +20,9 @@ from tests.integration.agent_api.conftest import (
     wait_connected,
     write_kubeconfig,
 )
-from tests.integration.agent_api.faulty_proxy import FaultyProxy
-from tests.integration.agent_api.hook_proxy import HookProxy, method_on
-from tests.waiting import eventually
+from tests.support.faulty_proxy import FaultyProxy
+from tests.support.hook_proxy import HookProxy, method_on
+from tests.support.waiting import eventually
 
 
 async def queue(http: aiohttp.ClientSession, agent: Agent, pod: dict[str, Any]) -> str:

@@ -12,9 +12,9 @@ import pytest
 
 from edgeagent.agent.app import Agent
 from tests.integration.agent_api.conftest import NODE, AgentFactory, World, wait_cached, wait_connected
-from tests.integration.agent_api.outcomes_support import final_entry, request_entry, upgrade_json
 from tests.integration.agent_api.test_upgrade_events import agent_events
-from tests.waiting import eventually
+from tests.support.agent_outcomes import final_entry, request_entry, upgrade_json
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 AGENT = f"({NODE})"  # the agent's User-Agent ends with its node name

@@ -28,8 +28,8 @@ from tests.integration.agent_api.conftest import (
     wait_connected,
     write_kubeconfig,
 )
-from tests.integration.agent_api.faulty_proxy import FaultyProxy
-from tests.waiting import eventually
+from tests.support.faulty_proxy import FaultyProxy
+from tests.support.waiting import eventually
 
 LEASE = "/leases/"
 

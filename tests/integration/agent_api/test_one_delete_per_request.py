@@ -16,7 +16,7 @@ import aiohttp
 
 from edgeagent import __version__
 from tests.integration.agent_api.conftest import NODE, AgentFactory, World, wait_cached, wait_connected
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 AGENT_UA = f"edgeagent-agent/{__version__} ({NODE})"
 PODS = "/api/v1/namespaces/default/pods"

@@ -13,8 +13,8 @@ import pytest
 from edgeagent.agent.api.http import HTTP_STATUS, create_app
 from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.agent.state.store import RUNNING, StateStore
-from tests.integration.agent_api import openapi
 from tests.integration.agent_api.conftest import AgentFactory, ds_pod, seed_snapshot
+from tests.support import openapi
 
 TOKEN = "conformance-token"
 UPGRADE = "/openyurt.io/v1/namespaces/{namespace}/pods/{name}/upgrade"

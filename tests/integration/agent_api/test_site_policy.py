@@ -27,9 +27,9 @@ from tests.integration.agent_api.conftest import (
     wait_cached,
     wait_connected,
 )
-from tests.integration.agent_api.outcomes_support import running_agent
+from tests.support.agent_outcomes import running_agent
 from tests.support.clock import FakeClock
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 # A Saturday; the window opens at noon UTC.

@@ -28,9 +28,9 @@ from tests.integration.agent_api.conftest import (
     wait_connected,
     write_kubeconfig,
 )
-from tests.integration.agent_api.faulty_proxy import FaultyProxy
-from tests.integration.agent_api.outcomes_support import final_entry, upgrade_json
-from tests.waiting import eventually
+from tests.support.agent_outcomes import final_entry, upgrade_json
+from tests.support.faulty_proxy import FaultyProxy
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 

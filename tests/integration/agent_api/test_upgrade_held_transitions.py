@@ -18,7 +18,7 @@ from edgeagent.contract import CONDITION_UPGRADE_HELD
 from edgeagent.kube.objects import get_condition
 from tests.integration.agent_api.conftest import NODE, AgentFactory, World, wait_connected
 from tests.support.clock import FakeClock
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 # A Saturday; the window is noon to one, UTC.

@@ -12,7 +12,7 @@ import aiohttp
 
 from edgeagent.agent.app import Agent
 from tests.integration.agent_api.conftest import NODE, AgentFactory, World, orphan_ds_pod, wait_cached, wait_connected
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def samples(text: str, metric: str) -> dict[str, float]:

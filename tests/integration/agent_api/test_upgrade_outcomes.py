@@ -8,7 +8,6 @@ from typing import Any
 import aiohttp
 
 from edgeagent.agent.app import Agent
-from tests.integration.agent_api import openapi
 from tests.integration.agent_api.conftest import (
     NODE,
     AgentFactory,
@@ -18,8 +17,9 @@ from tests.integration.agent_api.conftest import (
     wait_connected,
     write_kubeconfig,
 )
-from tests.integration.agent_api.faulty_proxy import FaultyProxy
-from tests.waiting import eventually
+from tests.support import openapi
+from tests.support.faulty_proxy import FaultyProxy
+from tests.support.waiting import eventually
 
 UPGRADE_ROUTE = "/openyurt.io/v1/namespaces/{namespace}/pods/{name}/upgrade"
 IMAGEPULL_ROUTE = "/openyurt.io/v1/namespaces/{namespace}/pods/{name}/imagepull"

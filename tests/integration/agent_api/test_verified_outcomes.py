@@ -24,7 +24,7 @@ from tests.integration.agent_api.conftest import (
     wait_cached,
     wait_connected,
 )
-from tests.integration.agent_api.outcomes_support import (
+from tests.support.agent_outcomes import (
     cached,
     final_entry,
     request_entry,
@@ -33,7 +33,7 @@ from tests.integration.agent_api.outcomes_support import (
     upgrade_json,
     waiting_reason,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 async def test_online_request_is_verifying_until_the_replacement_is_ready_then_succeeded(

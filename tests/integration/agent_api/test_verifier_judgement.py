@@ -14,8 +14,8 @@ import aiohttp
 
 from edgeagent.kube.client import KubeClient
 from tests.integration.agent_api.conftest import NODE, AgentFactory, World, set_condition, wait_cached, wait_connected
-from tests.integration.agent_api.outcomes_support import final_entry, set_image, upgrade_json
-from tests.waiting import eventually
+from tests.support.agent_outcomes import final_entry, set_image, upgrade_json
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 STEADY = "steady"

@@ -13,8 +13,8 @@ from pathlib import Path
 import aiohttp
 
 from tests.integration.agent_api.conftest import NODE, AgentFactory, World, write_kubeconfig
-from tests.integration.agent_api.hook_proxy import HookProxy
-from tests.waiting import eventually
+from tests.support.hook_proxy import HookProxy
+from tests.support.waiting import eventually
 
 FAILURES = 7  # the informer's backoff after these, without a kick, is 5-10 s (0.2 s doubling, jittered)
 

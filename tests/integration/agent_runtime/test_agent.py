@@ -21,7 +21,7 @@ from tests.integration.agent_runtime.conftest import (
     names,
 )
 from tests.support.notify import NotifyReceiver
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -17,7 +17,7 @@ from edgeagent.agent.state.store import StateStore
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.informer import Informer
 from tests.integration.agent_runtime.conftest import NODE, OTHER, Admin
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from edgeagent.sim.cluster import SimCluster
 from tests.integration.agent_runtime.conftest import NODE, Admin, AgentFactory, get_pods, names
 from tests.support.inprocess_agent import RunningAgent
 from tests.support.tls_apiserver import CertificateAuthority, TlsApiServer, swap_symlink
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}"
 # Credential files are never re-checked by stat within these tests: only the 401 path can pick up a change.

@@ -14,7 +14,7 @@ from edgeagent.agent.metrics import AgentMetrics
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.informer import Informer
 from tests.integration.agent_runtime.conftest import NODE
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

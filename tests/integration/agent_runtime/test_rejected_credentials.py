@@ -25,7 +25,7 @@ from tests.integration.agent_api.conftest import orphan_ds_pod
 from tests.integration.agent_runtime.conftest import NODE, Admin, AgentFactory, get_pods, names
 from tests.support.inprocess_agent import RunningAgent
 from tests.support.tls_apiserver import CertificateAuthority, TlsApiServer
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}"
 PROBE_INTERVAL = 0.2

@@ -12,7 +12,7 @@ import pytest
 
 from edgeagent.agent.sdnotify import SdNotifier
 from tests.support.notify import NotifyReceiver
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from edgeagent.agent.state.store import StateStore
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.informer import Informer
 from tests.integration.agent_runtime.conftest import NODE, Admin
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 HOUR = 3600.0
 LOGGED = {"pod snapshot not saved", "state_unwritable", "state_unreadable"}

@@ -14,7 +14,7 @@ from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.agent_runtime.conftest import NODE, AgentFactory
 from tests.support.inprocess_agent import RunningAgent
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 async def _readyz(http: aiohttp.ClientSession, agent: RunningAgent) -> dict[str, Any]:

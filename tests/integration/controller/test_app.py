@@ -18,7 +18,7 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 async def test_metrics_and_health_endpoints(sim: SimCluster, admin: KubeClient, controllers: Controllers) -> None:

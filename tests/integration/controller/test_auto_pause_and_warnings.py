@@ -27,7 +27,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 BAD = "nginx:bad"
 

@@ -12,7 +12,7 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 CONTROLLER_UA = f"edgeagent-controller/{__version__}"
 

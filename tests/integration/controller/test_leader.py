@@ -22,7 +22,7 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/edgeagent-controller"
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

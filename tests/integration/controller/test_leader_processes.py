@@ -22,7 +22,7 @@ from tests.integration.controller.conftest import (
     events_for,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/edgeagent-system/leases/edgeagent-controller"
 LEASE_SECONDS = 2

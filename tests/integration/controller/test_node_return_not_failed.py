@@ -24,7 +24,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 NEW = "nginx:1.20"
 DEADLINE = 2

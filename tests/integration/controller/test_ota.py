@@ -16,7 +16,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 async def conditions(kube: KubeClient, name: str) -> dict[str, tuple[str, str] | None]:

@@ -24,13 +24,13 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.integration.controller.plan_support import (
+from tests.support.rollout_plans import (
     documented_order,
     new_hash,
     plan_events,
     plan_state,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NEW = "nginx:1.20"

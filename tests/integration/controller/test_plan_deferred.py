@@ -26,9 +26,9 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.integration.controller.plan_support import PlanRecorder, documented_order, plan_events, plan_state
-from tests.integration.controller.plan_support import new_hash as wait_new_hash
-from tests.waiting import eventually
+from tests.support.rollout_plans import PlanRecorder, documented_order, plan_events, plan_state
+from tests.support.rollout_plans import new_hash as wait_new_hash
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 OLD, NEW = "nginx:1.19.4", "nginx:1.20"
@@ -37,7 +37,7 @@ PLAN = {"edgeagent.io/rollout-steps": "3,100%", "edgeagent.io/rollout-bake": "1s
 
 
 async def set_held(admin: KubeClient, node: str, held: bool) -> None:
-    """What a held agent publishes on its node's pods (edgeagent/agent/held.py)."""
+    """What a held agent publishes on its node's pods (edgeagent/agent/policy/held.py)."""
     pod = next(p for p in await pods_of(admin, "web") if p["spec"]["nodeName"] == node and not is_terminating(p))
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     cond = ({"type": "UpgradeHeld", "status": "True", "reason": "HeldByOperator", "message": "site visit",

@@ -16,8 +16,8 @@ from tests.integration.controller.conftest import (
     get_daemonset,
     set_image,
 )
-from tests.integration.controller.plan_support import annotate
-from tests.waiting import eventually
+from tests.support.rollout_plans import annotate
+from tests.support.waiting import eventually
 
 NEW, NEWER = "nginx:1.20", "nginx:1.21"
 BAD_PLAN = {"edgeagent.io/rollout-steps": "50%,10%", "edgeagent.io/rollout-bake": "soon",

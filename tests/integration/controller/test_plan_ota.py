@@ -21,14 +21,14 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.integration.controller.plan_support import (
+from tests.support.rollout_plans import (
     annotate,
     documented_order,
     new_hash,
     plan_reasons,
     plan_state,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 __all__ = ["agent_factory"]  # the fixture, imported so that pytest finds it here
 

@@ -41,8 +41,8 @@ from tests.integration.controller.conftest import (
     events_for,
     set_image,
 )
-from tests.integration.controller.plan_support import PlanRecorder, new_hash, plan_events, plan_state
-from tests.waiting import eventually
+from tests.support.rollout_plans import PlanRecorder, new_hash, plan_events, plan_state
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NEW = "nginx:1.20"

@@ -20,7 +20,7 @@ from tests.integration.controller.conftest import (
     images_by_node,
     set_image,
 )
-from tests.integration.controller.plan_support import (
+from tests.support.rollout_plans import (
     PlanRecorder,
     annotate,
     documented_order,
@@ -28,7 +28,7 @@ from tests.integration.controller.plan_support import (
     plan_events,
     plan_state,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 OLD, BAD, FIXED = "nginx:1.19.4", "nginx:crashing", "nginx:1.20"

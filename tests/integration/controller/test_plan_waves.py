@@ -18,8 +18,8 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
-from tests.integration.controller.plan_support import PlanRecorder, documented_order, plan_events, plan_state
-from tests.waiting import eventually
+from tests.support.rollout_plans import PlanRecorder, documented_order, plan_events, plan_state
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NEW = "nginx:1.20"

@@ -14,7 +14,7 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def _nodes(app_metrics: bytes, daemonset: str) -> dict[str, float]:

@@ -24,7 +24,7 @@ from tests.integration.controller.conftest import (
     patch_daemonset,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 OLD, NEW = "nginx:1.19.4", "nginx:1.19.5"
 ARU = "AdvancedRollingUpdate"

@@ -18,7 +18,7 @@ from tests.integration.controller.conftest import (
     node_ready,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 async def status(sim: SimCluster, name: str = "web", **kw: object) -> tuple[int, str, str]:

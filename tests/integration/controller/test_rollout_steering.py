@@ -34,7 +34,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, object]
 PLAN = {"edgeagent.io/rollout-steps": "1,50%,100%", "edgeagent.io/rollout-bake": "10m",

@@ -32,7 +32,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, object]
 OLD, NEW = "nginx:1.19.4", "nginx:2"

@@ -31,7 +31,7 @@ from tests.integration.controller.conftest import (
     set_image,
 )
 from tests.support.clock import FakeClock
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 __all__ = ["agent_factory"]  # the fixture, imported so that pytest finds it here
 

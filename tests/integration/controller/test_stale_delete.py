@@ -21,7 +21,7 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 PODS = "/api/v1/namespaces/default/pods"
 OLD, NEW = "nginx:1.19.4", "nginx:1.20"

@@ -13,7 +13,7 @@ from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.support.fleet_scenario import EXPECTED, NODES, NS, WINDOW_MESSAGE, current_hash, manifest, mixed_fleet
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 EDGEAGENT = [str(Path(sys.executable).parent / "edgeagent")]
 

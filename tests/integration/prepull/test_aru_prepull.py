@@ -13,7 +13,7 @@ from edgeagent.kube.objects import get_condition, is_pod_ready
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import Controllers, current_hash
 from tests.integration.prepull.conftest import JobRecorder
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NS = "default"

@@ -13,7 +13,7 @@ from edgeagent.kube.objects import get_condition
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.agent_api import conftest as agent_api
 from tests.integration.agent_api.conftest import NODE, AgentFactory, World, set_condition, wait_connected
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 @pytest.fixture

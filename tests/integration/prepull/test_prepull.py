@@ -18,7 +18,7 @@ from tests.conftest import SimFactory
 from tests.integration.agent_api.conftest import AgentFactory, wait_cached
 from tests.integration.controller.conftest import Controllers, current_hash
 from tests.integration.prepull.conftest import JobRecorder
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NS = "default"

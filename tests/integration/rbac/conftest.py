@@ -47,7 +47,7 @@ from tests.support.identities import (
     mint_token,
 )
 from tests.support.inprocess_agent import start_in_process
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NODE = "edge-1"

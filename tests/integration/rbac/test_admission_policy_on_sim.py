@@ -22,7 +22,7 @@ from tests.integration.rbac.conftest import (
     rbac_sim,
 )
 from tests.support.identities import AGENT_SA, DEPLOY, NAMESPACE, identity_kubeconfig, load_deploy, mint_token
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 POLICY_DOCS = [d for d in yaml.safe_load_all((DEPLOY / "k8s-1.30" / "agent-own-node-pods.yaml").read_text()) if d]

@@ -37,7 +37,7 @@ from tests.support.identities import (
     rule_atoms,
     without,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 DOCS = load_deploy()

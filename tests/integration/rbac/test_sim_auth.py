@@ -24,7 +24,7 @@ from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.rbac.conftest import admin_of, rbac_sim
 from tests.support.identities import apply_deploy, identity_kubeconfig, load_deploy, mint_token
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

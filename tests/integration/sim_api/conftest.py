@@ -15,7 +15,7 @@ from kubernetes_asyncio import client as k8s
 
 from edgeagent.sim.server import ServerSettings, create_app
 from edgeagent.sim.store import Store
-from tests.integration.sim_api.support import TEST_SETTINGS, Api
+from tests.support.sim_api import TEST_SETTINGS, Api
 
 ApiFactory = Callable[..., Awaitable[Api]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from edgeagent.sim.resources import JOBS
-from tests.integration.sim_api.support import Api, pod
+from tests.support.sim_api import Api, pod
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 

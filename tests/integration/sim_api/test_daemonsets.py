@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from edgeagent.contract import ANNOTATION_TEMPLATE_GENERATION as TEMPLATE_GENERATION
-from tests.integration.sim_api.support import Api, daemonset
+from tests.support.sim_api import Api, daemonset
 
 DS_PATH = "/apis/apps/v1/namespaces/default/daemonsets"
 MERGE = "application/merge-patch+json"

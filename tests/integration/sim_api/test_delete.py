@@ -6,8 +6,8 @@ import time
 from datetime import UTC, datetime
 
 from edgeagent.sim.resources import LEASES, PODS
-from tests.integration.sim_api.support import Api, create_pod, daemonset
-from tests.waiting import eventually
+from tests.support.sim_api import Api, create_pod, daemonset
+from tests.support.waiting import eventually
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 MERGE = "application/merge-patch+json"

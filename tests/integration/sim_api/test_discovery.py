@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.sim_api.support import Api
+from tests.support.sim_api import Api
 
 
 async def test_version(api: Api) -> None:

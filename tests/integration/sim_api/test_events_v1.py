@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.integration.sim_api.support import Api
-from tests.waiting import eventually
+from tests.support.sim_api import Api
+from tests.support.waiting import eventually
 
 V1 = "/apis/events.k8s.io/v1/namespaces/default/events"
 CORE = "/api/v1/namespaces/default/events"

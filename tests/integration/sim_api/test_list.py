@@ -8,8 +8,8 @@ import pytest
 
 from edgeagent.sim.resources import NAMESPACES, PODS
 from tests.integration.sim_api.conftest import ApiFactory
-from tests.integration.sim_api.support import Api, create_node, create_pod
-from tests.waiting import eventually
+from tests.support.sim_api import Api, create_node, create_pod
+from tests.support.waiting import eventually
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from edgeagent.sim import openapi
 from edgeagent.sim.protobuf import fields
-from tests.integration.sim_api.support import Api
+from tests.support.sim_api import Api
 
 PB_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 

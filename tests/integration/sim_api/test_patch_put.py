@@ -8,7 +8,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from edgeagent.sim.resources import DAEMONSETS, NODES, PODS
-from tests.integration.sim_api.support import Api, create_node, create_pod, daemonset
+from tests.support.sim_api import Api, create_node, create_pod, daemonset
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 DS_PATH = "/apis/apps/v1/namespaces/default/daemonsets"

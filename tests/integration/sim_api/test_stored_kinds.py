@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from tests.integration.sim_api.support import Api
+from tests.support.sim_api import Api
 
 
 async def test_secret_string_data_is_folded_into_base64_data(api: Api) -> None:

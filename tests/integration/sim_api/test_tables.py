@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 
 from edgeagent.sim.resources import NODES, PODS
-from tests.integration.sim_api.support import Api, create_node, create_pod
-from tests.waiting import eventually
+from tests.support.sim_api import Api, create_node, create_pod
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 KUBECTL_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"

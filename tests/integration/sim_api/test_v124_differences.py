@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from edgeagent.sim.resources import LEASES, NODES, PODS
-from tests.integration.sim_api.support import Api, Watcher, create_node, create_pod, pod
-from tests.waiting import eventually
+from tests.support.sim_api import Api, Watcher, create_node, create_pod, pod
+from tests.support.waiting import eventually
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 LEASES_PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases"

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from edgeagent.sim.resources import PODS
-from tests.integration.sim_api.support import Api, create_pod
+from tests.support.sim_api import Api, create_pod
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 STRATEGIC = "application/strategic-merge-patch+json"

@@ -12,8 +12,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from edgeagent.sim.resources import NODES, PODS
 from edgeagent.sim.server import INITIAL_EVENTS_END, ServerSettings, _watch_timeout
 from tests.integration.sim_api.conftest import ApiFactory
-from tests.integration.sim_api.support import JSON, Api, create_pod
-from tests.waiting import eventually
+from tests.support.sim_api import JSON, Api, create_pod
+from tests.support.waiting import eventually
 
 PODS_PATH = "/api/v1/namespaces/default/pods"
 MERGE = "application/merge-patch+json"

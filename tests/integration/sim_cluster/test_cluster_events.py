@@ -9,7 +9,7 @@ from edgeagent.kube.client import KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.sim_cluster.test_daemonsets import DS_PATH, POD_PATH, daemonset, settled
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 

@@ -10,7 +10,7 @@ from edgeagent.kube.objects import is_pod_ready
 from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.resources import DAEMONSETS, PODS
 from edgeagent.sim.store import NAME_ALPHABET
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 DS_PATH = "/apis/apps/v1/namespaces/default/daemonsets"

@@ -10,7 +10,7 @@ import pytest
 
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 PODS = "/api/v1/namespaces/default/pods"

@@ -14,7 +14,7 @@ from edgeagent.kube.images import node_has_images
 from edgeagent.kube.objects import get_condition
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory, fast_sim_config
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 PODS = "/api/v1/namespaces/default/pods"

@@ -12,7 +12,7 @@ from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient, KubeError, Ti
 from edgeagent.kube.images import node_has_images
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 JOBS = "/apis/batch/v1/namespaces/default/jobs"

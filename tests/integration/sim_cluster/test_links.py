@@ -13,7 +13,7 @@ from edgeagent.kube.client import KubeClient, KubeUnreachable, Timeouts
 from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.links import Link
 from tests.conftest import SimFactory
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 POD = {
     "apiVersion": "v1",

@@ -11,7 +11,7 @@ from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.kubelet import NodeLifecycleController, node_object, node_status
 from edgeagent.sim.resources import LEASES, NODES
 from edgeagent.sim.store import Store
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 PODS = "/api/v1/namespaces/default/pods"

@@ -11,7 +11,7 @@ from edgeagent.kube.client import KubeClient, KubeError
 from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.persist import STATE_FILE, StateError
 from tests.conftest import fast_sim_config
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 PODS = "/api/v1/namespaces/default/pods"

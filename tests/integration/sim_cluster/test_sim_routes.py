@@ -6,7 +6,7 @@ import pytest
 
 from edgeagent.kube.client import KubeClient, KubeError
 from edgeagent.sim.cluster import SimCluster
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 async def test_disconnect_and_connect_over_http(sim: SimCluster, admin: KubeClient) -> None:

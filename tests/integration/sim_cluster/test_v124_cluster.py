@@ -12,7 +12,7 @@ import pytest
 
 from edgeagent.kube.client import KubeClient
 from edgeagent.sim.cluster import SimCluster
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 PODS = "/api/v1/namespaces/default/pods"

@@ -21,7 +21,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 OLD, NEW = "nginx:1.19.4", "nginx:1.19.5"
 PAUSED = {"edgeagent.io/paused": "true"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from edgeagent.kube.client import KubeClient, KubeError
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.controller.conftest import Controllers
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/edgeagent-controller"
 

@@ -13,9 +13,9 @@ import aiohttp
 from edgeagent.kube.client import KubeClient, Timeouts
 from edgeagent.kube.informer import Informer
 from tests.integration.agent_api.conftest import write_kubeconfig
-from tests.integration.agent_api.hook_proxy import HookProxy, is_watch
 from tests.integration.agent_runtime.conftest import NODE, OTHER, Admin, AgentFactory, get_pods
-from tests.waiting import eventually
+from tests.support.hook_proxy import HookProxy, is_watch
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
     from edgeagent.sim.cluster import SimCluster

@@ -16,7 +16,7 @@ from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient
 from tests.integration.agent_api.conftest import FAST_AGENT
 from tests.support.inprocess_agent import start_in_process
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 FINAL = ("succeeded", "failed", "cancelled", "obsolete")

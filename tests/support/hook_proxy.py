@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from tests.integration.agent_api.faulty_proxy import FaultyProxy
+from tests.support.faulty_proxy import FaultyProxy
 
 Match = Callable[[web.Request], bool]
 

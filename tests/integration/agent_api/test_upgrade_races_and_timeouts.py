@@ -21,8 +21,8 @@ from tests.integration.agent_api.conftest import (
     wait_connected,
     write_kubeconfig,
 )
-from tests.integration.agent_api.hook_proxy import HookProxy, method_on
-from tests.waiting import eventually
+from tests.support.hook_proxy import HookProxy, method_on
+from tests.support.waiting import eventually
 
 
 async def post_upgrade(http: aiohttp.ClientSession, url: str, name: str) -> tuple[int, dict[str, Any]]:

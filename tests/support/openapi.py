@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-SPEC_PATH = Path(__file__).resolve().parents[3] / "docs" / "openapi.yaml"
+SPEC_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"
 _BASE = "urn:edgeagent:openapi"
 
 

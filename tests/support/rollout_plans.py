@@ -121,7 +121,7 @@ class PlanRecorder:
 async def new_hash(kube: KubeClient, name: str, old: str | None) -> str:
     """Waits until the DaemonSet controller has made the revision of a changed template."""
     from tests.integration.controller.conftest import current_hash
-    from tests.waiting import eventually
+    from tests.support.waiting import eventually
 
     async def changed() -> str | None:
         found = await current_hash(kube, name)

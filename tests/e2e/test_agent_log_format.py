@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 
 from tests.integration.agent_api.conftest import closed_port, ds_pod, seed_snapshot, write_kubeconfig
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 NODE = "edge-1"
 TOKEN = "tok-9f2c1e7a55d04b3c8e21-secret"

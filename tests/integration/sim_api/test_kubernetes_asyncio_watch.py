@@ -15,8 +15,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from edgeagent.sim.resources import NODES, PODS
 from edgeagent.sim.server import ServerSettings
 from tests.integration.sim_api.conftest import ApiFactory
-from tests.integration.sim_api.support import Api, create_node, create_pod
-from tests.waiting import eventually
+from tests.support.sim_api import Api, create_node, create_pod
+from tests.support.waiting import eventually
 
 MERGE = "application/merge-patch+json"
 
