@@ -572,7 +572,8 @@ def test_controller_rbac_is_least_privilege() -> None:
         ("", "pods"): {"list", "watch", "delete"},
         ("", "pods/status"): {"patch"},
         ("", "nodes"): {"list", "watch"},
-        ("", "events"): {"create"},
+        # list/watch: rollout plans count the agents' UpgradeFailed Events toward max-failed.
+        ("", "events"): {"create", "list", "watch"},
         ("batch", "jobs"): {"list", "watch", "create", "delete"},
     }
     assert _bound_subjects(objects, "ClusterRole", "/edgeagent-controller") == [controller]
@@ -842,6 +843,7 @@ def _exposed_metric_names() -> set[str]:
     agent = AgentMetrics()
     agent.track_informer(SimpleNamespace(watch_restarts=0, relists=0, healthy=True))  # type: ignore[arg-type]
     agent.track_credentials(CredentialHealth())
+    agent.track_policy(lambda: SimpleNamespace(held=False, reason="Open"))
     EventMetrics(agent.registry)  # registered by the agent's Events reporter
     names: set[str] = set()
     controller = ControllerMetrics()
