@@ -15,7 +15,6 @@ cannot read it through DNS rebinding (kubectl proxy's `--accept-hosts` does the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.resources
 import json
 import signal
@@ -28,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from edgeagent import log
+from edgeagent.aio import wait_event
 from edgeagent.fleet import model
 from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_node, slim_pod, slim_revision
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
@@ -156,8 +156,8 @@ class Dashboard:
     async def _publish(self) -> None:
         """DaemonSet summaries (batched) and health changes, to every tab."""
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), SUMMARY_INTERVAL)
+            # Not wait_for: on 3.11 it can swallow the cancellation that stops this loop (see edgeagent.aio).
+            await wait_event(self._kick, SUMMARY_INTERVAL)
             self._kick.clear()
             if self.fleet.batching and all(i.synced.is_set() for i in self.informers):
                 self.fleet.finish_batch()
@@ -251,8 +251,7 @@ class Dashboard:
             await response.write(first)
             self.bytes_pushed += len(first)
             while not client.dropped:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(client.wake.wait(), KEEPALIVE_SECONDS)
+                await wait_event(client.wake, KEEPALIVE_SECONDS)
                 client.wake.clear()
                 if client.dropped:
                     break
