@@ -83,10 +83,19 @@ def controller_has_plans(root: Path) -> bool:
     return (root / PLAN_MODULE).exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free loopback ports: all held open until all are chosen (one at a time, the kernel may hand
+    out the same port twice, and two agents would then fight for it)."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            sock = socket.socket()
+            socks.append(sock)
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def _mount_namespaces() -> bool:
@@ -287,8 +296,7 @@ class Soak:
                                            self.exits, self._unexpected)
             await self.controllers[ident].start()
         windows = maintenance_windows(time.time(), cfg.seconds + 30)
-        for node in self.agent_nodes:
-            port = _free_port()
+        for node, port in zip(self.agent_nodes, free_ports(len(self.agent_nodes)), strict=True):
             self.agent_ports[node] = port
             state = self.work / "state" / node
             state.mkdir(parents=True, exist_ok=True)
@@ -589,13 +597,25 @@ class Soak:
         if ds.bad:
             raise RuntimeError(f"{ds.name} is already on a bad version")
         ds.bad, ds.bad_since = True, time.time()
-        await self._set_image(ds, ds.image(ds.version + 1, bad=True))
+        bad = ds.image(ds.version + 1, bad=True)
+        await self._set_image(ds, bad)
         if ds.plan:
-            return  # the controller must abort and roll back by itself (on-failure: rollback)
+            # The controller must abort and roll back by itself (on-failure: rollback); once the template is
+            # no longer the bad one, new versions may come again. Not rolled back: the fleet cannot converge
+            # and the checker says so.
+            rolled_back = await self.wait_for(f"{ds.name} rolled back", lambda: self._template_is_not(ds, bad), 240)
+            ds.bad = rolled_back is None
+            act["rolledBack"] = rolled_back is not None
+            return
         try:
             await asyncio.sleep(act["rollback_after"])
         finally:
             await asyncio.shield(self.operator_rollback(ds))
+
+    async def _template_is_not(self, ds: _DsState, image: str) -> bool:
+        found = await self.api("GET", f"/apis/apps/v1/namespaces/{NS}/daemonsets/{ds.name}", timeout=5)
+        containers = found["spec"]["template"]["spec"]["containers"]
+        return all(c.get("image") != image for c in containers)
 
     async def operator_rollback(self, ds: _DsState) -> None:
         """What an operator does after a bad version without a plan: the good image back, the roll resumed."""
