@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from edgeagent.agent.policy.hold_table import HoldTable, StoredHold
 from edgeagent.agent.policy.site import InvalidHold, PolicyStatus, SitePolicy
 from edgeagent.agent.policy.times import parse_duration, parse_time
 from edgeagent.agent.policy.windows import parse_windows
@@ -73,7 +74,7 @@ async def test_hold_wins_over_an_open_window_and_survives_reopening_the_store(tm
         # After `until` the hold no longer counts, without anyone releasing it.
         assert again.status(until + timedelta(seconds=1)).reason == OPEN
         await again.release()
-        assert await store.load_hold() is None
+        assert await HoldTable(store).load() is None
     finally:
         await store.close()
 
@@ -151,9 +152,9 @@ async def test_a_version_1_state_file_is_migrated_keeping_its_queue(tmp_path: Pa
     try:
         (request,) = await store.pending()
         assert (request.id, request.when_open) == ("r1", False)
-        assert await store.load_hold() is None
-        await store.save_hold(st.StoredHold(HELD_BY_OPERATOR, "r", None, 2.0))
-        assert await store.load_hold() == st.StoredHold(HELD_BY_OPERATOR, "r", None, 2.0)
+        assert await HoldTable(store).load() is None
+        await HoldTable(store).save(StoredHold(HELD_BY_OPERATOR, "r", None, 2.0))
+        assert await HoldTable(store).load() == StoredHold(HELD_BY_OPERATOR, "r", None, 2.0)
     finally:
         await store.close()
     conn = sqlite3.connect(path)

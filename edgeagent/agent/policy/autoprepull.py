@@ -11,6 +11,8 @@ pass after the link returns does it. Passes are woken by pod changes and by the 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 from typing import Any, Protocol
 
 from edgeagent import log
@@ -71,6 +73,28 @@ def already_requested(pod: JSON, revision: str) -> bool:
     return found is not None and bool(found) and found.split()[0].rstrip(",:;") == revision
 
 
+# The (pod, revision) pairs already asked for, in the state database's `prepull_asked` table, which this
+# module owns (its schema is a step of the store's migrations): a restarted agent does not ask again.
+
+async def load_asked(state: StateStore) -> set[tuple[str, str]]:
+    def _get(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+        return {(str(r[0]), str(r[1])) for r in conn.execute("SELECT pod_uid, revision FROM prepull_asked")}
+
+    return await state.read(_get, set())
+
+
+async def record_asked(state: StateStore, pod_uid: str, revision: str, *, keep: set[str]) -> None:
+    """Remember one ask (committed when this returns); rows of pods no longer on the node go."""
+    def _tx(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT OR IGNORE INTO prepull_asked (pod_uid, revision, asked) VALUES (?, ?, ?)",
+                     (pod_uid, revision, time.time()))
+        stale = [r[0] for r in conn.execute("SELECT DISTINCT pod_uid FROM prepull_asked")
+                 if r[0] not in keep and r[0] != pod_uid]
+        conn.executemany("DELETE FROM prepull_asked WHERE pod_uid = ?", [(uid,) for uid in stale])
+
+    await state.write(_tx)
+
+
 class AutoPrepuller:
     def __init__(self, *, cache: PodCache, informer: Informer, link: LinkMonitor, state: StateStore,
                  upgrades: _Asker) -> None:
@@ -98,7 +122,7 @@ class AutoPrepuller:
     async def ask_once(self) -> bool:
         """One pass over the cached pods; True when nothing is left to retry."""
         if self._asked is None:
-            self._asked = await self._state.prepull_asked()
+            self._asked = await load_asked(self._state)
         asked = self._asked
         self.passes += 1
         complete = True
@@ -124,7 +148,7 @@ class AutoPrepuller:
         return complete
 
     async def _remember(self, pod: JSON, revision: str) -> None:
-        await self._state.record_prepull_asked(uid_of(pod), revision, keep={uid_of(p) for p in self._cache.pods()})
+        await record_asked(self._state, uid_of(pod), revision, keep={uid_of(p) for p in self._cache.pods()})
         if self._asked is not None:
             self._asked.add((uid_of(pod), revision))
 

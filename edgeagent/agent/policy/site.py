@@ -21,8 +21,9 @@ from typing import Any
 
 from edgeagent import log
 from edgeagent.agent.policy import windows as win
+from edgeagent.agent.policy.hold_table import HoldTable, StoredHold
 from edgeagent.agent.policy.times import MAX_HOLD, rfc3339
-from edgeagent.agent.state.store import StateStore, StoredHold
+from edgeagent.agent.state.store import StateStore
 from edgeagent.aio import wait_event
 from edgeagent.contract import AUTO_UPGRADE_FAILED, HELD_BY_OPERATOR, OPEN, OUTSIDE_MAINTENANCE_WINDOW
 
@@ -116,7 +117,7 @@ class SitePolicy:
 
     def __init__(self, state: StateStore, windows: Sequence[win.Window] = (), tz: tzinfo | None = None, *,
                  clock: Clock | None = None) -> None:
-        self._state = state
+        self._holds = HoldTable(state)
         self.windows = tuple(windows)
         self.tz: tzinfo = tz if tz is not None else win.local_zone()
         self.clock: Clock = clock or utc_now
@@ -131,7 +132,7 @@ class SitePolicy:
 
     async def load(self) -> None:
         """Read the persisted hold (call once at start, before anything asks)."""
-        stored = await self._state.load_hold()
+        stored = await self._holds.load()
         self._hold = Hold.from_stored(stored) if stored is not None else None
         if self._hold is not None:
             _log.info("hold_loaded", kind=self._hold.kind, reason=self._hold.reason,
@@ -201,7 +202,7 @@ class SitePolicy:
                                   "last gives no until and is released by hand")
         async with self._lock:
             held = Hold(kind, reason, until, now)
-            await self._state.save_hold(StoredHold(kind, reason, until.timestamp() if until else None,
+            await self._holds.save(StoredHold(kind, reason, until.timestamp() if until else None,
                                                    now.timestamp()))
             self._hold = held
         _log.info("hold_set", kind=kind, reason=reason, until=rfc3339(until) if until else None)
@@ -210,7 +211,7 @@ class SitePolicy:
     async def release(self) -> PolicyStatus:
         """Remove any hold (operator's or AutoUpgradeFailed); durable when this returns."""
         async with self._lock:
-            await self._state.clear_hold()
+            await self._holds.clear()
             previous, self._hold = self._hold, None
         if previous is not None:
             _log.info("hold_released", kind=previous.kind, reason=previous.reason)

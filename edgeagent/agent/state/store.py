@@ -727,13 +727,18 @@ class StateStore:
         _log.info("upgrade_request_cancelled", id=cancelled.id, pod=cancelled.key)
         return cancelled
 
-    # ---------------------------------------------------------------- generic access for other modules
+    # ---------------------------------------------------------------- the tables other features own
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """One write transaction on the state thread, for a module that owns its own table (the Events outbox)."""
+        """One write transaction on the state thread, committed (fsynced) when this returns.
+
+        How a feature reads and writes the table it owns on this one shared database: the Events outbox
+        (requests/events.py), the hold (policy/hold_table.py), the pre-pull asks (policy/autoprepull.py).
+        """
         return await self._call(lambda: self._write(fn))
 
     async def read(self, fn: Callable[[sqlite3.Connection], T], empty: T) -> T:
+        """One read on the state thread; `empty` when the database cannot be read."""
         return await self._call(lambda: self._read(fn, empty))
 
     @staticmethod
@@ -742,56 +747,3 @@ class StateStore:
         if row is None:
             raise UnknownRequest(f"no upgrade request with id {request_id!r}")
         return _row(row)
-
-    # ---------------------------------------------------------------- site policy: the hold
-
-    async def load_hold(self) -> StoredHold | None:
-        """The persisted hold, if any (expired ones too: the policy decides what counts)."""
-        def _get(conn: sqlite3.Connection) -> StoredHold | None:
-            row = conn.execute("SELECT kind, reason, until, since FROM hold WHERE id = 1").fetchone()
-            return StoredHold(str(row[0]), str(row[1]), row[2], float(row[3])) if row else None
-
-        return await self._call(lambda: self._read(_get, None))
-
-    async def save_hold(self, hold: StoredHold) -> None:
-        """Replace the hold; committed (fsynced) when this returns, so it survives `kill -9`."""
-        def _tx(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO hold (id, kind, reason, until, since) VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO "
-                "UPDATE SET kind = excluded.kind, reason = excluded.reason, until = excluded.until, "
-                "since = excluded.since", (hold.kind, hold.reason, hold.until, hold.since))
-
-        await self._call(lambda: self._write(_tx))
-
-    async def clear_hold(self) -> None:
-        await self._call(lambda: self._write(lambda conn: conn.execute("DELETE FROM hold WHERE id = 1")))
-
-
-    # ---------------------------------------------------------------- --auto-prepull
-
-    async def prepull_asked(self) -> set[tuple[str, str]]:
-        def _get(conn: sqlite3.Connection) -> set[tuple[str, str]]:
-            return {(str(r[0]), str(r[1])) for r in conn.execute("SELECT pod_uid, revision FROM prepull_asked")}
-
-        return await self._call(lambda: self._read(_get, set()))
-
-    async def record_prepull_asked(self, pod_uid: str, revision: str, *, keep: set[str]) -> None:
-        """Remember one ask (committed when this returns); rows of pods no longer on the node go."""
-        def _tx(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR IGNORE INTO prepull_asked (pod_uid, revision, asked) VALUES (?, ?, ?)",
-                         (pod_uid, revision, time.time()))
-            stale = [r[0] for r in conn.execute("SELECT DISTINCT pod_uid FROM prepull_asked")
-                     if r[0] not in keep and r[0] != pod_uid]
-            conn.executemany("DELETE FROM prepull_asked WHERE pod_uid = ?", [(uid,) for uid in stale])
-
-        await self._call(lambda: self._write(_tx))
-
-
-@dataclass(frozen=True)
-class StoredHold:
-    """The hold row: kind (HeldByOperator or AutoUpgradeFailed), reason, until/since as Unix times."""
-
-    kind: str
-    reason: str
-    until: float | None
-    since: float
