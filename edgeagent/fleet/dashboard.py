@@ -29,7 +29,7 @@ from aiohttp import web
 from edgeagent import log
 from edgeagent.aio import wait_event
 from edgeagent.fleet import model
-from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_node, slim_pod, slim_revision
+from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_event, slim_node, slim_pod, slim_revision
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
 from edgeagent.kube.client import KubeClient, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
@@ -110,8 +110,8 @@ class Dashboard:
             ("controllerrevisions", "/apis/apps/v1/controllerrevisions", self.fleet.on_revision, slim_revision, None),
             ("nodes", "/api/v1/nodes", self.fleet.on_node, slim_node, None),
             ("pods", "/api/v1/pods", self.fleet.on_pod, slim_pod, None),
-            ("agent events", "/api/v1/events", self.fleet.on_event, None, f"source={model.AGENT_COMPONENT}"),
-            ("controller events", "/api/v1/events", self.fleet.on_event, None,
+            ("agent events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.AGENT_COMPONENT}"),
+            ("controller events", "/api/v1/events", self.fleet.on_event, slim_event,
              f"source={model.CONTROLLER_COMPONENT}"),
         ]
         for name, path, handler, transform, fields in kinds:
