@@ -51,6 +51,13 @@ async def _entry(http: aiohttp.ClientSession, agent: Agent, request_id: str, sta
     return entry if entry["state"] == state else None
 
 
+def _published(agent: Agent, pod: dict[str, Any]) -> bool:
+    """The agent's own first write (UpgradeHeld, agent/policy/held.py) is in its cache: nothing left to send.
+    A cut while that PATCH is in flight times it out, and a timed-out call makes the monitor probe."""
+    cached = agent.cache.get("default", pod["metadata"]["name"]) if agent.cache is not None else None
+    return cached is not None and get_condition(cached, "UpgradeHeld") is not None
+
+
 async def _idle(agent: Agent) -> bool:
     return agent.link is not None and agent.link.connected and not agent.link.probing
 
@@ -62,6 +69,7 @@ async def test_blackholed_idle_link_is_not_probed_until_a_request_is_queued(
     await wait_connected(agent)
     old = await world.pod()
     await wait_cached(agent, old)
+    await eventually(lambda: _published(agent, old), what="UpgradeHeld published and seen")
     await eventually(lambda: _idle(agent), what="probes paused: watch healthy, nothing queued")
     assert agent.link is not None
 
@@ -137,12 +145,7 @@ async def test_after_a_partition_the_watch_resumes_instead_of_relisting(
     old = await world.pod()
     await wait_cached(agent, old)
 
-    def published() -> bool:
-        # The agent's own first write (UpgradeHeld, agent/policy/held.py) is in the cache: nothing left to send.
-        cached = agent.cache.get("default", old["metadata"]["name"]) if agent.cache is not None else None
-        return cached is not None and get_condition(cached, "UpgradeHeld") is not None
-
-    await eventually(published, what="UpgradeHeld published and seen")
+    await eventually(lambda: _published(agent, old), what="UpgradeHeld published and seen")
     await eventually(lambda: _idle(agent), what="probes paused")
     assert agent.informer is not None
     relists = agent.informer.relists
