@@ -26,6 +26,19 @@ def test_a_non_loopback_bind_is_refused_without_allow_remote(bind: str, capsys: 
                    "unless --allow-remote is given\n")
 
 
+async def stop(proc: asyncio.subprocess.Process) -> bytes:
+    """SIGTERM and its stderr; a process still running 30 s later is killed (a failing test leaves none behind)
+    and the test fails."""
+    proc.terminate()
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError("the dashboard ignored SIGTERM for 30 s (killed)") from None
+    return err
+
+
 async def serving(sim: SimCluster, *args: str) -> tuple[str, str]:
     """Start the command, read its first stdout line (printed once it listens) and its stderr, stop it."""
     proc = await asyncio.create_subprocess_exec(
@@ -44,8 +57,7 @@ async def serving(sim: SimCluster, *args: str) -> tuple[str, str]:
 
         await eventually(synced, timeout=30, what="the dashboard synced")
     finally:
-        proc.terminate()
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
+        err = await stop(proc)
     assert proc.returncode == 0, err.decode()  # SIGTERM: a clean stop
     return line, err.decode()
 
@@ -79,6 +91,5 @@ async def test_sigterm_right_after_start_ends_it_cleanly(sim: SimCluster) -> Non
         try:
             await asyncio.wait_for(proc.stdout.readline(), 30)
         finally:
-            proc.terminate()
-            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            err = await stop(proc)
         assert proc.returncode == 0, err.decode()

@@ -221,7 +221,13 @@ def _dashboard_as_printed(shown: str) -> None:
         assert {ds["k"] for ds in snapshot["daemonsets"]} >= {"default/nginx-ota"}
     finally:
         dash.terminate()
-        assert dash.wait(timeout=30) == 0
+        try:
+            code = dash.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            dash.kill()  # leave nothing behind, and fail
+            dash.wait()
+            code = None
+        assert code == 0
 
 
 @pytest.mark.slow
