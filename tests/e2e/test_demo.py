@@ -221,12 +221,12 @@ def _dashboard_as_printed(shown: str) -> None:
         assert {ds["k"] for ds in snapshot["daemonsets"]} >= {"default/nginx-ota"}
     finally:
         dash.terminate()
+        code: int | None = None
         try:
             code = dash.wait(timeout=30)
         except subprocess.TimeoutExpired:
             dash.kill()  # leave nothing behind, and fail
             dash.wait()
-            code = None
         assert code == 0
 
 
