@@ -98,16 +98,42 @@ def free_ports(n: int) -> list[int]:
             sock.close()
 
 
-def _mount_namespaces() -> bool:
-    """Whether an agent may get a private mount namespace (root with CAP_SYS_ADMIN): needed to make its state
-    directory read-only while it runs (root ignores file permissions)."""
+def _can_mount_tmpfs() -> bool:
+    """Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN): each agent's state directory is then a
+    small tmpfs of its own, mounted here (so it outlives the agent's restarts), which the schedule fills up
+    for a while. Root ignores file permissions, and a read-only remount fails (EBUSY) while SQLite holds its
+    files open for writing, so a full disk is how a state directory becomes unwritable under a running agent."""
     with tempfile.TemporaryDirectory() as directory:
         try:
-            done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                                   'mount --bind "$0" "$0"', directory], capture_output=True, timeout=10, check=False)
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", directory], capture_output=True,
+                                  timeout=10, check=False)
+            if done.returncode != 0:
+                return False
+            subprocess.run(["umount", directory], capture_output=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return False
-    return done.returncode == 0
+    return True
+
+
+STATE_TMPFS_SIZE = "16m"
+FILLER = ".soak-filler"
+
+
+def _fill(directory: Path) -> int:
+    """Write zeros into `directory` until the filesystem is full (big chunks, then pages); bytes written."""
+    written = 0
+    with (directory / FILLER).open("ab", buffering=0) as out:
+        for size in (1 << 20, 4096, 1):
+            chunk = bytes(size)
+            try:
+                while True:
+                    n = out.write(chunk)
+                    if not n:
+                        break
+                    written += n
+            except OSError:
+                continue
+    return written
 
 
 def _iso(t: float) -> str:
@@ -138,10 +164,11 @@ class Soak:
                              plan_daemonsets=tuple(n for n, d in self.ds.items() if d.plan),
                              rate_scale=cfg.rate_scale)
         self.agent_nodes = agent_nodes(self.sizing)
-        self.mountns = _mount_namespaces()
+        self.tmpfs = _can_mount_tmpfs()
+        self.mounted: list[Path] = []
         self.schedule = make_schedule(cfg.seed, cfg.seconds, self.sizing)
-        if not self.mountns:
-            self.schedule = [a for a in self.schedule if a["kind"] != "state_ro"]
+        if not self.tmpfs:
+            self.schedule = [a for a in self.schedule if a["kind"] != "state_full"]
         self.sim: Proc | None = None
         self.controllers: dict[str, Proc] = {}
         self.agents: dict[str, Proc] = {}
@@ -300,6 +327,11 @@ class Soak:
             self.agent_ports[node] = port
             state = self.work / "state" / node
             state.mkdir(parents=True, exist_ok=True)
+            if self.tmpfs:
+                await asyncio.to_thread(subprocess.run, ["mount", "-t", "tmpfs", "-o",
+                                        f"size={STATE_TMPFS_SIZE},mode=0700", "tmpfs", str(state)],
+                                        check=True, capture_output=True, timeout=10)
+                self.mounted.append(state)
             argv = ["run", "--node-name", node, "--kubeconfig", str(self.simdir / f"{node}.kubeconfig"),
                     "--port", str(port), "--state-dir", str(state), "--request-timeout", "3",
                     "--upgrade-timeout", "2", "--probe-interval", "0.5", "--probe-timeout", "1",
@@ -307,10 +339,8 @@ class Soak:
             if node in self.windowed:
                 for spec in windows:
                     argv += ["--maintenance-window", spec]
-            prefix = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                      'mount --bind "$0" "$0" && exec "$@"', str(state)] if self.mountns else []
             self.agents[node] = Proc(f"agent-{node}", argv, self.logs / f"agent-{node}.log", self.exits,
-                                     self._unexpected, prefix=prefix)
+                                     self._unexpected)
             await self.agents[node].start()
         await self.wait_for("agents listening", self.agents_listening, 120)
 
@@ -512,26 +542,13 @@ class Soak:
         tmp.write_text(yaml.safe_dump(config, sort_keys=False))
         tmp.replace(path)
 
-    async def _mount(self, pid: int, state: Path, mode: str) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            "nsenter", "-t", str(pid), "-m", "mount", "-o", f"remount,bind,{mode}", str(state),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        _, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(f"remount {mode} {state}: {err.decode().strip()}")
-
-    async def act_state_ro(self, act: JSON) -> None:
-        proc = self.agents[act["target"]]
-        pid = proc.pid
-        if pid is None:
-            raise RuntimeError(f"{proc.name} is not running")
+    async def act_state_full(self, act: JSON) -> None:
         state = self.work / "state" / act["target"]
-        await self._mount(pid, state, "ro")
+        act["filled"] = await asyncio.to_thread(_fill, state)
         try:
             await asyncio.sleep(act["seconds"])
         finally:
-            if proc.pid == pid:  # a restarted agent has a fresh (writable) namespace
-                await asyncio.shield(self._mount(pid, state, "rw"))
+            (state / FILLER).unlink(missing_ok=True)
 
     async def _agent(self, node: str, method: str, path: str, body: JSON | None = None) -> tuple[int, Any]:
         url = f"http://127.0.0.1:{self.agent_ports[node]}{path}"
@@ -669,11 +686,8 @@ class Soak:
         for proc in [*self.controllers.values(), *self.agents.values()]:
             if not proc.running:
                 await proc.start()
-        if self.mountns:
-            for node, proc in self.agents.items():
-                if proc.pid is not None:
-                    with contextlib.suppress(RuntimeError):
-                        await self._mount(proc.pid, self.work / "state" / node, "rw")
+        for node in self.agent_nodes:
+            (self.work / "state" / node / FILLER).unlink(missing_ok=True)
         for ds in self.ds.values():
             if ds.bad and not ds.plan:
                 await self.operator_rollback(ds)
@@ -758,6 +772,9 @@ class Soak:
                 await proc.close()
             if self.sim is not None:
                 await self.sim.close()
+            for state in self.mounted:
+                await asyncio.to_thread(subprocess.run, ["umount", str(state)], capture_output=True, timeout=30,
+                                        check=False)
             if self.http is not None:
                 await self.http.close()
         history.accepted = self.accepted

@@ -23,14 +23,14 @@ RATES: dict[str, float] = {
     "sim_restart": 0.25,
     "api_burst": 8.0,
     "cred_rotate": 1.0,
-    "state_ro": 1.0,
+    "state_full": 1.0,
     "hold": 4.0,
     "operator_upgrade": 12.0,
     "template": 1.5,
     "bad_version": 0.3,
 }
 # Kinds whose rate grows with the number of agents (they act on an agent), and with the number of nodes.
-_PER_AGENT = frozenset({"agent_kill", "cred_rotate", "state_ro", "hold", "operator_upgrade"})
+_PER_AGENT = frozenset({"agent_kill", "cred_rotate", "state_full", "hold", "operator_upgrade"})
 _PER_NODE = frozenset({"link_cut", "flap"})
 BURST_KINDS = ("429", "5xx", "slow", "lost")
 BURST_SCOPES = ("all", "agents", "controller", "node")
@@ -100,7 +100,7 @@ def _act(rng: random.Random, kind: str, t: float, sizing: Sizing, agents: list[s
             act["verbs"] = rng.choice((["DELETE"], ["POST"], ["POST", "PATCH", "DELETE"]))
     elif kind == "cred_rotate":
         act.update(target=rng.choice(agents))
-    elif kind == "state_ro":
+    elif kind == "state_full":
         act.update(target=rng.choice(agents), seconds=round(rng.uniform(5, 20), 2))
     elif kind == "hold":
         act.update(target=rng.choice(agents), seconds=round(rng.uniform(5, 40), 2), until=rng.random() < 0.3)
