@@ -27,6 +27,6 @@ async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
     assert result.ok, text
     # The run really did what it is for: faults of many kinds, deletes judged, a convergence measured.
     kinds = soak.faults_by_kind()
-    assert sum(kinds.values()) >= 100 and len([k for k in kinds if not k.startswith("api_")]) >= 5, text
+    assert sum(kinds.values()) >= 40 and len([k for k in kinds if not k.startswith("api_")]) >= 5, text
     assert result.checked["eligible"] > 0 and result.checked["budget"] > 0, text
     assert history.converged_at is not None, text
