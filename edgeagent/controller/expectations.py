@@ -106,6 +106,12 @@ class Expectations:
     def pending(self, key: str) -> int:
         return len(self._by_key.get(key, {}))
 
+    def wait_left(self, key: str) -> float | None:
+        """Seconds until the soonest unobserved deletion of `key` stops being waited for, if any: the plan must
+        be looked at again then, because a deletion that never happened (its answer lost) brings no event."""
+        deadlines = [e.deadline for e in self._by_key.get(key, {}).values() if not e.observed]
+        return max(0.0, min(deadlines) - self._clock()) if deadlines else None
+
     def proven(self, key: str) -> set[str]:
         return self._proven.get(key, set())
 

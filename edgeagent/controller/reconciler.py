@@ -510,6 +510,9 @@ class Controller:
         if plan is None:
             self._log.debug("waiting to observe earlier deletions", daemonset=key,
                             pending=self.expectations.pending(key))
+            wait = self.expectations.wait_left(key)
+            if wait is not None:  # a delete that did not happen shows no event: look again when we stop waiting
+                self.queue.add_after(key, wait + _PLAN_SLACK)
             return
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), {
             "total": plan.total, "updated": plan.updated, "outdated": plan.outdated, "unavailable": plan.unavailable,
