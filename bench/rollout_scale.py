@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import json
 import os
 import statistics
 import sys
@@ -35,13 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, rss_mb, workdir
 from bench.controller_scale import DS_PATH, cpu_per_pass, manifest, pods_of, until
-from bench.rollout_waves import writes_by_kind
+from bench.rollout_waves import patient, writes_by_kind
 from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
 from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, REASON_WAITING_FOR_WAVE
@@ -66,17 +63,6 @@ def conditions(controller: Controller, name: str) -> dict[tuple[str, str], int]:
 
 def with_status(controller: Controller, status: str) -> int:
     return sum(v for (s, _), v in conditions(controller, "fleet").items() if s == status)
-
-
-async def patient(sim: Sim, method: str, path: str, body: JSON | None = None) -> JSON:
-    """A request with a long timeout: while the sim creates 100,000 pods (one pass of its DaemonSet
-    controller) it answers nothing else for minutes."""
-    data = None if body is None else json.dumps(body)
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1800)) as session, session.request(
-            method, sim.url + path, data=data, headers={"Content-Type": "application/json"}) as resp:
-        if resp.status not in (200, 201):
-            raise RuntimeError(f"{method} {path}: {resp.status} {(await resp.text())[:300]}")
-        return dict(await resp.json())
 
 
 async def ready_count(sim: Sim, name: str) -> int:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import statistics
 import sys
 import time
@@ -35,8 +36,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import aiohttp
+
 from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, workdir
-from bench.controller_scale import DS_PATH, cpu_seconds, manifest, until, wait_daemonsets
+from bench.controller_scale import DS_PATH, cpu_seconds, manifest, until
 from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
 from edgeagent.contract import LABEL_REVISION_HASH
@@ -71,6 +74,17 @@ class WaveClock:
             self.ready_at.setdefault(node, now)
         elif not new and (is_terminating(pod) or etype == "DELETED"):
             self.deleted_at.setdefault(node, now)
+
+
+async def patient(sim: Sim, method: str, path: str, body: JSON | None = None) -> JSON:
+    """A request with a long timeout: while the sim creates thousands of pods (one pass of its DaemonSet
+    controller) it answers nothing else for minutes."""
+    data = None if body is None else json.dumps(body)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1800)) as session, session.request(
+            method, sim.url + path, data=data, headers={"Content-Type": "application/json"}) as resp:
+        if resp.status not in (200, 201):
+            raise RuntimeError(f"{method} {path}: {resp.status} {(await resp.text())[:300]}")
+        return dict(await resp.json())
 
 
 def writes_by_kind(metrics: ControllerMetrics) -> dict[str, float]:
@@ -137,8 +151,13 @@ async def run(args: argparse.Namespace) -> None:
             plan = {"edgeagent.io/rollout-steps": args.steps, "edgeagent.io/rollout-bake": "0s"}
             for ds in (manifest("plain", "AdvancedRollingUpdate", budget),
                        manifest("waved", "AdvancedRollingUpdate", {**budget, **plan})):
-                await sim.request("POST", DS_PATH, ds)
-            await wait_daemonsets(sim, ["plain", "waved"], n, 900)
+                await patient(sim, "POST", DS_PATH, ds)
+            deadline = time.monotonic() + 1800
+            while any([int(((await patient(sim, "GET", f"{DS_PATH}/{name}")).get("status") or {})
+                            .get("numberReady") or 0) < n for name in ("plain", "waved")]):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the DaemonSets' pods did not all become Ready")
+                await asyncio.sleep(2)
             app = ControllerApp(ControllerConfig(kubeconfig=sim.dir / "admin.kubeconfig", metrics_port=0,
                                                  request_timeout=60.0))
             task = asyncio.create_task(app.run())
