@@ -75,6 +75,7 @@ async def run(args: argparse.Namespace) -> None:
     n = args.nodes
     async with workdir("rollout-scale") as work:
         sim = Sim(work, nodes=n, extra=["--heartbeat-interval", "600", "--node-grace", "6000", "--no-node-links",
+                                        "--no-control-plane-events",
                                         "--history", str(max(10_000, 3 * n))])
         started = time.monotonic()
         await sim.start(timeout=900)

@@ -143,6 +143,7 @@ async def run(args: argparse.Namespace) -> None:
     n = args.nodes
     async with workdir("rollout-waves") as work:
         sim = Sim(work, nodes=n, extra=["--heartbeat-interval", "60", "--node-grace", "600", "--no-node-links",
+                                        "--no-control-plane-events",
                                         "--history", str(max(10_000, 30 * n))])
         await sim.start(timeout=300)
         task: asyncio.Task[None] | None = None
