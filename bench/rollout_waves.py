@@ -47,7 +47,7 @@ from edgeagent.controller.app import ControllerApp
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.objects import is_pod_ready, is_terminating, labels_of, name_of
-from edgeagent.rollout_plan import parse_plan, rank
+from edgeagent.rollout_plan import Ranking, parse_plan, rank
 
 JSON = dict[str, Any]
 
@@ -106,6 +106,32 @@ async def roll(sim: Sim, controller: Controller, name: str, n: int, image: str) 
     took = time.monotonic() - started
     await until(lambda: len(controller.queue) == 0, 60, "the queue drained")
     return took, cpu_seconds(sim.proc.pid) - sim_cpu, time.process_time() - own_cpu
+
+
+async def waved_roll(sim: Sim, controller: Controller, ranking: Ranking, n: int,
+                     image: str) -> tuple[float, list[float]]:
+    """Roll `waved` to `image`: wall time, and per wave boundary the delay from the last Ready pod of wave k
+    to the first deletion in wave k+1."""
+    clock = WaveClock(controller, "waved")
+    old = str(labels_of(next(p for p in controller.pods.items.values()
+                             if labels_of(p).get("app") == "waved" and not is_terminating(p)))
+              .get(LABEL_REVISION_HASH))
+    revision_task = asyncio.create_task(new_revision(sim, "waved", old))
+    waved_task = asyncio.create_task(roll(sim, controller, "waved", n, image))
+    clock.revision = await revision_task
+    took, sim_cpu, own_cpu = await waved_task
+    note(f"waved roll to {image}: {took:.1f} s; CPU: sim {sim_cpu:.1f} s, controller {own_cpu:.1f} s")
+    gaps = []
+    for k in range(1, ranking.waves):
+        finished = [clock.ready_at.get(node) for node in ranking.nodes_of_wave(k)]
+        starts = [clock.deleted_at.get(node) for node in ranking.nodes_of_wave(k + 1)]
+        if any(t is None for t in finished) or not any(t is not None for t in starts):
+            note(f"wave {k}: incomplete clock ({sum(t is None for t in finished)} nodes never seen Ready)")
+            continue
+        gap = min(t for t in starts if t is not None) - max(t for t in finished if t is not None)
+        note(f"wave {k} -> {k + 1}: first delete {gap * 1e3:.0f} ms after the last Ready pod of wave {k}")
+        gaps.append(gap)
+    return took, gaps
 
 
 async def wait_rolled(sim: Sim, name: str, nodes: int, generation: int, timeout: float) -> None:
@@ -181,35 +207,28 @@ async def run(args: argparse.Namespace) -> None:
             parsed, problems = parse_plan(waved)
             assert parsed is not None, problems
             ranking = rank(parsed, {name_of(node): labels_of(node) for node in controller.nodes.items.values()})
-            clock = WaveClock(controller, "waved")
-            old = str(labels_of(next(p for p in controller.pods.items.values()
-                                     if labels_of(p).get("app") == "waved")).get(LABEL_REVISION_HASH))
-            before = writes_by_kind(app.metrics)
-            revision_task = asyncio.create_task(new_revision(sim, "waved", old))
-            waved_task = asyncio.create_task(roll(sim, controller, "waved", n, "app:3"))
-            clock.revision = await revision_task
-            waved_time, waved_sim, waved_ctl = await waved_task
-            report("rollout_waved_roll_time", waved_time, "s")
-            report("rollout_waved_to_plain_ratio", waved_time / plain_time, "x")
-            note(f"waved roll CPU: sim {waved_sim:.1f} s, controller {waved_ctl:.1f} s")
             note(f"waves as ranked: {ranking.targets} cumulative nodes")
             report("rollout_waves", ranking.waves, "waves")
-
-            gaps = []
-            for k in range(1, ranking.waves):
-                finished = [clock.ready_at.get(node) for node in ranking.nodes_of_wave(k)]
-                starts = [clock.deleted_at.get(node) for node in ranking.nodes_of_wave(k + 1)]
-                if any(t is None for t in finished) or not any(t is not None for t in starts):
-                    note(f"wave {k}: incomplete clock ({sum(t is None for t in finished)} nodes never seen Ready)")
-                    continue
-                gap = min(t for t in starts if t is not None) - max(t for t in finished if t is not None)
-                note(f"wave {k} -> {k + 1}: first delete {gap * 1e3:.0f} ms after the last Ready pod of wave {k}")
-                gaps.append(gap)
+            before = writes_by_kind(app.metrics)
+            waved_time, gaps = await waved_roll(sim, controller, ranking, n, "app:3")
+            after = writes_by_kind(app.metrics)
+            report("rollout_waved_roll_time", waved_time, "s")
+            plain_times, waved_times = [plain_time], [waved_time]
+            # ABBA: a second waved roll, then a second plain one, so a load that changes during the run (the
+            # machine is shared) weighs on both kinds alike.
+            for round_ in range(1, args.rounds):
+                more, more_gaps = await waved_roll(sim, controller, ranking, n, f"app:{2 + 2 * round_ + 1}")
+                report(f"rollout_waved_roll_time_{round_ + 1}", more, "s")
+                waved_times.append(more)
+                gaps += more_gaps
+                again, _, _ = await roll(sim, controller, "plain", n, f"app:{2 + 2 * round_ + 2}")
+                report(f"rollout_plain_roll_time_{round_ + 1}", again, "s")
+                plain_times.append(again)
+            report("rollout_waved_to_plain_ratio", sum(waved_times) / sum(plain_times), "x")
             if gaps:
                 report("rollout_wave_gap_p50", statistics.median(gaps) * 1e3, "ms")
                 report("rollout_wave_gap_max", max(gaps) * 1e3, "ms")
 
-            after = writes_by_kind(app.metrics)
             total = 0.0
             for kind in sorted(after):
                 delta = after[kind] - before.get(kind, 0.0)
@@ -223,6 +242,16 @@ async def run(args: argparse.Namespace) -> None:
             report("rollout_waved_writes_per_wave", total / ranking.waves, "writes")
             non_pod = total - (after.get("pod_delete", 0.0) - before.get("pod_delete", 0.0))
             report("rollout_waved_writes_besides_deletes", non_pod, "writes")
+            # The plan's own Events, by reason, over every waved roll (from the API, as `kubectl get events`).
+            listed = await patient(sim, "GET", f"/api/v1/namespaces/{NAMESPACE}/events")
+            reasons: dict[str, int] = {}
+            for event in listed.get("items") or []:
+                if (event.get("involvedObject") or {}).get("name") == "waved":
+                    reason = str(event.get("reason"))
+                    reasons[reason] = reasons.get(reason, 0) + int(event.get("count") or 1)
+            note(f"Events on the waved DaemonSet over {len(waved_times)} roll(s), by reason: {reasons}")
+            plan_events = sum(v for r, v in reasons.items() if r.startswith(("Wave", "Rollout")))
+            report("rollout_plan_events_per_roll", plan_events / len(waved_times), "events")
         finally:
             if task is not None:
                 task.cancel()
@@ -236,6 +265,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--steps", default="1%,10%,50%,100%")
     parser.add_argument("--max-unavailable", default="10%")
+    parser.add_argument("--rounds", type=int, default=2, help="plain, waved, then (rounds-1) x waved, plain")
     asyncio.run(run(parser.parse_args()))
 
 
