@@ -113,6 +113,10 @@ def describe_failure(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+# A pod that changes between our read and our DELETE is read again this many times before we give up for now.
+_CHANGED_RETRIES = 3
+
+
 class GuardedDelete:
     """One pod's guarded delete. `run()` does it all; the online path calls `read()`, records the request,
     then `delete()`, so that a request is on disk before its pod is deleted."""
@@ -152,22 +156,38 @@ class GuardedDelete:
         return pod
 
     async def delete(self, pod: JSON) -> Deletion:
-        """DELETE with the UID of the pod that was read and checked as precondition, classified."""
-        uid = uid_of(pod)
-        try:
-            left = self._timeout()
-            async with asyncio.timeout(left + 1.0):
-                await self._client.delete(self.path, {"preconditions": {"uid": uid}}, timeout=left)
-        except NotFound as exc:
-            return Deletion(Result.GONE, f"pod {self.key} no longer exists: it was deleted meanwhile", pod=pod,
-                            error=exc)
-        except Conflict as exc:
-            return Deletion(Result.REPLACED, (f"pod {self.key} was replaced meanwhile (uid {uid} no longer exists); "
-                                              f"the new pod was not deleted: {exc.message}"), pod=pod, error=exc)
-        except (KubeError, KubeUnreachable, TimeoutError) as exc:
-            return self._failed("DELETE", "deleting", exc, pod)
-        return Deletion(Result.DELETED, (f"Start updating pod {self.key}: deleted (uid {uid}); waiting for its "
-                                         "replacement to be Ready on the new revision"), pod=pod)
+        """DELETE with the UID and resourceVersion of the pod that was read and checked as preconditions,
+        classified. The resourceVersion makes the checks hold at the moment of the delete, not only at the read:
+        a pod that changed meanwhile (PodNeedUpgrade turned False, someone began deleting it, or a DELETE of
+        ours that timed out on the way was carried out late) is refused with 409, read again and re-checked."""
+        for _ in range(_CHANGED_RETRIES):
+            uid = uid_of(pod)
+            preconditions = {"uid": uid}
+            rv = (pod.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                preconditions["resourceVersion"] = str(rv)
+            try:
+                left = self._timeout()
+                async with asyncio.timeout(left + 1.0):
+                    await self._client.delete(self.path, {"preconditions": preconditions}, timeout=left)
+            except NotFound as exc:
+                return Deletion(Result.GONE, f"pod {self.key} no longer exists: it was deleted meanwhile", pod=pod,
+                                error=exc)
+            except Conflict as exc:
+                again = await self.read()
+                if isinstance(again, Deletion):
+                    return again
+                if uid_of(again) != uid:
+                    return Deletion(Result.REPLACED, (f"pod {self.key} was replaced meanwhile (uid {uid} no longer "
+                                                      f"exists); the new pod was not deleted: {exc.message}"),
+                                    pod=again, error=exc)
+                pod = again  # the same pod, changed, still to be upgraded: try with what it is now
+                continue
+            except (KubeError, KubeUnreachable, TimeoutError) as exc:
+                return self._failed("DELETE", "deleting", exc, pod)
+            return Deletion(Result.DELETED, (f"Start updating pod {self.key}: deleted (uid {uid}); waiting for its "
+                                             "replacement to be Ready on the new revision"), pod=pod)
+        return Deletion(Result.TRANSIENT, f"DELETE {self.key}: the pod kept changing; trying again later", pod=pod)
 
     def _failed(self, verb: str, doing: str, exc: BaseException, pod: JSON | None = None) -> Deletion:
         if isinstance(exc, KubeError):

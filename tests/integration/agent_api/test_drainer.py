@@ -130,7 +130,7 @@ async def test_a_pod_replaced_between_the_drainers_get_and_delete_ends_obsolete_
     await world.sim.connect(NODE)
     done = await finished(http, agent, request_id)
     assert hook.hits == 1
-    assert done["state"] == "obsolete" and "replaced meanwhile" in done["message"], done
+    assert done["state"] == "obsolete" and "was replaced" in done["message"], done
     new = await world.admin.get(path)
     assert new["metadata"]["uid"] != old["metadata"]["uid"] and not new["metadata"].get("deletionTimestamp")
     [refused] = [d for d in world.sim.store.deletes if d["name"] == "raced-queued"

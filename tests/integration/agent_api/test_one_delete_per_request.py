@@ -1,10 +1,11 @@
 """One upgrade, one DELETE: the agent never deletes the same pod twice (found by the soak, issue 23).
 
-Three ways it used to: the drainer took a `running` entry that an online upgrade of the same process was
-still applying for a crash leftover and applied it too (while the DELETE was slow to answer); two upgrade
-calls for the same pod at once (an operator's and the auto-upgrade's) both went on to delete; and the
-drainer deleted a queued pod that was already being deleted. Slowness comes from the sim's fault switch
-(`POST /sim/v1/faults`), over real HTTP.
+Ways it used to: the drainer took a `running` entry that an online upgrade of the same process was still
+applying for a crash leftover and applied it too (while the DELETE was slow to answer); two upgrade calls
+for the same pod at once (an operator's and the auto-upgrade's) both went on to delete; the drainer deleted
+a queued pod that was already being deleted; and a DELETE carried only the UID, so a pod that changed
+between the agent's checks and its DELETE (PodNeedUpgrade turned False) was deleted all the same. Slowness
+comes from the sim's fault switch (`POST /sim/v1/faults`), over real HTTP.
 """
 
 from __future__ import annotations
@@ -103,3 +104,28 @@ async def test_a_queued_pod_already_being_deleted_is_not_deleted_again(
     assert await eventually(ended, timeout=15, what="the queued request to end") == "obsolete"
     assert deletes_of(world, name) == []
     await world.admin.patch(f"{PODS}/{name}", {"metadata": {"finalizers": None}})
+
+
+def effective_deletes(world: World, uid: str) -> list[dict[str, Any]]:
+    """The agent's DELETEs of this pod that took effect (the sim's kubelet finishing a deletion is not one)."""
+    return [e["delete"] for e in world.sim.audit.find("DELETE", PODS + "/")
+            if e["userAgent"] == AGENT_UA and (e.get("delete") or {}).get("uid") == uid
+            and e["delete"]["outcome"] in ("graceful", "deleted")]
+
+
+async def test_a_pod_that_stops_needing_an_upgrade_before_the_delete_arrives_is_kept(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), upgrade_timeout=6.0, request_timeout=6.0)
+    await wait_connected(agent)
+    old = await world.pod()
+    await wait_cached(agent, old)
+    name = old["metadata"]["name"]
+    await slow_deletes(http, world, 1.5)
+    answer = asyncio.create_task(upgrade(http, agent.url, name))
+    await eventually(lambda: deletes_of(world, name), timeout=10, what="the agent's DELETE on its way")
+    # The controller moves the pod out of the rollout (a rollback, a wave not reached) in the gap.
+    await world.admin.patch(f"{PODS}/{name}/status", {"status": {"conditions": [{
+        "type": "PodNeedUpgrade", "status": "False", "reason": "WaitingForWave", "message": "controllerrevision: x"}]}})
+    status, body = await answer
+    assert status != 200 and "does not need an upgrade" in body["message"], body
+    assert effective_deletes(world, old["metadata"]["uid"]) == []
