@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from edgeagent.config import ControllerConfig
+from edgeagent import rollout_cli, rollout_steer
+from edgeagent.config import ControllerConfig, RolloutConfig
 from edgeagent.controller.app import ControllerApp
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient, Timeouts
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready, is_terminating
 from edgeagent.sim.cluster import SimCluster
+from tests.conftest import SimFactory
 
 JSON = dict[str, Any]
 NS = "default"
@@ -225,3 +228,27 @@ class DisruptionRecorder:
                 self.disrupted.discard(name)
         self.max_disrupted = max(self.max_disrupted, len(self.disrupted))
         self.history.append((etype, pod["metadata"]["name"], len(self.disrupted)))
+
+
+async def rollout(sim: SimCluster, action: str, name: str = "web") -> tuple[int, str, str]:
+    """`edgeagent rollout ACTION NAME` as the CLI runs it (status or a steering verb): exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    cfg = RolloutConfig(daemonset=name, namespace="default", kubeconfig=sim.admin_kubeconfig, action=action)
+    main = rollout_cli.main if action == "status" else rollout_steer.main
+    code = await asyncio.to_thread(main, cfg, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+async def six(sim_factory: SimFactory) -> SimCluster:
+    """A six-node sim for the rollout-steering tests."""
+    return await sim_factory(nodes=6)
+
+
+@pytest.fixture
+async def kube(six: SimCluster) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(six.admin_kubeconfig, Timeouts(connect=2, request=5))
+    try:
+        yield client
+    finally:
+        await client.close()

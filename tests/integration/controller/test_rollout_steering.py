@@ -8,21 +8,16 @@ and its writes. The controller acting on those writes is tested in test_rollout_
 from __future__ import annotations
 
 import asyncio
-import io
 import re
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
-from edgeagent import rollout_cli, rollout_steer
 from edgeagent.cli import main as cli_main
-from edgeagent.config import RolloutConfig
-from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import annotations_of, is_terminating, labels_of, name_of
 from edgeagent.rollout_plan import RolloutState, parse_plan, rank
 from edgeagent.sim.cluster import SimCluster
-from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
     all_running,
     create_daemonset,
@@ -32,6 +27,7 @@ from tests.integration.controller.conftest import (
     node_ready,
     patch_daemonset,
     pods_of,
+    rollout,
     set_image,
 )
 from tests.support.waiting import eventually
@@ -39,28 +35,6 @@ from tests.support.waiting import eventually
 JSON = dict[str, object]
 PLAN = {"edgeagent.io/rollout-steps": "1,50%,100%", "edgeagent.io/rollout-bake": "10m",
         "edgeagent.io/on-failure": "rollback"}
-
-
-async def rollout(sim: SimCluster, action: str, name: str = "web") -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    cfg = RolloutConfig(daemonset=name, namespace="default", kubeconfig=sim.admin_kubeconfig, action=action)
-    main = rollout_cli.main if action == "status" else rollout_steer.main
-    code = await asyncio.to_thread(main, cfg, out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture
-async def six(sim_factory: SimFactory) -> SimCluster:
-    return await sim_factory(nodes=6)
-
-
-@pytest.fixture
-async def kube(six: SimCluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(six.admin_kubeconfig, Timeouts(connect=2, request=5))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def planned(kube: KubeClient, annotations: dict[str, str] | None = None) -> tuple[str, str, list[str]]:

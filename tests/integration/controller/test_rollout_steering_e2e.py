@@ -8,19 +8,11 @@ rollout and, with on-failure: rollback, restores the previous template.
 
 from __future__ import annotations
 
-import asyncio
-import io
 import json
-from collections.abc import AsyncIterator
 
-import pytest
-
-from edgeagent import rollout_cli, rollout_steer
-from edgeagent.config import RolloutConfig
-from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import annotations_of, is_terminating
 from edgeagent.sim.cluster import SimCluster
-from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
     Controllers,
     all_running,
@@ -30,6 +22,7 @@ from tests.integration.controller.conftest import (
     get_daemonset,
     images_by_node,
     pods_of,
+    rollout,
     set_image,
 )
 from tests.support.waiting import eventually
@@ -38,26 +31,6 @@ JSON = dict[str, object]
 OLD, NEW = "nginx:1.19.4", "nginx:2"
 
 
-async def rollout(sim: SimCluster, action: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    cfg = RolloutConfig(daemonset="web", namespace="default", kubeconfig=sim.admin_kubeconfig, action=action)
-    main = rollout_cli.main if action == "status" else rollout_steer.main
-    code = await asyncio.to_thread(main, cfg, out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture
-async def six(sim_factory: SimFactory) -> SimCluster:
-    return await sim_factory(nodes=6)
-
-
-@pytest.fixture
-async def kube(six: SimCluster) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.connect(six.admin_kubeconfig, Timeouts(connect=2, request=5))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def state_of(kube: KubeClient) -> dict[str, object]:
