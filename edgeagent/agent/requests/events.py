@@ -13,12 +13,19 @@ type, reason and message as one already sent (or still waiting) gets its `count`
 grants only create, since its messages name their request and so never repeat after sending) a new Event
 carries the repeat. Event names are `<pod>.<first time in ns, hex>`, like the
 recorder's, so a resend after a crash mid-send meets `409 AlreadyExists` and counts as sent.
+
+What reached the cloud and what left the outbox are two steps: the outbox row is taken off after the create,
+and that write can fail (a full state disk). The sender then remembers how much of the row is already in the
+cloud (`_delivered`), so the next pass sends only what was aggregated since, instead of taking the whole row
+for a repeat and raising the Event's count (the soak saw `UpgradeSucceeded` with count 3 that way). After a
+restart that memory is gone, and the create's `409` covers it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sqlite3
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -172,6 +179,8 @@ class EventReporter:
         self._wake = asyncio.Event()
         # key -> (event name, count in the cloud): the recorder's aggregation memory.
         self._sent: OrderedDict[tuple[str, ...], tuple[str, int]] = OrderedDict()
+        # outbox seq -> how much of that row's count is already in the cloud (its removal failed).
+        self._delivered: dict[int, int] = {}
         self.sent = 0
         self.dropped = 0
         state.tx_hooks.append(self.store_event)
@@ -240,11 +249,16 @@ class EventReporter:
         pending = await self.pending()
         if self._metrics is not None:
             self._metrics.pending.set(len(pending))
+        rows = {ev.seq for ev in pending}
+        for seq in [seq for seq in self._delivered if seq not in rows]:
+            del self._delivered[seq]  # removed after all, or dropped by the bound
         for index, ev in enumerate(pending):
             if not self._link.connected:
                 return False
+            delivered = self._delivered.get(ev.seq, 0)
             try:
-                await self._send(ev)
+                if ev.count > delivered:
+                    await self._send(dataclasses.replace(ev, count=ev.count - delivered))
             except (KubeUnreachable, TimeoutError) as exc:
                 error = str(exc) or type(exc).__name__
                 _log.info("events_send_deferred", error=error, left=len(pending) - index)
@@ -259,7 +273,9 @@ class EventReporter:
                 self.dropped += 1
                 if self._metrics is not None:
                     self._metrics.dropped.labels(why="refused").inc()
+            self._delivered[ev.seq] = ev.count
             await self._remove(ev)
+            del self._delivered[ev.seq]
             if self._metrics is not None:
                 self._metrics.pending.set(len(pending) - index - 1)
         return True

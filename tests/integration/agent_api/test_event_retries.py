@@ -102,3 +102,28 @@ async def test_an_event_create_answered_429_or_5xx_is_retried_not_dropped(
     async with http.get(agent.url + "/metrics") as resp:
         text = await resp.text()
     assert 'edgeagent_events_dropped_total{why="refused"} 0.0' in text
+
+
+async def test_an_event_create_whose_answer_was_lost_exists_once_with_count_1(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    """The sim commits the create and answers 503 (`after`): the retry meets 409 and counts it as sent, so the
+    cloud holds one Event per transition, count 1 (the soak's events-once invariant, issue 23)."""
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), ready_timeout=30)
+    await wait_connected(agent)
+    old = await world.pod()
+    await wait_cached(agent, old)
+    await add_fault(http, world, codes=[503], after=True, path="/api/v1/namespaces/default/events",
+                    verbs=["POST", "PATCH"], durationSeconds=2.0)
+    status, body = await upgrade_json(http, agent, old)
+    assert status == 200, body
+    assert (await final_entry(http, agent, body["id"]))["state"] == "succeeded"
+    assert agent.outcomes is not None
+    outcomes = agent.outcomes
+
+    async def drained() -> bool:
+        return not await outcomes.events.pending() and outcomes.events.sent >= 2
+
+    await eventually(drained, timeout=15, what="the outbox drained")
+    events = await agent_events(world.admin, old["metadata"]["uid"])
+    assert [(e["reason"], e["count"]) for e in events] == [("UpgradeStarted", 1), ("UpgradeSucceeded", 1)]
+    assert (await injected(http, world)).get("503-after", 0) >= 1

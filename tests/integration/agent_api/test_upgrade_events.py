@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from edgeagent.agent.requests.events import EventReporter
-from edgeagent.agent.state.store import StateStore, UpgradeRequest
+from edgeagent.agent.state.store import StateStore, StateUnavailable, UpgradeRequest
 from edgeagent.kube.client import KubeClient
 from tests.integration.agent_api.conftest import (
     NODE,
@@ -235,6 +235,33 @@ async def test_an_event_sent_before_a_crash_is_not_sent_twice(world: World, stor
     assert await after.pending() == [] and after.dropped == 0
     [event] = await agent_events(world.admin, "uid-p")
     assert event["count"] == 1
+
+
+async def test_an_event_whose_outbox_row_could_not_be_taken_off_is_not_counted_again(
+        world: World, store: StateStore) -> None:
+    """Created, then the outbox row's removal failed (a full state disk in the soak; here another writer holds
+    the database): the next pass must not take the row for a repeat and raise the Event's count (issue 23)."""
+    reporter = EventReporter(client=world.admin, state=store, link=_Link(), node_name=NODE, request_timeout=5)
+    await store.write(lambda conn: reporter.store_event(conn, None, _request("succeeded")))
+    blocker = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StateUnavailable):
+            await reporter.send_pending()  # the create lands; taking the row off times out on the lock
+        [created] = await agent_events(world.admin, "uid-p")
+        assert created["count"] == 1
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert await reporter.send_pending()
+    assert await reporter.pending() == []
+    [event] = await agent_events(world.admin, "uid-p")
+    assert event["count"] == 1
+    # A real repeat is still counted, once.
+    await store.write(lambda conn: reporter.store_event(conn, None, _request("succeeded", updated=1_700_000_030.0)))
+    assert await reporter.send_pending()
+    [event] = await agent_events(world.admin, "uid-p")
+    assert (event["count"], event["lastTimestamp"]) == (2, "2023-11-14T22:13:50Z")
 
 
 async def test_outbox_is_bounded_dropping_the_oldest(world: World, store: StateStore) -> None:
