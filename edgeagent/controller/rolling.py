@@ -7,8 +7,9 @@ It follows OpenYurt's daemonPodUpdater:
 - the budget is `apps.openyurt.io/max-unavailable` scaled against the nodes running the DaemonSet,
   rounded up; a Ready node counts against it while its pod is missing, terminating, duplicated or an
   up-to-date pod that is not yet available (Ready for `minReadySeconds`);
-- old pods that are not available are replaced first (that costs no availability), then old available
-  pods up to the remaining budget.
+- old pods that are not available are replaced first, all at once (that costs no availability), and
+  their nodes count against the budget like any other unavailable node (Kubernetes' DaemonSet controller
+  counts them too); old available pods are deleted only within what is left.
 
 and fixes what OpenYurt leaves open:
 
@@ -199,7 +200,8 @@ class Plan:
     max_unavailable: int = 0
     unavailable: int = 0
     delete: list[JSON] = field(default_factory=list)
-    # How many of `delete` were old pods that were not available anyway (they cost no budget).
+    # How many of `delete` were old pods that were not available anyway (deleted beyond the budget, since
+    # that costs no availability, but counted in `unavailable`).
     replacing_unavailable: int = 0
     held_by_partition: int = 0
     not_selected: int = 0
@@ -356,9 +358,10 @@ def plan_rolling_update(
         plan.pull_wanted = [p for p in (replacements + stale + candidates)[:allowance] if not pulled(p)]
     chosen = [p for p in replacements if ok(p)][:allowance] if acting else []
     plan.replacing_unavailable = len(chosen)
-    # Old pods that are unavailable and stay (paused, partition, pulling) are unavailability like any other.
-    staying = {name_of(p) for p in chosen} | already_counted
-    plan.unavailable += sum(1 for p in replacements if name_of(p) not in staying)
+    # An old pod that is not available is an unavailable node, whether it is replaced now or stays (paused,
+    # partition, pulling): it uses up budget like any other (Kubernetes' DaemonSet controller counts it too),
+    # so available pods are deleted only within what is left. Replacing it is free; adding to it is not.
+    plan.unavailable += sum(1 for p in replacements if name_of(p) not in already_counted)
     if acting:
         allowance -= len(chosen)
         room = max(0, plan.max_unavailable - plan.unavailable)

@@ -475,7 +475,7 @@ def decide(
                                  (ANNOTATION_ROLLOUT_ABORT, steering.abort)) if v]
         return Decision(Gate(ranking, 0, frozen=True), state=state if remove else None, remove=remove)
     if state is not None and state.phase == PHASE_ROLLED_BACK and revision == state.stable_revision:
-        # Returning to the last good revision after a rollback: no waves, every node as fast as the model goes.
+        # Returning to the last good revision after a rollback: no waves; the model paces it (max-unavailable).
         return Decision(OPEN_GATE)
 
     if state is None or state.revision != revision:
