@@ -116,6 +116,13 @@ def node_views(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], curren
     return views
 
 
+def desired_nodes(ds: JSON) -> int:
+    """`status.desiredNumberScheduled`: how many nodes the DaemonSet controller says should run a pod (0 if
+    unknown). It moves only when nodes or the placement change, so a status that lags is still a good count."""
+    value = (ds.get("status") or {}).get("desiredNumberScheduled")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def held_reason(view: NodeView) -> tuple[str, str] | None:
     """(reason, message) when the node still runs only its old pod and that pod's UpgradeHeld is True."""
     if not view.ready or view.excess or view.old is None or view.new is not None:
@@ -266,6 +273,14 @@ def plan_rolling_update(
             plan.unavailable += 1
         else:
             plan.settled.add(name)
+    # Nodes that should run a pod but show none: the old pod is gone and its replacement not created yet. Our
+    # own deletions are `in_flight` above, but a new leader or a restarted controller has no memory of its
+    # predecessor's, and a node without a pod is invisible to grouping pods by node. The DaemonSet controller's
+    # count of the nodes that should run a pod reveals how many there are (Kubernetes' DaemonSet controller
+    # counts a node with neither an old nor a new pod as unavailable too).
+    missing = max(0, desired_nodes(ds) - plan.total)
+    plan.total += missing
+    plan.unavailable += missing
     plan.max_unavailable = settings.max_unavailable.scaled(plan.total, round_up=True)
 
     replacements: list[JSON] = []

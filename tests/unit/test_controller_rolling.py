@@ -71,6 +71,21 @@ def test_old_unavailable_pods_are_replaced_at_once_but_use_up_the_budget() -> No
     assert deleted(p) == ["p-n03", "p-n04", "p-n00"]
 
 
+def test_nodes_that_should_run_a_pod_but_show_none_use_the_budget() -> None:
+    """desiredNumberScheduled 5, pods on 3 nodes: two nodes lost their pod and have no replacement yet (a
+    predecessor's deletions, unknown to this controller): they are unavailable, and so is the whole budget."""
+    nodes = cluster(5)
+    pods = old_pods(nodes)[:3]
+    ds = daemonset(annotations={MU: "2"})
+    ds["status"] = {"desiredNumberScheduled": 5}
+    settings, _ = roll_settings(ds)
+    p = plan_rolling_update(ds, pods, nodes, NEW, settings, T0)
+    assert (p.total, p.unavailable, deleted(p)) == (5, 2, [])
+    ds["status"] = {"desiredNumberScheduled": 4}
+    p = plan_rolling_update(ds, pods, nodes, NEW, settings, T0)
+    assert (p.total, p.unavailable, deleted(p)) == (4, 1, ["p-n00"])
+
+
 def test_in_flight_replacements_use_the_budget() -> None:
     nodes = cluster(5)
     pods = old_pods(nodes)

@@ -7,12 +7,19 @@ so the budget is counted independently of the controller's code.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from edgeagent.controller.app import ControllerApp
 from edgeagent.kube.client import KubeClient
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
+    JSON,
     Controllers,
+    DisruptionRecorder,
     admin_client,
     all_running,
     create_daemonset,
@@ -66,3 +73,49 @@ async def _crash_looping(admin: KubeClient, count: int) -> bool:
         (s.get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
         for s in (p.get("status") or {}).get("containerStatuses") or [])]
     return len(pods) == 6 and len(broken) == count
+
+
+async def test_a_new_leader_counts_nodes_whose_pod_is_gone_and_not_yet_replaced(
+        sim_factory: SimFactory, monkeypatch: pytest.MonkeyPatch, controllers: Controllers) -> None:
+    """A node whose old pod is gone and whose replacement the DaemonSet controller has not created yet runs no pod
+    at all. The controller that deleted the pod remembers it; a new leader (or a restarted controller) does not,
+    and grouping pods by node does not see the node: it deleted `max-unavailable` more pods on top (the soak saw
+    8 at once after a leader change). The DaemonSet's `desiredNumberScheduled` shows the nodes without a pod.
+    The sim's DaemonSet controller is held from creating pods meanwhile, as a busy one is slow to."""
+    sim = await sim_factory(node_names=NODES)
+    stalled = asyncio.Event()
+    manage = sim.daemonsets._manage
+
+    def slow_manage(ds: JSON, placement: list[tuple[str, bool, bool]], *args: Any) -> bool:
+        if stalled.is_set():  # no pod is created; desiredNumberScheduled (from `placement`) is unchanged
+            placement = [(node, False, keep) for node, _, keep in placement]
+        return manage(ds, placement, *args)
+
+    monkeypatch.setattr(sim.daemonsets, "_manage", slow_manage)
+    async with admin_client(sim) as admin, DisruptionRecorder(admin, "web") as recorder:
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=GOOD,
+                                                         annotations={"apps.openyurt.io/max-unavailable": "2"}))
+        await eventually(lambda: all_running(admin, "web", 6), what="6 pods running")
+        stalled.set()
+        first = await controllers.start(sim)
+        await set_image(admin, "web", NEWER)
+        await eventually(lambda: _pods_left(admin, 4), what="2 pods deleted and gone, none created")
+        await controllers.stop(first)
+
+        second = await controllers.start(sim)
+        await eventually(lambda: _planned(second), what="the new leader's first plan")
+        stalled.clear()
+        sim.daemonsets.enqueue(("default", "web"))
+        await eventually(lambda: all_running(admin, "web", 6, NEWER), timeout=60, interval=0.2,
+                         what="every node on the newer version")
+    assert recorder.max_disrupted <= 2, recorder.history
+
+
+async def _pods_left(admin: KubeClient, count: int) -> bool:
+    return len(await pods_of(admin, "web")) == count
+
+
+def _planned(app: ControllerApp) -> bool:
+    value = app.metrics.registry.get_sample_value(
+        "edgeagent_controller_rollout_nodes", {"namespace": "default", "daemonset": "web", "state": "total"})
+    return value is not None
