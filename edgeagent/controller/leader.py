@@ -10,7 +10,9 @@ reconciles; the other keeps its caches warm and takes over when the holder stops
 - Otherwise PUT with the fetched resourceVersion (409: lost the race). The same holder keeps its
   `acquireTime`; a new holder adds 1 to `leaseTransitions`. Timestamps are MicroTime.
 - The leader renews every `renew_interval`; if no renewal succeeds for `renew_deadline` (shorter than the
-  lease) or a renewal finds another holder, it stops leading at once — before anyone else may take over.
+  lease) or a renewal finds another holder, it stops leading at once — before anyone else may take over. A
+  renewal still waiting for a slow answer at the deadline is given up (it used to keep a leader leading
+  until the answer came, seconds after a standby had taken over: two leaders, found by the soak).
 - On shutdown a leader releases the Lease (empty holder) so that the next one need not wait.
 """
 
@@ -150,32 +152,48 @@ class LeaderElector:
             self._log.warning("lease request failed", error=str(exc))
             return None
 
-    async def _acquire(self) -> None:
+    async def _acquire(self) -> float:
+        """Returns when the successful attempt was sent (the Lease was written no earlier than that)."""
         while True:
+            sent = time.monotonic()
             if await self._attempt():
                 self._set_leader(True)
-                return
+                return sent
             # Jitter so that standbys do not hit the API server in step.
             await asyncio.sleep(self.retry_period * random.uniform(1.0, 1.2))
 
-    async def _lead(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run `lead` while renewing; return when leadership is lost (`lead` is cancelled then)."""
+    async def _lead(self, lead: Callable[[], Coroutine[Any, Any, None]], renewed_at: float) -> None:
+        """Run `lead` while renewing; return when leadership is lost (`lead` is cancelled then).
+
+        The renew deadline is kept whatever the API server does: a renewal still waiting for its answer (a
+        slow or blackholed server) is abandoned when the deadline comes, since the others judge the Lease by
+        the last renewal they saw. Renewals count from when they were sent, not answered, for the same reason.
+        """
         task = asyncio.create_task(lead(), name="leader-work")
-        last_renewed = time.monotonic()
+        last_renewed = renewed_at
         try:
             while True:
-                done, _ = await asyncio.wait({task}, timeout=self.renew_interval)
+                left = last_renewed + self.renew_deadline - time.monotonic()
+                done, _ = await asyncio.wait({task}, timeout=max(0.0, min(self.renew_interval, left)))
                 if done:
                     task.result()  # work ended (or failed): nothing to lead any more
                     return
-                result = await self._attempt()
+                sent = time.monotonic()
+                left = last_renewed + self.renew_deadline - sent
+                result: bool | None = None
+                if left > 0:
+                    try:
+                        async with asyncio.timeout(left):
+                            result = await self._attempt()
+                    except TimeoutError:
+                        result = None
                 if result:
-                    last_renewed = time.monotonic()
+                    last_renewed = sent
                     continue
                 if result is False:
                     self._log.warning("lease taken by another holder; stepping down")
                     return
-                if time.monotonic() - last_renewed > self.renew_deadline:
+                if time.monotonic() - last_renewed >= self.renew_deadline:
                     self._log.warning("could not renew the lease in time; stepping down",
                                       renew_deadline=self.renew_deadline)
                     return
@@ -204,9 +222,9 @@ class LeaderElector:
         held = False
         try:
             while True:
-                await self._acquire()
+                renewed_at = await self._acquire()
                 held = True
-                await self._lead(lead)
+                await self._lead(lead, renewed_at)
                 held = False
                 await asyncio.sleep(self.retry_period)
         finally:

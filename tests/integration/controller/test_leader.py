@@ -6,11 +6,12 @@ import asyncio
 import contextlib
 import re
 
+import aiohttp
 import pytest
 
 from edgeagent.controller.app import ControllerApp
 from edgeagent.controller.leader import LeaderElector
-from edgeagent.kube.client import KubeClient
+from edgeagent.kube.client import KubeClient, user_agent
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
@@ -159,3 +160,45 @@ async def test_leader_steps_down_when_it_cannot_renew_in_time(sim_factory: SimFa
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def test_a_leader_whose_renewal_hangs_steps_down_before_a_standby_takes_over(sim: SimCluster) -> None:
+    """The API server answers the leader's Lease requests slowly (5 s). It must not keep leading while it waits
+    for an answer: a standby takes the Lease once it has not moved for its duration (1 s), and the leader has
+    to have stopped by then. Found by the soak: a leader kept leading 2 s after the other had taken over."""
+    standby_took_over = asyncio.Event()
+    leader_still_leading: list[bool] = []
+    async with admin_client(sim) as plain, aiohttp.ClientSession() as http:
+        slow = await KubeClient.connect(sim.admin_kubeconfig, agent=user_agent("controller", "slow-leader"))
+        try:
+            a = elector(slow, "a")
+            b = LeaderElector(plain, namespace="kube-system", name="edgeagent-controller", identity="b",
+                              lease_duration=1.0, renew_interval=0.2,
+                              on_change=lambda leading: leader_still_leading.append(a.is_leader) if leading else None)
+            working = asyncio.Event()
+
+            async def lead_a() -> None:
+                working.set()
+                await asyncio.Event().wait()
+
+            async def lead_b() -> None:
+                standby_took_over.set()
+                await asyncio.Event().wait()
+
+            task_a = asyncio.create_task(a.run(lead_a))
+            await asyncio.wait_for(working.wait(), 5)
+            task_b = asyncio.create_task(b.run(lead_b))
+            try:
+                async with http.post(f"{sim.url}/sim/v1/faults", json={
+                        "latencySeconds": 5, "durationSeconds": 30, "userAgent": "(slow-leader)",
+                        "path": "/apis/coordination.k8s.io/"}) as resp:
+                    assert resp.status == 201
+                await asyncio.wait_for(standby_took_over.wait(), 10)
+                assert leader_still_leading == [False]
+            finally:
+                for task in (task_a, task_b):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        finally:
+            await slow.close()
