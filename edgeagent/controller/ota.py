@@ -7,7 +7,7 @@ can undo a readiness change. The patch carries the pod's UID, so it never lands 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from edgeagent.contract import (
     REASON_WAITING_FOR_WAVE,
     version_message,
 )
+from edgeagent.controller.pod_index import Tracker
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.revisions import is_pod_updated, template_generation
 from edgeagent.kube.objects import get_condition, name_of, uid_of
@@ -86,6 +87,34 @@ def progress(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float) -> d
     return scan(ds, pods, current_hash, now)[1]
 
 
+def _desired(labels: JSON, pod: JSON, updated: Callable[[JSON], bool],
+             may_move: Callable[[str], bool] | None) -> tuple[bool, str, str]:
+    """(on the current revision, status, reason) of one pod's PodNeedUpgrade."""
+    if updated(labels):
+        return True, "False", ""
+    if may_move is not None and not may_move((pod.get("spec") or {}).get("nodeName") or node_of(pod)):
+        return False, "False", REASON_WAITING_FOR_WAVE
+    return False, "True", ""
+
+
+def _read(pod: JSON) -> tuple[bool, JSON | None]:
+    """(Ready, the PodNeedUpgrade condition) in one walk over the pod's conditions."""
+    ready = False
+    current = None
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        kind = cond.get("type")
+        if kind == "Ready":
+            ready = cond.get("status") == "True"
+        elif kind == CONDITION_POD_NEED_UPGRADE:
+            current = cond
+    return ready, current
+
+
+def _right(current: JSON | None, status: str, message: str, reason: str) -> bool:
+    return (current is not None and current.get("status") == status and current.get("message") == message
+            and (current.get("reason") or "") == reason)
+
+
 def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
          may_move: Callable[[str], bool] | None = None) -> tuple[list[ConditionChange], dict[str, int]]:
     """`condition_changes` and `progress` in one pass: a reconcile reads each pod once. A pass where nothing
@@ -99,24 +128,11 @@ def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
         if meta.get("deletionTimestamp"):
             continue
         total += 1
-        ready = False
-        current = None
-        for cond in (pod.get("status") or {}).get("conditions") or ():
-            kind = cond.get("type")
-            if kind == "Ready":
-                ready = cond.get("status") == "True"
-            elif kind == CONDITION_POD_NEED_UPGRADE:
-                current = cond
+        ready, current = _read(pod)
         unavailable += not ready
-        if updated(meta.get("labels") or {}):
-            updated_count += 1
-            status, reason = "False", ""
-        elif may_move is not None and not may_move((pod.get("spec") or {}).get("nodeName") or node_of(pod)):
-            status, reason = "False", REASON_WAITING_FOR_WAVE
-        else:
-            status, reason = "True", ""
-        if (current is not None and current.get("status") == status and current.get("message") == message
-                and (current.get("reason") or "") == reason):
+        is_updated, status, reason = _desired(meta.get("labels") or {}, pod, updated, may_move)
+        updated_count += is_updated
+        if _right(current, status, message, reason):
             continue
         changes.append(ConditionChange(pod, status, message, condition_patch(pod, status, message, now, reason),
                                        reason))
@@ -124,3 +140,76 @@ def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
     counts = {"total": total, "updated": updated_count, "outdated": total - updated_count,
               "unavailable": unavailable}
     return changes, counts
+
+
+# Per-pod facts kept by `OtaFacts`, as bits of a small int (no object per pod).
+_COUNTED, _UPDATED, _UNAVAILABLE, _WRONG = 1, 2, 4, 8
+
+
+class OtaFacts(Tracker):
+    """`scan` kept current from the pods that changed: per pod whether it counts (not being deleted), runs the
+    current revision, is not Ready, and has a PodNeedUpgrade to write; the sums for `progress`; and the keys of
+    the pods to write. Its context is the revision and the plan's gate (which nodes may move): a new one makes
+    it look at every pod again."""
+
+    __slots__ = ("_may_move", "_message", "_updated", "facts", "total", "unavailable", "updated", "wrong")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.facts: dict[str, int] = {}
+        self.wrong: set[str] = set()
+        self.total = self.updated = self.unavailable = 0
+        self._updated: Callable[[JSON], bool] = lambda _labels: False
+        self._may_move: Callable[[str], bool] | None = None
+        self._message = ""
+
+    def _reset(self) -> None:
+        self.facts.clear()
+        self.wrong.clear()
+        self.total = self.updated = self.unavailable = 0
+
+    def _add(self, key: str, pod: JSON) -> None:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        ready, current = _read(pod)
+        is_updated, status, reason = _desired(meta.get("labels") or {}, pod, self._updated, self._may_move)
+        fact = _COUNTED | (_UPDATED if is_updated else 0) | (0 if ready else _UNAVAILABLE)
+        if not _right(current, status, self._message, reason):
+            fact |= _WRONG
+            self.wrong.add(key)
+        self.facts[key] = fact
+        self.total += 1
+        self.updated += is_updated
+        self.unavailable += not ready
+
+    def _remove(self, key: str) -> None:
+        fact = self.facts.pop(key, 0)
+        if not fact:
+            return
+        self.total -= 1
+        self.updated -= bool(fact & _UPDATED)
+        self.unavailable -= bool(fact & _UNAVAILABLE)
+        if fact & _WRONG:
+            self.wrong.discard(key)
+
+    def scan(self, ds: JSON, pods: Mapping[str, JSON], current_hash: str, now: float,
+             may_move: Callable[[str], bool] | None = None,
+             gate: Hashable = None) -> tuple[list[ConditionChange], dict[str, int]]:
+        """What `scan` answers for `pods` (the DaemonSet's pods by key, those this tracker is marked for);
+        `gate` identifies `may_move` (equal gates answer alike)."""
+        self._updated = _updated_test(ds, current_hash)
+        self._may_move = may_move
+        self._message = message = version_message(current_hash)
+        self.refresh(pods, (current_hash, template_generation(ds), gate))
+        changes: list[ConditionChange] = []
+        for key in self.wrong:
+            pod = pods[key]
+            _, status, reason = _desired((pod.get("metadata") or {}).get("labels") or {}, pod, self._updated,
+                                         may_move)
+            changes.append(ConditionChange(pod, status, message,
+                                           condition_patch(pod, status, message, now, reason), reason))
+        changes.sort(key=lambda change: name_of(change.pod))
+        counts = {"total": self.total, "updated": self.updated, "outdated": self.total - self.updated,
+                  "unavailable": self.unavailable}
+        return changes, counts

@@ -14,7 +14,7 @@ import hashlib
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -346,23 +346,28 @@ class PrePuller:
 
     # Reconcile -------------------------------------------------------------------------------------------
 
-    async def sync(self, ds: JSON, pods: list[JSON], revision: str, template: JSON,
-                   nodes: dict[str, JSON]) -> list[BaseException]:
-        """Start, judge and finish the pre-pulls of one DaemonSet's pods; returns the errors of failed writes."""
+    async def sync(self, ds: JSON, pods: Mapping[str, JSON], revision: str, template: JSON,
+                   nodes: dict[str, JSON], pending: Collection[str] | None = None) -> list[BaseException]:
+        """Start, judge and finish the pre-pulls of one DaemonSet's pods (by key); returns the errors of failed
+        writes. `pending`: the keys of the pods whose `PodImageReady` is there and not True (the only ones with
+        anything to do), when the caller tracks them; otherwise every pod is looked at."""
         ds_key = f"{namespace_of(ds)}/{name_of(ds)}"
         self._waiting.discard(ds_key)
         images = revision_images(template)
         errors: list[BaseException] = []
-        live = {uid_of(p) for p in pods}
+        live: set[str] | None = None
         for job_key, job in list(self.jobs.items()):
             # Jobs of this DaemonSet for an older revision, or whose pod is gone or replaced, are stale.
             if self.daemonset_of_job(job) != ds_key or is_terminating(job) or job_key in self._deleting:
                 continue
+            if live is None:  # only while this DaemonSet has Jobs
+                live = {uid_of(p) for p in pods.values()}
             owner = controller_owner(job) or {}
             if annotations_of(job).get(ANNOTATION_REVISION) != revision or owner.get("uid") not in live:
                 await self._delete_job(job, errors)
         now = self.clock()
-        for pod in sorted(pods, key=name_of):
+        looked_at = pods.values() if pending is None else [pods[k] for k in pending if k in pods]
+        for pod in sorted(looked_at, key=name_of):
             if is_terminating(pod) or not node_name_of(pod):
                 continue
             written = self._written.get(uid_of(pod))

@@ -36,7 +36,8 @@ from edgeagent.controller import trim
 from edgeagent.controller.events import EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
-from edgeagent.controller.ota import scan as ota_scan
+from edgeagent.controller.ota import OtaFacts
+from edgeagent.controller.pod_index import ImagePending, OwnerPods, Same
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash, revision_hash
@@ -45,6 +46,7 @@ from edgeagent.controller.settings import Strategy, roll_settings, select
 from edgeagent.controller.waves import (
     Decision,
     Gate,
+    NodePods,
     RankCache,
     Steering,
     decide,
@@ -189,7 +191,9 @@ class Controller:
         self.plan_writes = UnobservedWrites()
         self._plan_gates: dict[str, Gate] = {}
         # Indexes kept by the informer handlers, so a reconcile costs O(its own pods), not O(cluster).
-        self._pods_by_owner: dict[str, dict[str, JSON]] = {}
+        # Each DaemonSet's pods carry trackers (pod_index.py) fed by `_on_pod`: a pass in which nothing changed
+        # reads the pods that changed, not all of them.
+        self._pods_by_owner: dict[str, OwnerPods] = {}
         self._owners_by_node: dict[str, dict[str, str]] = {}  # node -> pod key -> DaemonSet key
         self._revisions_by_owner: dict[str, dict[str, JSON]] = {}
         # Warnings already reported, per DaemonSet UID and topic, so each distinct bad value is reported once.
@@ -241,7 +245,10 @@ class Controller:
             owner_uid = _owner_uid(obj)
             owner_key = _owner_key(obj)
             if owner_uid and owner_key:
-                self._pods_by_owner.setdefault(owner_uid, {})[key] = obj
+                owned = self._pods_by_owner.get(owner_uid)
+                if owned is None:
+                    owned = self._pods_by_owner[owner_uid] = OwnerPods()
+                owned.put(key, obj)
                 node = node_of(obj)
                 if node:
                     self._owners_by_node.setdefault(node, {})[key] = owner_key
@@ -253,7 +260,7 @@ class Controller:
         owner_uid = _owner_uid(pod)
         pods = self._pods_by_owner.get(owner_uid)
         if pods is not None:
-            pods.pop(key, None)
+            pods.drop(key)
             if not pods:
                 del self._pods_by_owner[owner_uid]
         node = node_of(pod)
@@ -309,7 +316,11 @@ class Controller:
     # ------------------------------------------------------------------ reads
 
     def pods_of(self, ds: JSON) -> list[JSON]:
-        return list(self._pods_by_owner.get(uid_of(ds), {}).values())
+        owned = self._pods_by_owner.get(uid_of(ds))
+        return list(owned.pods.values()) if owned is not None else []
+
+    def _owned(self, ds: JSON) -> OwnerPods:
+        return self._pods_by_owner.get(uid_of(ds)) or OwnerPods()
 
     def revisions_of(self, ds: JSON) -> list[JSON]:
         return list(self._revisions_by_owner.get(uid_of(ds), {}).values())
@@ -396,18 +407,21 @@ class Controller:
             # template yet; its ControllerRevision event will bring us back.
             self._log.debug("current revision not known yet", daemonset=key)
             return
-        pods = self.pods_of(ds)
-        gate = await self._plan_gate(key, ds, pods, hash_)
+        owned = self._owned(ds)
+        gate = await self._plan_gate(key, ds, owned, hash_)
         if gate is _HOLD:
             return
         prepull_errors: list[BaseException] = []
         if self.prepull is not None:
             template = (ds.get("spec") or {}).get("template") or {}
-            prepull_errors = await self.prepull.sync(ds, pods, hash_, template, self.nodes.items)
+            pending = owned.tracker(ImagePending)
+            pending.refresh(owned.pods)
+            prepull_errors = await self.prepull.sync(ds, owned.pods, hash_, template, self.nodes.items,
+                                                     pending=pending.keys)
         if selection.strategy is Strategy.OTA:
-            await self._sync_conditions(ds, pods, hash_, gate)
+            await self._sync_conditions(ds, owned, hash_, gate)
         else:
-            await self._roll(key, ds, pods, hash_, gate)
+            await self._roll(key, ds, list(owned.pods.values()), hash_, gate)
         if prepull_errors:
             raise ReconcileError(f"{len(prepull_errors)} pre-pull write(s) failed, first: {prepull_errors[0]}")
 
@@ -441,9 +455,11 @@ class Controller:
 
     # ------------------------------------------------------------------ OTA
 
-    async def _sync_conditions(self, ds: JSON, pods: list[JSON], hash_: str, gate: Gate | None = None) -> None:
+    async def _sync_conditions(self, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
-        wanted, counts = ota_scan(ds, pods, hash_, self._clock(), gate.allows if gate is not None else None)
+        token = None if gate is None else (Same(gate.ranking), gate.wave, gate.frozen)
+        wanted, counts = owned.tracker(OtaFacts).scan(ds, owned.pods, hash_, self._clock(),
+                                                      gate.allows if gate is not None else None, token)
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
         changes = [
             change for change in wanted
@@ -608,7 +624,7 @@ class Controller:
 
     # ------------------------------------------------------------------ rollout plans
 
-    async def _plan_gate(self, key: str, ds: JSON, pods: list[JSON], hash_: str) -> Gate | None:
+    async def _plan_gate(self, key: str, ds: JSON, owned: OwnerPods, hash_: str) -> Gate | None:
         """Moves the DaemonSet's rollout plan on (state annotation, Events, rollback) and says which pods may
         move now; None when the DaemonSet has no (valid) plan and is rolled as before; `_HOLD` when nothing may
         be changed in this reconcile (the state could not be written)."""
@@ -647,16 +663,25 @@ class Controller:
             return settled
         settings, _ = roll_settings(ds)
         now = self._clock()
-        obs = observe(ds, pods, self.nodes.items, hash_, settings.progress_deadline, now,
-                      self.failure_events_in(namespace_of(ds)), settings.min_ready_seconds)
+        tracked = owned.tracker(NodePods)
+        by_node = tracked.update(ds, owned.pods, hash_)
+        obs = observe(ds, (), self.nodes.items, hash_, settings.progress_deadline, now,
+                      self.failure_events_in(namespace_of(ds)), settings.min_ready_seconds, by_node=by_node)
         in_flight = self.expectations.in_flight(key)
-        names = obs.pods.names()
-        names.update(in_flight)
-        ranking = self.ranks.get(uid, hash_, plan, names, self.nodes.items)
+        joined = tracked.take_joined()
+
+        def names() -> set[str]:
+            found = obs.pods.names()
+            found.update(in_flight)
+            return found
+
+        ranking = self.ranks.get_joined(uid, hash_, plan, None if joined is None else joined | set(in_flight),
+                                        names, self.nodes.items)
         total = len(ranking.order)
         max_failed = max(1, settings.max_failed.scaled(total, round_up=True)) if settings.max_failed else 1
         decision = decide(plan=plan, state=state, revision=hash_, ranking=ranking, obs=obs, steering=steering,
-                          max_failed=max_failed, now=now, previous=lambda: previous_revision(pods, hash_))
+                          max_failed=max_failed, now=now,
+                          previous=lambda: previous_revision(owned.pods.values(), hash_))
         self.metrics.planning_cpu.inc(time.process_time() - started)
         await self._warn_rolled_back(ds, hash_, steering)
         if (decision.state is not None or decision.remove) and not await self._write_plan(ds, decision, hash_):

@@ -43,6 +43,7 @@ from edgeagent.contract import (
     LABEL_TEMPLATE_GENERATION,
 )
 from edgeagent.contract import held_by as _held_by
+from edgeagent.controller.pod_index import Tracker, live_node, ready_now
 from edgeagent.controller.pods import available_at, created_at, node_of, node_ready_changed_at
 from edgeagent.controller.revisions import template_generation
 from edgeagent.kube.objects import (
@@ -50,6 +51,7 @@ from edgeagent.kube.objects import (
     get_condition,
     is_node_ready,
     is_terminating,
+    key_of,
     labels_of,
     name_of,
     namespace_of,
@@ -156,6 +158,16 @@ class RankCache:
         self._by_uid[uid] = (revision, fingerprint, merged, ranking)
         return ranking
 
+    def get_joined(self, uid: str, revision: str, plan: Plan, joined: Collection[str] | None,
+                   names: Callable[[], Collection[str]], nodes: Mapping[str, JSON]) -> Ranking:
+        """`get`, when only `joined` (None: unknown) can be nodes the cached ranking lacks: a pass in which no
+        node gained a pod checks nothing else, and `names()` is asked for only when a ranking must be made."""
+        cached = self._by_uid.get(uid)
+        if (joined is not None and cached is not None and cached[0] == revision
+                and cached[1] == plan.fingerprint() and all(name in cached[2] for name in joined)):
+            return cached[3]
+        return self.get(uid, revision, plan, names(), nodes)
+
     def forget(self, uid: str) -> None:
         self._by_uid.pop(uid, None)
 
@@ -168,23 +180,22 @@ class PodsByNode:
     (`old`), and the nodes with more than one of either (`excess`, a DaemonSet controller still sorting them out).
     Plain dicts, no object per node: at 100,000 nodes this is built on every reconcile."""
 
-    __slots__ = ("all_updated", "excess", "new", "old")
+    __slots__ = ("all_updated", "excess", "new", "old", "unready")
 
     def __init__(self) -> None:
         self.new: dict[str, JSON] = {}
         self.old: dict[str, JSON] = {}
         self.excess: set[str] = set()
+        # Nodes whose `new` pod is not Ready now: the only new pods `observe` must look at (without
+        # minReadySeconds), so a pass late in a rollout does not read every upgraded pod.
+        self.unready: set[str] = set()
         self.all_updated = True
 
     def names(self) -> set[str]:
         return self.new.keys() | self.old.keys()
 
 
-def _ready_now(pod: JSON) -> bool:
-    for cond in (pod.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
-            return bool(cond.get("status") == "True")
-    return False
+_ready_now = ready_now
 
 
 @dataclass
@@ -265,7 +276,103 @@ def pods_by_node(ds: JSON, pods: Iterable[JSON], revision: str) -> PodsByNode:
                 excess.add(node)
             old[node] = pod
     out.all_updated = not old
+    out.unready = {node for node, pod in new.items() if not _ready_now(pod)}
     return out
+
+
+class NodePods(Tracker):
+    """`pods_by_node` kept current from the pods that changed (its context: the revision and the template
+    generation), plus the nodes that gained a live pod since the ranking last looked (`take_joined`)."""
+
+    __slots__ = ("_generation", "_joined", "_multi", "_new_at", "_old_at", "_rebuilt", "_revision", "view")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = PodsByNode()
+        self._new_at: dict[str, str] = {}  # pod key -> node, live pods of the revision
+        self._old_at: dict[str, str] = {}  # pod key -> node, live pods of other revisions
+        # (node, new?) -> pods, only where a node has more than one pod of that kind (rare: `excess`).
+        self._multi: dict[tuple[str, bool], dict[str, JSON]] = {}
+        self._joined: set[str] = set()
+        self._rebuilt = True
+        self._revision = ""
+        self._generation: str | None = None
+
+    def update(self, ds: JSON, pods: Mapping[str, JSON], revision: str) -> PodsByNode:
+        self._revision, self._generation = revision, template_generation(ds)
+        self.refresh(pods, (revision, self._generation))
+        self.view.all_updated = not self.view.old
+        return self.view
+
+    def take_joined(self) -> set[str] | None:
+        """Nodes that gained a live pod (had none) since the last call; None after a start over (every node
+        may be new to whoever asks)."""
+        joined, self._joined = self._joined, set()
+        if self._rebuilt:
+            self._rebuilt = False
+            return None
+        return joined
+
+    def _reset(self) -> None:
+        self.view = PodsByNode()
+        self._new_at.clear()
+        self._old_at.clear()
+        self._multi.clear()
+        self._joined.clear()
+        self._rebuilt = True
+
+    def _add(self, key: str, pod: JSON) -> None:
+        node = live_node(pod)
+        if not node:
+            return
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        is_new = labels.get(LABEL_REVISION_HASH) == self._revision or (
+            self._generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == self._generation)
+        view = self.view
+        if node not in view.new and node not in view.old:
+            self._joined.add(node)
+        side = view.new if is_new else view.old
+        (self._new_at if is_new else self._old_at)[key] = node
+        present = side.get(node)
+        side[node] = pod
+        if present is not None:
+            group = self._multi.get((node, is_new))
+            if group is None:
+                group = self._multi[(node, is_new)] = {key_of(present): present}
+            group[key] = pod
+            view.excess.add(node)
+        if is_new:
+            self._check_ready(node)
+
+    def _remove(self, key: str) -> None:
+        is_new = True
+        node = self._new_at.pop(key, None)
+        if node is None:
+            is_new = False
+            node = self._old_at.pop(key, None)
+            if node is None:
+                return
+        view = self.view
+        side = view.new if is_new else view.old
+        group = self._multi.get((node, is_new))
+        if group is None:
+            side.pop(node, None)
+        else:
+            group.pop(key, None)
+            side[node] = next(reversed(group.values()))
+            if len(group) == 1:
+                del self._multi[(node, is_new)]
+                if (node, not is_new) not in self._multi:
+                    view.excess.discard(node)
+        if is_new:
+            self._check_ready(node)
+
+    def _check_ready(self, node: str) -> None:
+        pod = self.view.new.get(node)
+        if pod is not None and not _ready_now(pod):
+            self.view.unready.add(node)
+        else:
+            self.view.unready.discard(node)
 
 
 def not_ready_reason(pod: JSON) -> str:
@@ -329,15 +436,21 @@ def agent_failures(ds: JSON, revision: str, events: Iterable[JSON]) -> dict[str,
 
 
 def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision: str, progress_deadline: float,
-            now: float, events: Iterable[JSON] = (), min_ready_seconds: int = 0) -> Observation:
+            now: float, events: Iterable[JSON] = (), min_ready_seconds: int = 0,
+            by_node: PodsByNode | None = None) -> Observation:
     """`min_ready_seconds` (the DaemonSet's `minReadySeconds`): a new pod counts as upgraded only once it has
-    been Ready that long; the observation's `next_deadline` then includes that moment (a wake-up)."""
-    by_node = pods_by_node(ds, pods, revision)
+    been Ready that long; the observation's `next_deadline` then includes that moment (a wake-up).
+    `by_node`: the pods already sorted by node (`NodePods`), instead of a pass over `pods`."""
+    if by_node is None:
+        by_node = pods_by_node(ds, pods, revision)
     failures: dict[str, tuple[str, str]] = {}
     next_deadline: float | None = None
     obs = Observation(by_node, failures, None, by_node.all_updated, nodes)
     excess = by_node.excess
-    for name, pod in by_node.new.items():
+    # Without minReadySeconds a Ready new pod needs nothing here: only the unready ones are looked at.
+    looked_at = by_node.new.items() if min_ready_seconds > 0 else (
+        (name, by_node.new[name]) for name in by_node.unready)
+    for name, pod in looked_at:
         if _ready_now(pod):
             if min_ready_seconds > 0:
                 at = available_at(pod, min_ready_seconds)

@@ -91,3 +91,34 @@ async def test_the_controller_caches_trimmed_pods_and_nodes(
     for node in controller.nodes.items.values():
         assert set(node["status"]) <= {"conditions", "images"}
         assert [c["type"] for c in node["status"]["conditions"]] == ["Ready"]
+
+
+async def test_a_condition_changed_by_someone_else_after_sync_is_written_back(
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
+) -> None:
+    """A pass re-reads only the pods the informer reported changed (controller/pod_index.py). A controller whose
+    first pass found every condition right must still see, and undo, a later change by another writer."""
+    await create_daemonset(admin, daemonset_manifest("nginx", strategy="OTA"))
+    await eventually(lambda: all_running(admin, "nginx", 3), what="3 pods running")
+    first = await controllers.start(sim)
+    hash_ = await eventually(lambda: current_hash(admin, "nginx"), what="first revision")
+    right = ("False", f"controllerrevision: {hash_}")
+
+    async def all_right() -> bool:
+        found = await conditions(admin, "nginx")
+        return len(found) == 3 and all(c == right for c in found.values())
+
+    await eventually(all_right, what="PodNeedUpgrade False on every pod")
+    await controllers.stop(first)
+    app = await controllers.start(sim)  # its first pass finds every condition right
+
+    async def passed() -> bool:
+        return (app.metrics.registry.get_sample_value("edgeagent_controller_reconciles_total",
+                                                      {"result": "ok"}) or 0) >= 1
+
+    await eventually(passed, what="the new controller's first reconcile")
+    victim = sorted(await pods_of(admin, "nginx"), key=name_of)[1]
+    await admin.patch(f"/api/v1/namespaces/{NS}/pods/{name_of(victim)}/status", {"status": {"conditions": [
+        {"type": "PodNeedUpgrade", "status": "True", "message": "controllerrevision: someone-else"}]}})
+    await eventually(all_right, what="the condition written back")
+    assert app.metrics.writes("condition_patch") == 1
