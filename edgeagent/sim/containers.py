@@ -76,7 +76,7 @@ class PodLauncher:
 
     def __init__(self, store: Store, images: NodeImages, *, node: str, host_ip: str, startup: float,
                  backoff: float, reachable: Callable[[], bool],
-                 start_running: Callable[[str, str, str], None]) -> None:
+                 start_running: Callable[[str, str, str], None], missed: Callable[[], None] | None = None) -> None:
         self.store = store
         self.images = images
         self.node = node
@@ -85,6 +85,7 @@ class PodLauncher:
         self.backoff = backoff
         self._reachable = reachable
         self._start_running = start_running
+        self._missed = missed  # a status lost to a cut link: the kubelet resyncs when the link is back
         self._wake = asyncio.Event()  # the registry changed: pods in back-off retry now
         images.catalog.on_change(self._wake.set)
 
@@ -144,6 +145,8 @@ class PodLauncher:
 
     def _patch(self, namespace: str, name: str, uid: str, status: JSON) -> None:
         if not self._reachable():
+            if self._missed is not None:
+                self._missed()
             return  # a partitioned kubelet cannot report; it re-syncs when the link returns
         try:
             self.store.patch(PODS, namespace, name, {"metadata": {"uid": uid}, "status": status}, STRATEGIC,

@@ -203,7 +203,7 @@ class Kubelet:
         self.images = NodeImages(catalog or ImageCatalog(config.image_pull_seconds), self.images_pulled)
         self._launcher = PodLauncher(store, self.images, node=name, host_ip=self.host_ip,
                                      startup=config.pod_startup, backoff=config.kubelet_backoff,
-                                     reachable=reachable, start_running=self._start)
+                                     reachable=reachable, start_running=self._start, missed=self._missed)
 
     @property
     def reachable(self) -> bool:
@@ -300,6 +300,16 @@ class Kubelet:
         self._resync_timer = None
         if self.reachable:
             self.resync()
+        else:
+            self._missed()
+
+    def _missed(self) -> None:
+        """Work fell into a cut (a start, a removal, a resync): the next heartbeat that gets through resyncs.
+
+        A real kubelet retries what the API server did not take; without this a pod whose removal timer fired
+        during a flapping link stayed terminating for good, and a pod whose start did stayed Pending, whenever
+        no heartbeat happened to run while the link was down (found by the soak, issue 23)."""
+        self._was_reachable = False
 
     def _renew_lease(self) -> None:
         now = now_micro_time()
@@ -393,7 +403,8 @@ class Kubelet:
             if uid not in self._timers:
                 self._timers[uid] = asyncio.create_task(self._launch(namespace_of(pod), name_of(pod), uid),
                                                         name=f"start {namespace_of(pod)}/{name_of(pod)}")
-        elif restore_ready and phase == "Running":
+        elif restore_ready and phase == "Running" and uid not in self._timers:
+            # (a pod still in its launcher, crash-looping, reports its own status: not Ready)
             ready = get_condition(pod, "Ready")
             if ready is not None and ready.get("status") != "True":
                 self._restore_ready(pod)
@@ -409,6 +420,7 @@ class Kubelet:
     def _start(self, namespace: str, name: str, uid: str) -> None:
         self._timers.pop(uid, None)
         if not self.reachable:
+            self._missed()
             return
         try:
             pod = self.store.entry(PODS, namespace, name).obj
@@ -438,6 +450,7 @@ class Kubelet:
         self._timers.pop(uid, None)
         self._terminating.discard(uid)
         if not self.reachable:
+            self._missed()
             return
         try:
             self.store.delete(PODS, namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})

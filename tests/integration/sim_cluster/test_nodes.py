@@ -284,3 +284,69 @@ async def test_kubelet_version_is_the_release_the_api_server_claims(sim: SimClus
     version = await admin.get("/version")
     for node in (await admin.get("/api/v1/nodes"))["items"]:
         assert node["status"]["nodeInfo"]["kubeletVersion"] == f"v{version['major']}.{version['minor']}.0"
+
+
+async def test_work_that_falls_into_a_short_cut_is_done_once_the_link_is_back(sim_factory: Any) -> None:
+    """A flapping link: the kubelet's removal of a terminating pod, and its start of a new one, come due while
+    the link is down, and no heartbeat runs during the cut (a cut shorter than the heartbeat interval). A real
+    kubelet retries; the sim's dropped the work for good, so a pod stayed terminating (or Pending) until the
+    next partition that a heartbeat noticed (found by the soak, issue 23)."""
+    sim: SimCluster = await sim_factory(nodes=1, heartbeat_interval=60.0, node_grace=120.0, pod_resync_delay=0.2,
+                                        pod_termination=0.5, pod_startup=0.5)
+    kubelet = sim.nodes.kubelet("edge-1")
+    admin = await KubeClient.connect(sim.admin_kubeconfig)
+    try:
+        old = await running_pod(admin, "old", "edge-1")
+        await admin.delete(f"{PODS}/old")
+        await admin.create(PODS, pod("new", "edge-1"))
+        new = await admin.get(f"{PODS}/new")
+        uids = {old["metadata"]["uid"], new["metadata"]["uid"]}
+        await eventually(lambda: uids <= set(kubelet._timers), what="removal and start under way")
+        await sim.disconnect("edge-1", "refuse")
+        await eventually(lambda: not uids & set(kubelet._timers), what="both due during the cut")
+        await sim.connect("edge-1")
+
+        async def caught_up() -> bool:
+            started = (await admin.get(f"{PODS}/new"))["status"].get("phase") == "Running"
+            try:
+                await admin.get(f"{PODS}/old")
+            except KubeError as exc:
+                return exc.code == 404 and started
+            return False
+
+        await eventually(caught_up, what="'old' removed and 'new' Running after the link's return")
+    finally:
+        await admin.close()
+
+
+async def test_a_crash_looping_pod_stays_not_ready_after_its_node_returns(sim_factory: Any) -> None:
+    """After a partition the kubelet re-reports its pods Ready (the containers never stopped), but not a pod
+    whose container is crash-looping: that one reports its own status, not Ready. The sim restored Ready for it
+    too, so a bad version looked available for a while after every cut."""
+    sim: SimCluster = await sim_factory(nodes=1, kubelet_backoff=60.0)
+    sim.set_image("example/crash:1", crash=True)
+    admin = await KubeClient.connect(sim.admin_kubeconfig)
+    try:
+        await running_pod(admin, "healthy", "edge-1")
+        crash = pod("crash", "edge-1")
+        crash["spec"]["containers"][0]["image"] = "example/crash:1"
+        await admin.create(PODS, crash)
+
+        async def crash_looping() -> bool:
+            statuses = (await admin.get(f"{PODS}/crash"))["status"].get("containerStatuses") or []
+            return any((s.get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
+                       for s in statuses)
+
+        await eventually(crash_looping, what="the crash pod in CrashLoopBackOff")
+        await sim.disconnect("edge-1", "refuse")
+
+        async def healthy_ready(want: str) -> bool:
+            return (get_condition(await admin.get(f"{PODS}/healthy"), "Ready") or {}).get("status") == want
+
+        await eventually(lambda: healthy_ready("False"), what="pods marked not ready while edge-1 is away")
+        await sim.connect("edge-1")
+        # The resync re-reports every pod of the node in one pass: once 'healthy' is Ready, 'crash' was seen.
+        await eventually(lambda: healthy_ready("True"), what="'healthy' re-reported Ready")
+        assert (get_condition(await admin.get(f"{PODS}/crash"), "Ready") or {}).get("status") != "True"
+    finally:
+        await admin.close()
