@@ -197,6 +197,27 @@ def _status_predates_node_ready(view: NodeView, pod: JSON) -> bool:
     return pod_changed is not None and node_changed is not None and pod_changed <= node_changed
 
 
+def _worked_in_time(view: NodeView, pod: JSON, min_ready_seconds: int, deadline: float) -> bool:
+    """The kubelet's last report says the pod's containers were ready early enough for the pod to be available
+    by its deadline, and, if its node is away now, before the node went away.
+
+    This is what `proven` remembers, read from the pod itself, so that it survives a controller restart or a
+    change of leader: the node lifecycle controller marks a lost node's pods unready by their `Ready` condition
+    only, and `ContainersReady` keeps the kubelet's word (for a pod still Ready, the time it became so serves).
+    Without it a new leader took a good pod whose node was cut off after it had come up for a failure of the
+    version, and paused the roll (found by the soak).
+    """
+    ready = get_condition(pod, "Ready")
+    cond = ready if ready is not None and ready.get("status") == "True" else get_condition(pod, "ContainersReady")
+    since = parse_time(cond.get("lastTransitionTime")) if cond and cond.get("status") == "True" else None
+    if since is None or since + min_ready_seconds > deadline:
+        return False
+    if view.ready:
+        return True
+    went_away = node_ready_changed_at(view.node) if view.node else None
+    return went_away is not None and since + min_ready_seconds <= went_away
+
+
 @dataclass
 class Plan:
     """What to do now, and the numbers behind it (logged, exported as metrics, put in Events)."""
@@ -317,7 +338,8 @@ def plan_rolling_update(
             became = available_at(view.new, min_ready)
             if view.ready and is_available(view.new, min_ready, now) and became is not None and became <= deadline:
                 plan.proven.add(uid_of(view.new))
-            if uid_of(view.new) in proven or uid_of(view.new) in plan.proven:
+            if uid_of(view.new) in proven or uid_of(view.new) in plan.proven or \
+                    _worked_in_time(view, view.new, min_ready, deadline):
                 failing = False
             elif view.ready:
                 failing = not is_available(view.new, min_ready, now)

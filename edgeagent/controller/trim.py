@@ -81,7 +81,14 @@ def pod(obj: JSON) -> JSON:
     assert isinstance(status, dict)
     kept_status: JSON = {k: status[k] for k in _POD_STATUS if k in status}
     if "conditions" in kept_status:
-        kept_status["conditions"] = _conditions(status, _POD_CONDITIONS_DROPPED)
+        conditions = status.get("conditions") or []
+        dropped = _POD_CONDITIONS_DROPPED
+        if any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") != "True" for c in conditions):
+            # A pod not Ready keeps the kubelet's ContainersReady: True there means the node lifecycle controller
+            # marked it unready (its node went away), and since when its containers worked (rolling.py reads it
+            # to tell a lost node from a failed version). Ready pods, nearly all, do not pay for it.
+            dropped = _POD_CONDITIONS_DROPPED - {"ContainersReady"}
+        kept_status["conditions"] = _conditions(status, dropped)
     if _is_prepull_pod(obj) and "containerStatuses" in status:
         kept_status["containerStatuses"] = status["containerStatuses"]  # prepull.py reads why a pull waits
     elif "containerStatuses" in status:

@@ -6,7 +6,7 @@ import pytest
 
 from edgeagent.controller.rolling import NodeState, Plan, node_state, node_views, plan_rolling_update
 from edgeagent.controller.settings import roll_settings
-from tests.unit.test_controller_objects import T0, daemonset, node, pod
+from tests.unit.test_controller_objects import T0, daemonset, node, pod, ts
 
 JSON = dict[str, Any]
 OLD, NEW = "old", "new"
@@ -216,12 +216,34 @@ def test_before_the_deadline_the_roll_waits_and_schedules_the_check() -> None:
 
 
 def test_a_node_taken_down_by_the_new_version_counts_as_failed() -> None:
+    """The node went away 10 s after receiving the pod, which never came up (no ContainersReady)."""
     nodes = cluster(4)
     nodes["n00"] = node("n00", ready=False, changed=T0 - 100)
     pods = old_pods(nodes)
-    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 110)
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 110, ready=False, ready_since=T0 - 110)
     p = plan(pods, nodes, FAIL)
     assert p.failed == ["q-n00"] and p.auto_pause
+
+
+def test_a_pod_that_came_up_before_its_node_went_away_is_not_a_failure_without_memory() -> None:
+    """A new leader never saw the pod available, but the kubelet's last report (ContainersReady, which the node
+    lifecycle controller leaves alone when it marks a lost node's pods unready) says it was, within its deadline
+    and before its node went away: a cut link, not the version (found by the soak, issue 23)."""
+    nodes = cluster(4)
+    nodes["n00"] = node("n00", ready=False, changed=T0 - 100)
+    pods = old_pods(nodes)
+    up = [{"type": "ContainersReady", "status": "True", "lastTransitionTime": ts(T0 - 105)}]
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 110, ready=False, ready_since=T0 - 100, extra_conditions=up)
+    p = plan(pods, nodes, FAIL)
+    assert p.failed == [] and not p.auto_pause
+    # Containers ready only after the node went away (a report that cannot be), or after the deadline: failed.
+    late = [{"type": "ContainersReady", "status": "True", "lastTransitionTime": ts(T0 - 99)}]
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 110, ready=False, ready_since=T0 - 100, extra_conditions=late)
+    assert plan(pods, nodes, FAIL).failed == ["q-n00"]
+    nodes["n00"] = node("n00", changed=T0 - 100)
+    late = [{"type": "ContainersReady", "status": "True", "lastTransitionTime": ts(T0 - 30)}]
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 110, ready=False, ready_since=T0 - 30, extra_conditions=late)
+    assert plan(pods, nodes, FAIL, now=T0 + 100).failed == ["q-n00"]
 
 
 def test_a_node_going_down_long_after_its_upgrade_is_not_a_failure() -> None:
@@ -339,7 +361,7 @@ def test_a_node_going_down_in_the_same_second_its_new_pod_was_created_counts() -
     nodes = cluster(4)
     nodes["n00"] = node("n00", ready=False, changed=T0 - 100)
     pods = old_pods(nodes)
-    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 100)
+    pods[0] = pod("q-n00", "n00", NEW, created=T0 - 100, ready=False, ready_since=T0 - 100)
     p = plan(pods, nodes, {MU: "1"})
     assert p.unavailable == 1 and p.delete == []  # its budget is used up by n00
     assert plan(pods, nodes, FAIL).failed == ["q-n00"]

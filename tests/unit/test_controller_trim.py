@@ -46,6 +46,15 @@ def test_pod_keeps_what_the_controller_reads() -> None:
     assert get_condition(kept, "PodNeedUpgrade") == get_condition(full, "PodNeedUpgrade")
 
 
+def test_a_pod_marked_unready_keeps_containers_ready() -> None:
+    """The node lifecycle controller marks a lost node's pods unready by `Ready` only; `ContainersReady` keeps the
+    kubelet's word, which tells a failure of the version from a node that went away (rolling.py)."""
+    full = _pod()
+    full["status"]["conditions"][0]["status"] = "False"
+    kept = trim.pod(full)
+    assert get_condition(kept, "ContainersReady") == {"type": "ContainersReady", "status": "True"}
+
+
 def test_an_unbound_pod_keeps_the_affinity_that_pins_it() -> None:
     full = _pod()
     del full["spec"]["nodeName"]
