@@ -2,8 +2,8 @@
 
 One sim process, two leader-elected controllers, a real `edgeagent run` on some nodes (the controller alone
 handles the rest), several DaemonSets; a schedule drawn from the seed cuts and flaps links, kills agents,
-the leader and the sim, bursts 429/5xx/slow/lost answers, rotates credentials, makes state directories
-read-only, holds and releases nodes, sends operators' upgrades and changes templates (bad versions too).
+the leader and the sim, bursts 429/5xx/slow/lost answers, rotates credentials, fills state directories
+up, holds and releases nodes, sends operators' upgrades and changes templates (bad versions too).
 Then the faults stop and the fleet must converge. Exit 0 only with zero violations.
 
 Prints a summary and, as every bench here, `name value unit` lines. Only loopback is touched.

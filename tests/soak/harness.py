@@ -44,6 +44,8 @@ TERMINAL = {"succeeded", "failed", "cancelled", "obsolete"}
 # Longer than the longest link cut plus the node grace and a flap: a good version on a node whose link was
 # down must not count as failed; a crashing one still stops the roll after this long.
 PROGRESS_DEADLINE = "90"
+# How long an auto-pause on a good version lasts before the soak's operator resumes the roll.
+OPERATOR_RESUME_AFTER = 20.0
 PLAN_MODULE = "edgeagent/controller/waves.py"  # rollout plans in the controller: plan DaemonSets join once present
 
 
@@ -190,6 +192,8 @@ class Soak:
             if cfg.windowed_fraction > 0 else set()
         self.rng = random.Random(f"{cfg.seed}/harness")
         self.operator_releases = 0
+        self.operator_resumes: Counter[str] = Counter()  # rolls auto-paused on a good version, resumed
+        self.paused_since: dict[str, float] = {}
         self.unconverged = ""  # why the fleet was not converged at the last look
 
     # ------------------------------------------------------------------------------------------ plumbing
@@ -641,9 +645,12 @@ class Soak:
 
     async def operator_sweep(self) -> None:
         """An operator releases nodes held by a failed automatic upgrade once no bad version is out (the
-        documented way out of `AutoUpgradeFailed`); other holds are the schedule's business."""
+        documented way out of `AutoUpgradeFailed`), and resumes a roll the controller paused on a good version;
+        other holds are the schedule's business."""
         while True:
             await asyncio.sleep(5.0)
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, RuntimeError, OSError, KeyError):
+                await self.resume_good_rolls()
             if any(ds.bad for ds in self.ds.values()):
                 continue
             for node in self.agent_nodes:
@@ -652,6 +659,35 @@ class Soak:
                     if status == 200 and isinstance(body, dict) and body.get("reason") == "AutoUpgradeFailed":
                         await self._agent(node, "DELETE", "/v1/hold")
                         self.operator_releases += 1
+
+    async def resume_good_rolls(self) -> None:
+        """`max-failed` pauses a roll when a pod of the new version is not available within the progress
+        deadline. Under the storm that also happens to a good version (its node was cut or flapping for most of
+        the deadline, the machine was loaded). An operator who finds such a pause checks the version, and when it
+        is a good one (here: the template is the image the harness put out, no bad version is pending) removes
+        the annotation, as the controller's Event says to; not at once, but once the pause has lasted
+        OPERATOR_RESUME_AFTER seconds. Every resume is counted and reported, so the false pauses stay visible."""
+        now = time.monotonic()
+        for ds in self.ds.values():
+            if ds.plan or ds.bad:
+                continue  # a plan's failures are the controller's to roll back; a bad version is rolled back above
+            found = await self.api("GET", f"/apis/apps/v1/namespaces/{NS}/daemonsets/{ds.name}", timeout=5)
+            annotations = found["metadata"].get("annotations") or {}
+            if annotations.get("edgeagent.io/paused") != "true":
+                self.paused_since.pop(ds.name, None)
+                continue
+            images = [c.get("image") for c in found["spec"]["template"]["spec"]["containers"]]
+            if images != [ds.image()] or ds.bad:
+                continue
+            since = self.paused_since.setdefault(ds.name, now)
+            if now - since < OPERATOR_RESUME_AFTER:
+                continue
+            await self.api("PATCH", f"/apis/apps/v1/namespaces/{NS}/daemonsets/{ds.name}",
+                           {"metadata": {"annotations": {"edgeagent.io/paused": None}}},
+                           content_type="application/merge-patch+json", timeout=10)
+            self.paused_since.pop(ds.name, None)
+            self.operator_resumes[ds.name] += 1
+            self.cfg.out(f"soak: operator resumed {ds.name}, auto-paused on a good version ({ds.image()})")
 
     # ------------------------------------------------------------------------------------------ samplers
 
@@ -814,8 +850,10 @@ class Soak:
             out(f"soak: converged {history.converged_at - history.faults_stopped_at:.1f} s after the last fault "
                 f"(bound {history.convergence_bound:.0f} s)")
         accepted = [a for a in self.accepted if a.get("code") in (200, 202)]
+        resumes = ", ".join(f"{k} {n}" for k, n in sorted(self.operator_resumes.items())) or "none"
         out(f"soak: operators sent {len(self.accepted)} upgrade requests, {len(accepted)} accepted, released "
-            f"{self.operator_releases} AutoUpgradeFailed hold(s); "
+            f"{self.operator_releases} AutoUpgradeFailed hold(s), resumed rolls auto-paused on a good version: "
+            f"{resumes}; "
             f"{len(history.events)} Events; {len(history.audit)} audited writes")
         out(f"soak: history kept in {self.work / 'history.json'}" if (self.cfg.keep or not result.ok)
             else "soak: workdir removed (pass --keep to keep it)")

@@ -16,16 +16,16 @@ JSON = dict[str, Any]
 
 # Mean arrivals per minute for a full-size run (200 nodes, 30 agents); a smaller fleet scales them down.
 RATES: dict[str, float] = {
-    "link_cut": 24.0,
-    "flap": 3.0,
-    "agent_kill": 3.0,
-    "leader_kill": 0.5,
+    "link_cut": 32.0,
+    "flap": 5.0,
+    "agent_kill": 4.0,
+    "leader_kill": 0.75,
     "sim_restart": 0.25,
-    "api_burst": 8.0,
-    "cred_rotate": 1.0,
-    "state_full": 1.0,
-    "hold": 4.0,
-    "operator_upgrade": 12.0,
+    "api_burst": 14.0,
+    "cred_rotate": 1.5,
+    "state_full": 1.5,
+    "hold": 5.0,
+    "operator_upgrade": 15.0,
     "template": 1.5,
     "bad_version": 0.3,
 }
