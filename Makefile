@@ -40,11 +40,13 @@ bench: venv-demo
 	$(BIN)/python bench/run_all.py
 
 # Not part of `make test` (a one-minute soak is): a seeded fault campaign against 200 simulated nodes, 30 real
-# agents and two controllers, judged by tests/soak/checker.py. `make soak SECONDS=1800 SEED=7`.
+# agents and two controllers, judged by tests/soak/checker.py. `make soak SECONDS=1800 SEED=7`;
+# SOAK_ARGS passes more options (`SOAK_ARGS="--workdir /tmp/soak-7"` keeps everything there).
 SECONDS ?= 600
 SEED ?= 1
+SOAK_ARGS ?=
 soak: venv-test
-	$(BIN)/python bench/soak.py --seconds $(SECONDS) --seed $(SEED)
+	$(BIN)/python bench/soak.py --seconds $(SECONDS) --seed $(SEED) $(SOAK_ARGS)
 
 bench-quick: venv-demo
 	$(BIN)/python bench/run_all.py --quick
