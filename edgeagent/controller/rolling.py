@@ -285,6 +285,7 @@ def plan_rolling_update(
     plan = Plan(total=len(views), paused=settings.paused)
     min_ready = settings.min_ready_seconds
     seen = {view.name for view in views}
+    accounted = sum(1 for view in views if view.ready)
     for name in in_flight:
         if name in seen:
             continue
@@ -292,14 +293,17 @@ def plan_rolling_update(
             # Old pod gone, replacement not created yet: the node still needs (and lacks) a pod.
             plan.total += 1
             plan.unavailable += 1
+            accounted += is_node_ready(nodes[name])
         else:
             plan.settled.add(name)
     # Nodes that should run a pod but show none: the old pod is gone and its replacement not created yet. Our
     # own deletions are `in_flight` above, but a new leader or a restarted controller has no memory of its
     # predecessor's, and a node without a pod is invisible to grouping pods by node. The DaemonSet controller's
     # count of the nodes that should run a pod reveals how many there are (Kubernetes' DaemonSet controller
-    # counts a node with neither an old nor a new pod as unavailable too).
-    missing = max(0, desired_nodes(ds) - plan.total)
+    # counts a node with neither an old nor a new pod as unavailable too). That count leaves out nodes that are
+    # not Ready (their not-ready/unreachable NoSchedule taints, which daemon pods do not tolerate), so it is
+    # compared with the Ready nodes seen.
+    missing = max(0, desired_nodes(ds) - accounted)
     plan.total += missing
     plan.unavailable += missing
     plan.max_unavailable = settings.max_unavailable.scaled(plan.total, round_up=True)

@@ -84,6 +84,11 @@ def test_nodes_that_should_run_a_pod_but_show_none_use_the_budget() -> None:
     ds["status"] = {"desiredNumberScheduled": 4}
     p = plan_rolling_update(ds, pods, nodes, NEW, settings, T0)
     assert (p.total, p.unavailable, deleted(p)) == (4, 1, ["p-n00"])
+    # A NotReady node is left out of desiredNumberScheduled (its NoSchedule taint) but still shows its pod: it
+    # must not hide a Ready node that lacks one (the soak: 199 nodes seen, 199 desired, one of them pod-less).
+    nodes["n02"] = node("n02", ready=False)
+    p = plan_rolling_update(ds, pods, nodes, NEW, settings, T0)
+    assert (p.unavailable, deleted(p)) == (2, [])
 
 
 def test_in_flight_replacements_use_the_budget() -> None:

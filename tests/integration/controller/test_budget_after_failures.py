@@ -80,8 +80,10 @@ async def test_a_new_leader_counts_nodes_whose_pod_is_gone_and_not_yet_replaced(
     """A node whose old pod is gone and whose replacement the DaemonSet controller has not created yet runs no pod
     at all. The controller that deleted the pod remembers it; a new leader (or a restarted controller) does not,
     and grouping pods by node does not see the node: it deleted `max-unavailable` more pods on top (the soak saw
-    8 at once after a leader change). The DaemonSet's `desiredNumberScheduled` shows the nodes without a pod.
-    The sim's DaemonSet controller is held from creating pods meanwhile, as a busy one is slow to."""
+    8 at once after a leader change). The DaemonSet's `desiredNumberScheduled` shows the nodes without a pod; it
+    leaves out a node that is away (its NoSchedule taint), whose pod is still there: edge-6 is cut off, so that
+    counting it would hide one missing pod. The sim's DaemonSet controller is held from creating pods meanwhile,
+    as a busy one is slow to."""
     sim = await sim_factory(node_names=NODES)
     stalled = asyncio.Event()
     manage = sim.daemonsets._manage
@@ -96,6 +98,8 @@ async def test_a_new_leader_counts_nodes_whose_pod_is_gone_and_not_yet_replaced(
         await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=GOOD,
                                                          annotations={"apps.openyurt.io/max-unavailable": "2"}))
         await eventually(lambda: all_running(admin, "web", 6), what="6 pods running")
+        await sim.disconnect("edge-6", "blackhole")
+        await eventually(lambda: _desired(admin, 5), what="edge-6 away, left out of desiredNumberScheduled")
         stalled.set()
         first = await controllers.start(sim)
         await set_image(admin, "web", NEWER)
@@ -106,6 +110,7 @@ async def test_a_new_leader_counts_nodes_whose_pod_is_gone_and_not_yet_replaced(
         await eventually(lambda: _planned(second), what="the new leader's first plan")
         stalled.clear()
         sim.daemonsets.enqueue(("default", "web"))
+        await sim.connect("edge-6")
         await eventually(lambda: all_running(admin, "web", 6, NEWER), timeout=60, interval=0.2,
                          what="every node on the newer version")
     assert recorder.max_disrupted <= 2, recorder.history
@@ -119,3 +124,8 @@ def _planned(app: ControllerApp) -> bool:
     value = app.metrics.registry.get_sample_value(
         "edgeagent_controller_rollout_nodes", {"namespace": "default", "daemonset": "web", "state": "total"})
     return value is not None
+
+
+async def _desired(admin: KubeClient, count: int) -> bool:
+    ds = await admin.get("/apis/apps/v1/namespaces/default/daemonsets/web")
+    return bool((ds.get("status") or {}).get("desiredNumberScheduled") == count)
