@@ -408,9 +408,29 @@ class Controller:
             self._log.debug("current revision not known yet", daemonset=key)
             return
         owned = self._owned(ds)
-        gate = await self._plan_gate(key, ds, owned, hash_)
+        # The plan's Events of this reconcile (WaveStarted ...) are recorded after its deletions or condition
+        # patches, so the next wave's first DELETE does not wait for an Event's round trip.
+        story: list[tuple[str, str, str]] = []
+        gate = await self._plan_gate(key, ds, owned, hash_, story)
         if gate is _HOLD:
             return
+        try:
+            await self._act(key, ds, owned, hash_, gate, selection.strategy, story)
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            await self._tell(ds, story)
+            raise
+        await self._tell(ds, story)
+
+    async def _tell(self, ds: JSON, story: list[tuple[str, str, str]]) -> None:
+        """Record the plan's Events held back for this reconcile, in order, once."""
+        while story:
+            event_type, reason, message = story.pop(0)
+            await self.events.emit(ds, event_type, reason, message)
+
+    async def _act(self, key: str, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None, strategy: Strategy,
+                   story: list[tuple[str, str, str]]) -> None:
         prepull_errors: list[BaseException] = []
         if self.prepull is not None:
             template = (ds.get("spec") or {}).get("template") or {}
@@ -418,10 +438,10 @@ class Controller:
             pending.refresh(owned.pods)
             prepull_errors = await self.prepull.sync(ds, owned.pods, hash_, template, self.nodes.items,
                                                      pending=pending.keys)
-        if selection.strategy is Strategy.OTA:
+        if strategy is Strategy.OTA:
             await self._sync_conditions(ds, owned, hash_, gate)
         else:
-            await self._roll(key, ds, list(owned.pods.values()), hash_, gate)
+            await self._roll(key, ds, list(owned.pods.values()), hash_, gate, story)
         if prepull_errors:
             raise ReconcileError(f"{len(prepull_errors)} pre-pull write(s) failed, first: {prepull_errors[0]}")
 
@@ -497,7 +517,8 @@ class Controller:
 
     # ------------------------------------------------------------------ AdvancedRollingUpdate
 
-    async def _roll(self, key: str, ds: JSON, pods: list[JSON], hash_: str, gate: Gate | None = None) -> None:
+    async def _roll(self, key: str, ds: JSON, pods: list[JSON], hash_: str, gate: Gate | None = None,
+                    story: list[tuple[str, str, str]] | None = None) -> None:
         settings, problems = roll_settings(ds)
         bad = {p.annotation for p in problems}
         for problem in problems:
@@ -539,7 +560,7 @@ class Controller:
                 self.pause_writes.record(uid_of(ds), _rv(ds))
             return
         if plan.delete:
-            await self._delete(key, ds, plan, hash_)
+            await self._delete(key, ds, plan, hash_, story if story is not None else [])
         if prepull is not None and plan.pull_wanted:
             errors = await prepull.request(pods, plan.pull_wanted, hash_)
             if errors:
@@ -547,7 +568,7 @@ class Controller:
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)
 
-    async def _delete(self, key: str, ds: JSON, plan: Plan, hash_: str) -> None:
+    async def _delete(self, key: str, ds: JSON, plan: Plan, hash_: str, story: list[tuple[str, str, str]]) -> None:
         deleted: list[JSON] = []
 
         def deleter(pod: JSON) -> Callable[[], Awaitable[None]]:
@@ -596,6 +617,7 @@ class Controller:
             return call
 
         errors = await self._bounded([deleter(pod) for pod in plan.delete])
+        await self._tell(ds, story)  # the plan's Events (WaveStarted) before the deletion batch's own
         if deleted:
             message = (
                 f"AdvancedRollingUpdate to revision {hash_}: deleted {len(deleted)} outdated pod(s) "
@@ -624,7 +646,8 @@ class Controller:
 
     # ------------------------------------------------------------------ rollout plans
 
-    async def _plan_gate(self, key: str, ds: JSON, owned: OwnerPods, hash_: str) -> Gate | None:
+    async def _plan_gate(self, key: str, ds: JSON, owned: OwnerPods, hash_: str,
+                         story: list[tuple[str, str, str]]) -> Gate | None:
         """Moves the DaemonSet's rollout plan on (state annotation, Events, rollback) and says which pods may
         move now; None when the DaemonSet has no (valid) plan and is rolled as before; `_HOLD` when nothing may
         be changed in this reconcile (the state could not be written)."""
@@ -684,7 +707,8 @@ class Controller:
                           previous=lambda: previous_revision(owned.pods.values(), hash_))
         self.metrics.planning_cpu.inc(time.process_time() - started)
         await self._warn_rolled_back(ds, hash_, steering)
-        if (decision.state is not None or decision.remove) and not await self._write_plan(ds, decision, hash_):
+        quiet = decision.state is None and not decision.remove
+        if not quiet and not await self._write_plan(ds, decision, hash_, story):
             # Our cache was behind (the DaemonSet's status moves all the time during a roll): decide again on
             # fresh data shortly, and move nothing meanwhile (conditions would flip back and forth otherwise).
             self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
@@ -704,13 +728,14 @@ class Controller:
                 f"revision {hash_} is the template again, but it was rolled back ({ANNOTATION_ROLLED_BACK_FROM}="
                 f"{hash_}): no pod is moved to it automatically; remove the annotation to roll it again")
 
-    async def _write_plan(self, ds: JSON, decision: Decision, hash_: str) -> bool:
+    async def _write_plan(self, ds: JSON, decision: Decision, hash_: str, story: list[tuple[str, str, str]]) -> bool:
         """One write per transition: a JSON patch that first tests the DaemonSet's UID and that the state
         annotation still holds the value this decision was made from (a compare-and-swap on the one field this
         controller owns). A cache that is behind (a new leader that has not seen its predecessor's last write)
         fails the test and decides again on fresh data, so a wave is never started twice; the DaemonSet's
         status, which moves with every pod during a roll, does not get in the way as a resourceVersion
-        precondition would. Events only after the write succeeded."""
+        precondition would. Events only after the write succeeded: added to `story`, which the reconcile records
+        after its deletions or condition patches."""
         state = decision.state
         path = f"/apis/apps/v1/namespaces/{namespace_of(ds)}/daemonsets/{name_of(ds)}"
         events = list(decision.events)
@@ -755,8 +780,7 @@ class Controller:
                            f"template restored to revision {state.stable_revision}, the last completed one; "
                            f"revision {hash_} is marked {ANNOTATION_ROLLED_BACK_FROM}={hash_} and will not be "
                            "rolled again automatically"))
-        for event_type, reason, message in events:
-            await self.events.emit(ds, event_type, reason, message)
+        story.extend(events)  # recorded by the caller once this reconcile's writes are done
         if state is not None:
             self._log.info("rollout state written", daemonset=key_of(ds), revision=state.revision,
                            wave=f"{state.wave}/{state.waves}", phase=state.phase)

@@ -558,8 +558,14 @@ def _counts(state: RolloutState, ranking: Ranking, obs: Observation, k: int) -> 
 
 def wave_finished(ranking: Ranking, obs: Observation, k: int) -> bool:
     """Every node of waves 1..k is upgraded, deferred or counted failed (a failure below max-failed is tolerated,
-    and would otherwise block the rollout forever)."""
-    return all(obs.status(node) != PENDING for node in ranking.nodes_in_waves(k))
+    and would otherwise block the rollout forever).
+
+    Wave k is read first: while it runs, one of its first nodes is usually still pending and the answer comes
+    at once; the earlier waves (at 100,000 nodes most of the fleet in the last wave) are read in full only
+    once wave k is done, instead of on every pass."""
+    last = min(k, len(ranking.targets))
+    return all(obs.status(node) != PENDING for node in ranking.nodes_of_wave(last)) and all(
+        obs.status(node) != PENDING for node in ranking.nodes_in_waves(last - 1))
 
 
 def decide(

@@ -93,6 +93,15 @@ def test_finished_wave_bakes_then_the_next_starts_at_the_bake_end_never_before()
     assert [e[1] for e in d.events] == ["WaveStarted"]
 
 
+def test_a_wave_is_finished_only_when_the_earlier_waves_still_are() -> None:
+    """wave_finished reads wave k first (cheap while it runs) but must still read waves 1..k-1."""
+    broken = set(wave(1))
+    d = run(state(2, "progressing"), world(wave(2), unready_new=broken), now=T0 + 10)
+    assert not any(e[1] == "WaveFinished" for e in d.events) and (d.state is None or d.state.phase == "progressing")
+    d = run(state(2, "progressing"), world(wave(2)), now=T0 + 10)
+    assert [e[1] for e in d.events] == ["WaveFinished"]
+
+
 def test_a_node_that_breaks_during_the_bake_restarts_it() -> None:
     baking = state(1, "baking", bake_started_at=T0)
     d = run(baking, world(wave(1), unready_new=wave(1)), now=T0 + 10)

@@ -192,6 +192,8 @@ async def test_a_decision_from_a_stale_state_is_not_written(sim: SimCluster, adm
     assert state is not None
     decision = Decision(OPEN_GATE, state=dataclasses.replace(state, wave=2),
                         events=[("Normal", "WaveStarted", "a duplicate")])
-    assert await controller._write_plan(stale, decision, revision) is False
+    story: list[tuple[str, str, str]] = []
+    assert await controller._write_plan(stale, decision, revision, story) is False
+    assert story == []  # no Event held back to be recorded either
     assert await plan_state(admin, "web") == current
     assert not [e for e in await events_for(admin, "web") if e["message"] == "a duplicate"]

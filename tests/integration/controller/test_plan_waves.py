@@ -89,5 +89,10 @@ async def run_waves(sim: object, admin: KubeClient, controllers: Controllers) ->
     assert [e["reason"] for e in events] == ["WaveStarted", "WaveFinished", "WaveStarted", "WaveFinished",
                                              "WaveStarted", "WaveFinished", "RolloutComplete"]
     assert all(e["type"] == "Normal" for e in events)
+    # A later wave's WaveStarted is recorded after that wave's first deletions, which do not wait for it (the
+    # Event's name carries the nanosecond it was made).
+    for index, event in enumerate([e for e in events if e["reason"] == "WaveStarted"][1:], start=2):
+        made = int(str(event["metadata"]["name"]).rsplit(".", 1)[1], 16) / 1e9
+        assert made >= min(recorder.first_termination(n) for n in waves[index - 1]), index
     assert f"({waves[0][0]})" in events[0]["message"] and "1/3" in events[0]["message"]
     assert ", ".join(waves[1]) in events[2]["message"]
