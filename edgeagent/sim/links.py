@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import struct
 from collections import OrderedDict
@@ -102,7 +103,18 @@ class Link:
     def open_connections(self) -> int:
         return len(self._conns)
 
-    def _socket(self, port: int) -> socket.socket:
+    def _socket(self, port: int, *, alone: bool = False) -> socket.socket:
+        """A socket bound to `port` with SO_REUSEPORT, so that the listener can bind beside the reservation.
+
+        SO_REUSEPORT also lets any other socket of the same user that sets it bind the same port (another sim's
+        link: another test, a soak on the same machine), and the kernel then splits the connections between the
+        two. `alone` (a link's first bind, and a restart's) first checks that nothing else listens there: a
+        probe without SO_REUSEPORT fails on such a port (SO_REUSEADDR: a previous life's TIME_WAIT is no
+        obstacle)."""
+        if alone:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((self.bind, port))
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -118,7 +130,7 @@ class Link:
     async def start(self, port: int = 0) -> None:
         """Listen on `port` (0: a free one below the ephemeral range, see sim/ports.py; a restarted sim passes
         the port its node kubeconfig names)."""
-        sock = self._socket(port) if port else bind_stable(self._socket)
+        sock = self._socket(port, alone=True) if port else bind_stable(functools.partial(self._socket, alone=True))
         self._port = int(sock.getsockname()[1])
         self._server = await asyncio.start_server(self._accept, sock=sock, backlog=128)
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from edgeagent.sim import ports
+from edgeagent.sim import links, ports
 from edgeagent.sim.links import Link
 
 
@@ -51,3 +51,42 @@ def test_no_room_below_falls_back_to_the_ephemeral_range(monkeypatch: pytest.Mon
         return port
 
     assert ports.bind_stable(bind) == 0 and asked == [0]
+
+
+class _FirstPick(random.Random):
+    """Picks `first` before anything else: the port another sim's link happens to listen on."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(1)
+        self.first = [first]
+
+    def randrange(self, *args: int) -> int:  # type: ignore[override]
+        return self.first.pop() if self.first else super().randrange(*args)
+
+
+async def test_a_new_link_never_shares_a_port_another_link_listens_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Links bind with SO_REUSEPORT (to listen again beside their reservation), which lets a second link of the
+    same user bind the very same port; the kernel then splits connections between the two sims (an agent of
+    one test listed another test's pods). A port another link listens on is skipped like any taken port."""
+    other = Link("edge-1", "127.0.0.1", 1, bind="127.0.0.1")
+    await other.start()
+    monkeypatch.setattr(links, "bind_stable", lambda bind: ports.bind_stable(bind, rng=_FirstPick(other.port)))
+    new = Link("edge-1", "127.0.0.1", 1, bind="127.0.0.1")
+    try:
+        await new.start()
+        assert new.port != other.port and new.port < ports.ephemeral_floor()
+    finally:
+        await new.close()
+        await other.close()
+
+
+async def test_a_restarted_link_whose_port_another_link_took_fails_instead_of_sharing_it() -> None:
+    other = Link("edge-1", "127.0.0.1", 1, bind="127.0.0.1")
+    await other.start()
+    again = Link("edge-1", "127.0.0.1", 1, bind="127.0.0.1")
+    try:
+        with pytest.raises(OSError):
+            await again.start(other.port)
+    finally:
+        await again.close()
+        await other.close()
