@@ -347,7 +347,9 @@ class Controller:
     async def run_workers(self) -> None:
         """Reconcile until cancelled; run only while leading. Starts with every DaemonSet queued."""
         await self.wait_synced()
-        self.expectations.clear()  # a previous term's memory may be stale; planning rules stay safe
+        # A previous term's expectations are kept: a deletion of ours the cache does not show yet (or one cancelled
+        # on its way when leadership was lost, which the server may still carry out) keeps its budget spent when
+        # leadership comes back; each entry still ends when the cache shows it done, or at its deadline.
         self.enqueue_all()
         async with asyncio.TaskGroup() as group:
             for index in range(self._workers):
@@ -607,6 +609,10 @@ class Controller:
                     # Sent or not, we cannot tell: the expectation stays until the cache shows the pod.
                     self.expectations.deletion_outcome_unknown(key, uid)
                     self.metrics.pod_deletions.labels("error").inc()
+                    raise
+                except asyncio.CancelledError:
+                    # Leadership lost (or shutdown) with the request on its way: the server may still carry it out.
+                    self.expectations.deletion_outcome_unknown(key, uid)
                     raise
                 except BaseException:
                     self.expectations.deletion_failed(key, uid)

@@ -11,10 +11,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from edgeagent.controller.app import ControllerApp
-from edgeagent.kube.client import KubeClient
+from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient
+from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
     JSON,
@@ -129,3 +131,53 @@ def _planned(app: ControllerApp) -> bool:
 async def _desired(admin: KubeClient, count: int) -> bool:
     ds = await admin.get("/apis/apps/v1/namespaces/default/daemonsets/web")
     return bool((ds.get("status") or {}).get("desiredNumberScheduled") == count)
+
+
+async def test_a_delete_on_its_way_when_leadership_is_lost_still_counts_when_it_comes_back(
+        sim_factory: SimFactory, controllers: Controllers) -> None:
+    """A burst of 5xx on the Lease: the leader steps down while its DELETE of edge-2's pod is on its way (a slow
+    answer: the server carries it out seconds later), and takes the Lease back a moment after. It used to start
+    the new term with no memory of that DELETE (a cancelled one was taken for one that did not happen), while the
+    cache still showed the pod live and available: with edge-1 released from its hold meanwhile, it deleted
+    edge-1's pod too, two nodes down with max-unavailable 1. Found by the soak (leadership flaps under API bursts)."""
+    sim = await sim_factory(node_names=NODES[:3])
+    sim.set_image(NEWER, pull_seconds=3)  # a replaced node stays down a while: long enough to overlap
+    async with admin_client(sim) as admin, DisruptionRecorder(admin, "web") as recorder, \
+            aiohttp.ClientSession() as http:
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=GOOD,
+                                                         annotations={"apps.openyurt.io/max-unavailable": "1"}))
+        await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
+        held = {p["spec"]["nodeName"]: p["metadata"]["name"] for p in await pods_of(admin, "web")}["edge-1"]
+        await _hold(admin, held, True)
+        slow = await _fault(http, sim.url, {"latencySeconds": 2, "durationSeconds": 60, "verbs": ["DELETE"],
+                                            "path": PODS + "/", "userAgent": "edgeagent-controller/"})
+        app = await controllers.start(sim, leader_elect=True)
+        await eventually(lambda: app.is_leader, what="the controller leading")
+        await set_image(admin, "web", NEWER)
+        await eventually(lambda: len(_controller_deletes(sim)) == 1, what="the DELETE of edge-2's pod on its way")
+
+        await _fault(http, sim.url, {"codes": [503], "durationSeconds": 1.5, "userAgent": "edgeagent-controller/",
+                                     "path": "/apis/coordination.k8s.io/"})
+        await eventually(lambda: not app.is_leader, what="the controller stepping down")
+        async with http.delete(f"{sim.url}/sim/v1/faults/{slow}") as resp:  # later DELETEs are answered at once
+            assert resp.status == 200
+        await _hold(admin, held, False)
+        await eventually(lambda: all_running(admin, "web", 3, NEWER), timeout=90, interval=0.2,
+                         what="every node on the newer version")
+    assert recorder.max_disrupted <= 1, recorder.history
+
+
+async def _hold(admin: KubeClient, pod: str, on: bool) -> None:
+    condition = {"type": "UpgradeHeld", "status": "True" if on else "False",
+                 "reason": "HeldByOperator" if on else "Open", "message": "held" if on else ""}
+    await admin.patch(f"{PODS}/{pod}/status", {"status": {"conditions": [condition]}}, CONTENT_STRATEGIC_MERGE_PATCH)
+
+
+async def _fault(http: aiohttp.ClientSession, url: str, rule: JSON) -> str:
+    async with http.post(f"{url}/sim/v1/faults", json=rule) as resp:
+        assert resp.status == 201, await resp.text()
+        return str((await resp.json())["id"])
+
+
+def _controller_deletes(sim: SimCluster) -> list[JSON]:
+    return [e for e in sim.audit.find("DELETE", PODS + "/") if e["userAgent"].startswith("edgeagent-controller/")]
