@@ -112,6 +112,11 @@ class OwnerPods:
         assert isinstance(found, kind)
         return found
 
+    def forget_facts(self) -> None:
+        """Drop every tracker: the next pass derives each pod's facts again, as after a new revision (what
+        `bench/rollout_scale.py` times as a pass that starts over)."""
+        self._trackers.clear()
+
     def __len__(self) -> int:
         return len(self.pods)
 
