@@ -480,13 +480,10 @@ class Controller:
     async def _sync_conditions(self, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
         token = None if gate is None else (Same(gate.ranking), gate.wave, gate.frozen)
-        wanted, counts = owned.tracker(OtaFacts).scan(ds, owned.pods, hash_, self._clock(),
-                                                      gate.allows if gate is not None else None, token)
+        changes, counts = owned.tracker(OtaFacts).scan(
+            ds, owned.pods, hash_, self._clock(), gate.allows if gate is not None else None, token,
+            skip=lambda pod: self.condition_writes.pending(uid_of(pod), _rv(pod)))
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
-        changes = [
-            change for change in wanted
-            if not self.condition_writes.pending(uid_of(change.pod), _rv(change.pod))
-        ]
         self.metrics.planning_cpu.inc(time.process_time() - started)
 
         def patcher(pod: JSON, patch: JSON) -> Callable[[], Awaitable[None]]:
