@@ -76,6 +76,7 @@ class _DsState:
     version: int = 1
     bad: bool = False
     bad_since: float = 0.0
+    bad_image: str = ""  # the crashing image once it is out (in the template)
 
     def image(self, version: int | None = None, bad: bool = False) -> str:
         return f"registry.local/soak/{self.name}:{version or self.version}" + ("-bad" if bad else "")
@@ -619,7 +620,15 @@ class Soak:
             raise RuntimeError(f"{ds.name} is already on a bad version")
         ds.bad, ds.bad_since = True, time.time()
         bad = ds.image(ds.version + 1, bad=True)
-        await self._set_image(ds, bad)
+        try:
+            await self.retry(f"bad version of {ds.name}", lambda: self._set_image(ds, bad), 30)
+        except BaseException:
+            # Out or not: with a plan notice_rollbacks() settles it from the template; without, roll back.
+            ds.bad_image = bad
+            if not ds.plan:
+                await asyncio.shield(self.operator_rollback(ds))
+            raise
+        ds.bad_image = bad
         if ds.plan:
             # The controller must abort and roll back by itself (on-failure: rollback); once the template is
             # no longer the bad one, new versions may come again. Not rolled back: the fleet cannot converge
@@ -641,7 +650,14 @@ class Soak:
     async def operator_rollback(self, ds: _DsState) -> None:
         """What an operator does after a bad version without a plan: the good image back, the roll resumed."""
         await self.retry(f"roll {ds.name} back", lambda: self._set_image(ds, ds.image(), unpause=True), 60)
-        ds.bad = False
+        ds.bad, ds.bad_image = False, ""
+
+    async def notice_rollbacks(self) -> None:
+        """A plan's bad version is over once the controller has put the template back, whether or not the act
+        that put it out still waits for that (the faults may have stopped, cancelling it, in the middle)."""
+        for ds in self.ds.values():
+            if ds.plan and ds.bad and ds.bad_image and await self._template_is_not(ds, ds.bad_image):
+                ds.bad, ds.bad_image = False, ""
 
     async def operator_sweep(self) -> None:
         """An operator releases nodes held by a failed automatic upgrade once no bad version is out (the
@@ -650,6 +666,7 @@ class Soak:
         while True:
             await asyncio.sleep(5.0)
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, RuntimeError, OSError, KeyError):
+                await self.notice_rollbacks()
                 await self.resume_good_rolls()
             if any(ds.bad for ds in self.ds.values()):
                 continue
