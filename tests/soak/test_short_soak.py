@@ -7,7 +7,6 @@ the full campaign (200 nodes, 30 agents, as long as asked).
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,6 @@ import pytest
 from tests.soak.harness import Soak, SoakConfig
 
 SEED = 20261124
-# Issue 23 is still open on one point: now and then the checker finds an AdvancedRollingUpdate DELETE beyond
-# max-unavailable (seen after controller 5xx/429 bursts; cause not established, see docs/soak.md). Until it is
-# fixed such violations are printed as a warning of this test instead of failing `make test` at random; every
-# other invariant fails it, and `make soak` reports all of them.
-KNOWN_OPEN = frozenset({"budget"})
 
 
 @pytest.mark.slow
@@ -30,9 +24,7 @@ async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
                            workdir=tmp_path / "soak", keep=True, out=lines.append))
     history, result = await soak.run()
     text = "\n".join(lines)
-    assert not [v for v in result.violations if v.invariant not in KNOWN_OPEN], text
-    if result.violations:
-        warnings.warn(f"known open soak violations (issue 23): {text}", stacklevel=1)
+    assert result.violations == [], text
     # The run really did what it is for: faults of many kinds, deletes judged, a convergence measured.
     kinds = soak.faults_by_kind()
     assert sum(kinds.values()) >= 40 and len([k for k in kinds if not k.startswith("api_")]) >= 5, text
