@@ -46,6 +46,8 @@ TERMINAL = {"succeeded", "failed", "cancelled", "obsolete"}
 PROGRESS_DEADLINE = "90"
 # How long an auto-pause on a good version lasts before the soak's operator resumes the roll.
 OPERATOR_RESUME_AFTER = 20.0
+# Rollout phases in which a plan has nothing more to do (`rollout status` exits 0 or 1, not 3).
+PLAN_SETTLED = frozenset({"complete", "rolledBack", "aborted"})
 PLAN_MODULE = "edgeagent/controller/waves.py"  # rollout plans in the controller: plan DaemonSets join once present
 
 
@@ -80,6 +82,17 @@ class _DsState:
 
     def image(self, version: int | None = None, bad: bool = False) -> str:
         return f"registry.local/soak/{self.name}:{version or self.version}" + ("-bad" if bad else "")
+
+
+def plan_phase(ds: JSON) -> str | None:
+    """The phase in a DaemonSet's rollout-state annotation (None: no plan, or no state yet)."""
+    raw = ((ds.get("metadata") or {}).get("annotations") or {}).get("edgeagent.io/rollout-state")
+    if not raw:
+        return None
+    with contextlib.suppress(ValueError, AttributeError):
+        phase = json.loads(raw).get("phase")
+        return str(phase) if phase else None
+    return None
 
 
 def controller_has_plans(root: Path) -> bool:
@@ -382,6 +395,11 @@ class Soak:
                 return False
             if not desired == status.get("updatedNumberScheduled") == status.get("numberReady") \
                     == status.get("currentNumberScheduled"):
+                return False
+            # A plan is done when its phase says so: the last wave bakes after its pods are all current.
+            phase = plan_phase(ds)
+            if phase is not None and phase not in PLAN_SETTLED:
+                self.unconverged = f"daemonset {meta['name']}: rollout phase {phase}"
                 return False
         pods = (await self.api("GET", f"/api/v1/namespaces/{NS}/pods", timeout=10))["items"]
         terminating = [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
@@ -760,11 +778,7 @@ class Soak:
             text, _ = await proc.communicate()
             ds = daemonsets.get(name) or {}
             status = ds.get("status") or {}
-            state_raw = ((ds.get("metadata") or {}).get("annotations") or {}).get("edgeagent.io/rollout-state")
-            phase = None
-            if state_raw:
-                with contextlib.suppress(ValueError, AttributeError):
-                    phase = json.loads(state_raw).get("phase")
+            phase = plan_phase(ds)
             out.append({"name": name, "exit": proc.returncode, "phase": phase,
                         "updated": status.get("updatedNumberScheduled"), "total": status.get("desiredNumberScheduled"),
                         "output": text.decode(errors="replace")[-3000:]})
