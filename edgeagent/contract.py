@@ -48,11 +48,17 @@ ANNOTATION_ON_FAILURE = "edgeagent.io/on-failure"
 # Written only by the controller (JSON state of the plan), and the revision a rollback left:
 ANNOTATION_ROLLOUT_STATE = "edgeagent.io/rollout-state"
 ANNOTATION_ROLLED_BACK_FROM = "edgeagent.io/rolled-back-from"
+# The field of the rollout-state JSON naming the DaemonSet `metadata.generation` it was decided for (the agent
+# refuses a plan pod's upgrade while it differs: the controller has not caught up with a template change).
+STATE_GENERATION = "generation"
 # Steering written by `edgeagent rollout promote|abort`, removed by the controller once acted on:
 ANNOTATION_ROLLOUT_PROMOTE = "edgeagent.io/rollout-promote"
 ANNOTATION_ROLLOUT_ABORT = "edgeagent.io/rollout-abort"
 # PodNeedUpgrade False with this reason: the pod's node is in a wave the rollout has not reached yet.
 REASON_WAITING_FOR_WAVE = "WaitingForWave"
+# PodNeedUpgrade `True` of a pod whose DaemonSet has a rollout plan: the wave reached its node. It tells the
+# agent to check the DaemonSet's rollout state before it deletes the pod (pods of other DaemonSets need no read).
+REASON_WAVE_REACHED = "WaveReached"
 
 # --- The node's site policy, published by the agent on its DaemonSet pods ----------------------
 # AdvancedRollingUpdate never deletes a pod whose UpgradeHeld is True.

@@ -33,6 +33,7 @@ from edgeagent.contract import (
     ANNOTATION_ROLLOUT_GROUP_LABEL,
     ANNOTATION_ROLLOUT_STATE,
     ANNOTATION_ROLLOUT_STEPS,
+    STATE_GENERATION,
 )
 from edgeagent.kube.objects import annotations_of
 from edgeagent.kube.selectors import LabelSelector, parse_label_selector
@@ -388,6 +389,10 @@ class RolloutState:
     deferred: int = 0
     failed: int = 0
     failures: list[dict[str, str]] = field(default_factory=list)
+    # The DaemonSet `metadata.generation` this state was decided for. An agent compares it with the
+    # DaemonSet's generation before it deletes a pod: a template changed since (a new revision the controller
+    # has not planned yet) makes the pod's PodNeedUpgrade stale. None in states of older controllers.
+    generation: int | None = None
 
     def bake_ends_at(self, plan: Plan) -> float | None:
         if self.bake_started_at is None:
@@ -395,7 +400,7 @@ class RolloutState:
         return self.bake_started_at + plan.bake_seconds
 
     def to_json(self) -> str:
-        body = {
+        body: JSON = {
             "revision": self.revision,
             "stableRevision": self.stable_revision,
             "waves": self.waves,
@@ -407,6 +412,8 @@ class RolloutState:
                        "failed": self.failed},
             "failures": self.failures[:MAX_FAILURES_LISTED],
         }
+        if self.generation is not None:
+            body[STATE_GENERATION] = self.generation
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -444,6 +451,7 @@ class RolloutState:
             {str(k): str(v) for k, v in item.items()}
             for item in (failures if isinstance(failures, list) else []) if isinstance(item, dict)
         ][:MAX_FAILURES_LISTED]
+        generation = body.get(STATE_GENERATION)
         return cls(
             revision=revision,
             stable_revision=stable if isinstance(stable, str) and stable else None,
@@ -457,6 +465,7 @@ class RolloutState:
             deferred=count("deferred"),
             failed=count("failed"),
             failures=listed,
+            generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else None,
         ), None
 
 
@@ -464,6 +473,13 @@ def state_of(ds: JSON) -> tuple[RolloutState | None, str | None]:
     """The DaemonSet's rollout state, read as `RolloutState.from_json` does."""
     raw = annotations_of(ds).get(ANNOTATION_ROLLOUT_STATE)
     return RolloutState.from_json(str(raw) if raw is not None else None)
+
+
+def revision_now(state: RolloutState) -> str:
+    """The revision the DaemonSet's template holds according to the state: after a rollback the restored one."""
+    if state.phase == PHASE_ROLLED_BACK and state.stable_revision:
+        return state.stable_revision
+    return state.revision
 
 
 def iter_failures(state: RolloutState) -> Iterable[tuple[str, str, str]]:

@@ -16,6 +16,7 @@ from edgeagent.contract import (
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
     REASON_WAITING_FOR_WAVE,
+    REASON_WAVE_REACHED,
     version_message,
 )
 from edgeagent.controller.pod_index import Tracker
@@ -41,12 +42,13 @@ def desired_condition(ds: JSON, pod: JSON, current_hash: str,
     """(`True` when outdated / `False` when up to date, reason, `controllerrevision: <hash>`).
 
     With a rollout plan, an outdated pod on a node whose wave is not reached yet is `False` with reason
-    `WaitingForWave`: its agent refuses the upgrade (403) until the wave reaches it."""
+    `WaitingForWave`: its agent refuses the upgrade (403) until the wave reaches it; once reached, `True` with
+    reason `WaveReached`, which makes the agent check the plan's state is current before it deletes the pod."""
     if is_pod_updated(ds, pod, current_hash):
         return "False", "", version_message(current_hash)
     if may_move is not None and not may_move(node_of(pod)):
         return "False", REASON_WAITING_FOR_WAVE, version_message(current_hash)
-    return "True", "", version_message(current_hash)
+    return "True", REASON_WAVE_REACHED if may_move is not None else "", version_message(current_hash)
 
 
 def condition_patch(pod: JSON, status: str, message: str, now: float, reason: str = "") -> JSON:
@@ -92,9 +94,11 @@ def _desired(labels: JSON, pod: JSON, updated: Callable[[JSON], bool],
     """(on the current revision, status, reason) of one pod's PodNeedUpgrade."""
     if updated(labels):
         return True, "False", ""
-    if may_move is not None and not may_move((pod.get("spec") or {}).get("nodeName") or node_of(pod)):
+    if may_move is None:
+        return False, "True", ""
+    if not may_move((pod.get("spec") or {}).get("nodeName") or node_of(pod)):
         return False, "False", REASON_WAITING_FOR_WAVE
-    return False, "True", ""
+    return False, "True", REASON_WAVE_REACHED
 
 
 def _read(pod: JSON) -> tuple[bool, JSON | None]:

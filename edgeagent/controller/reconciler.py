@@ -683,6 +683,13 @@ class Controller:
             # Complete, stopped, or a revision rolled back from: nothing to observe, no O(nodes) work.
             self.metrics.planning_cpu.inc(time.process_time() - started)
             await self._warn_rolled_back(ds, hash_, steering)
+            if state is not None and state.generation != _generation(ds):
+                # The spec changed without a new revision (or a rollback restored the template): only the
+                # generation is new. Written so that agents see the state is current again; nothing restarts.
+                caught_up = Decision(settled, state=dataclasses.replace(state, generation=_generation(ds)))
+                if not await self._write_plan(ds, caught_up, hash_, story):
+                    self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
+                    return _HOLD
             if state is not None:
                 self.metrics.set_plan(namespace_of(ds), name_of(ds), state.wave, state.waves, state.phase)
             self._plan_gates[uid] = settled
@@ -709,6 +716,13 @@ class Controller:
                           max_failed=max_failed, now=now,
                           previous=lambda: previous_revision(owned.pods.values(), hash_))
         self.metrics.planning_cpu.inc(time.process_time() - started)
+        # Every state names the generation it was decided for (agents refuse plan pods' upgrades while it lags);
+        # a generation-only change (e.g. the update strategy's fields) rewrites it with the same wave and bake.
+        generation = _generation(ds)
+        if decision.state is not None:
+            decision.state = dataclasses.replace(decision.state, generation=generation)
+        elif state is not None and state.generation != generation:
+            decision.state = dataclasses.replace(state, generation=generation)
         await self._warn_rolled_back(ds, hash_, steering)
         quiet = decision.state is None and not decision.remove
         if not quiet and not await self._write_plan(ds, decision, hash_, story):
@@ -802,6 +816,12 @@ class Controller:
             if isinstance(template, dict):
                 return {k: v for k, v in template.items() if k != "$patch"}
         return None
+
+
+def _generation(ds: JSON) -> int | None:
+    """The DaemonSet's `metadata.generation` (bumped by the API server on every spec change)."""
+    value = meta(ds).get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _annotation_pointer(name: str) -> str:

@@ -240,6 +240,18 @@ def test_state_round_trip() -> None:
     assert state_of(ds(**{ANNOTATION_ROLLOUT_STATE: text}))[0] == state
 
 
+def test_state_names_its_generation_and_older_states_without_it_still_read() -> None:
+    state = RolloutState(revision="abc", stable_revision=None, waves=2, wave=1, phase=PHASE_BAKING, generation=7)
+    assert json.loads(state.to_json())["generation"] == 7
+    assert RolloutState.from_json(state.to_json()) == (state, None)
+    old = '{"revision": "abc", "stableRevision": null, "waves": 2, "wave": 1, "phase": "baking"}'
+    read, problem = RolloutState.from_json(old)
+    assert problem is None and read is not None and read.generation is None
+    assert "generation" not in json.loads(read.to_json())
+    odd, _ = RolloutState.from_json(old[:-1] + ', "generation": "7"}')
+    assert odd is not None and odd.generation is None  # not a number: unknown, never a crash
+
+
 @pytest.mark.parametrize("text", ["{", "[]", '{"revision": "", "phase": "baking", "waves": 1, "wave": 1}',
                                   '{"revision": "a", "phase": "sleeping", "waves": 1, "wave": 1}',
                                   '{"revision": "a", "phase": "baking", "waves": 2, "wave": 3}'])

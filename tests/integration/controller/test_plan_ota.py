@@ -83,7 +83,7 @@ async def test_ota_pods_wait_for_their_wave_and_are_refused_until_promoted(
 
     async def gated() -> dict[str, tuple[str, str, str]] | None:
         conds = await conditions_by_node(admin)
-        want = {first: ("True", "", f"controllerrevision: {hash_}"),
+        want = {first: ("True", "WaveReached", f"controllerrevision: {hash_}"),
                 **{n: ("False", "WaitingForWave", f"controllerrevision: {hash_}") for n in rest}}
         return conds if conds == want else None
 
@@ -115,7 +115,7 @@ async def test_ota_pods_wait_for_their_wave_and_are_refused_until_promoted(
 
     async def promoted() -> bool:
         conds = await conditions_by_node(admin)
-        return all(conds.get(n) == ("True", "", f"controllerrevision: {hash_}") for n in rest)
+        return all(conds.get(n) == ("True", "WaveReached", f"controllerrevision: {hash_}") for n in rest)
 
     await eventually(promoted, what="the other nodes see PodNeedUpgrade True")
     state = await eventually(lambda: plan_state(admin, "ota"), what="state")
