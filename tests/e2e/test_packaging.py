@@ -555,6 +555,8 @@ def test_agent_rbac_is_least_privilege() -> None:
         ("", "pods"): {"get", "list", "watch", "delete"},
         ("", "pods/status"): {"patch"},
         ("", "events"): {"create"},  # upgrade Events
+        # only get: a plan pod's DaemonSet is read before its delete (the rollout state must be current)
+        ("apps", "daemonsets"): {"get"},
     }
     assert _bound_subjects(objects, "ClusterRole", "/edgeagent-agent") == [agent]
     lease_role = objects[("Role", "kube-node-lease/edgeagent-agent-node-lease")]

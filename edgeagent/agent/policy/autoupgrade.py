@@ -106,6 +106,12 @@ class AutoUpgrader:
         namespace, name = str(meta(pod).get("namespace")), str(meta(pod).get("name"))
         key = f"{namespace}/{name}"
         outcome = await self._upgrades.upgrade(namespace, name, origin=ORIGIN)
+        if outcome.retry_later:
+            # Not yet (the rollout plan's controller has not caught up with a change of the DaemonSet): this pod
+            # again after the next change or poll, not skipped.
+            _log.info("auto_upgrade_waits", pod=key, message=outcome.message)
+            await wait_event(self._wake, self._poll)
+            return
         if outcome.request_id is None or outcome.answer not in (Answer.STARTED, Answer.QUEUED):
             # Refused (the cloud's view differs from the cache, RBAC, ...): not this pod again for this version.
             _log.warning("auto_upgrade_skipped", pod=key, status=outcome.status_word, message=outcome.message)

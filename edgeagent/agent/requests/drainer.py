@@ -177,7 +177,9 @@ class Drainer:
         guard = GuardedDelete(self._client, self._link, entry.namespace, entry.name, node_name=self._node,
                               timeout=lambda: self._timeout, expected_uid=entry.uid, queued=True)
         deletion = await guard.run()
-        if deletion.result is Result.TRANSIENT:
+        if deletion.result is Result.TRANSIENT or deletion.refusal is Refusal.PLAN_NOT_CAUGHT_UP:
+            # Not yet (the controller has not caught up with its DaemonSet's change): wait, like a cloud that
+            # cannot take it now.
             raise _Retry(deletion.message)
         if deletion.result is Result.DELETED:
             return VERIFYING, deletion.message, deletion.pod

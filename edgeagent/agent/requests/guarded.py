@@ -19,12 +19,29 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, image_not_ready
+from edgeagent import log
+from edgeagent.contract import (
+    CONDITION_POD_IMAGE_READY,
+    CONDITION_POD_NEED_UPGRADE,
+    REASON_WAVE_REACHED,
+    image_not_ready,
+    target_revision,
+)
 from edgeagent.kube.client import KubeClient
-from edgeagent.kube.errors import Conflict, KubeError, KubeUnreachable, NotFound
-from edgeagent.kube.objects import daemonset_owner, get_condition, is_terminating, node_name_of, pod_path, uid_of
+from edgeagent.kube.errors import Conflict, Forbidden, KubeError, KubeUnreachable, NotFound
+from edgeagent.kube.objects import (
+    daemonset_owner,
+    get_condition,
+    is_terminating,
+    meta,
+    node_name_of,
+    pod_path,
+    uid_of,
+)
+from edgeagent.rollout_plan import parse_plan, revision_now, state_of
 
 JSON = dict[str, Any]
+_log = log.get("edgeagent.guarded")
 
 
 class Result(StrEnum):
@@ -44,6 +61,9 @@ class Refusal(StrEnum):
     NOT_NEEDED = "NotNeeded"
     IMAGE_NOT_READY = "ImageNotReady"
     CLOUD = "Cloud"  # the API server refused with a 4xx it means (RBAC, validation)
+    # The pod's DaemonSet has a rollout plan whose state lags its spec: PodNeedUpgrade may be stale. Not yet,
+    # rather than no: a queued or automatic request waits and is tried again.
+    PLAN_NOT_CAUGHT_UP = "PlanNotCaughtUp"
 
 
 @dataclass(frozen=True)
@@ -106,6 +126,42 @@ def upgrade_check(pod: JSON, node_name: str, *, queued: bool = False) -> tuple[R
     return None
 
 
+def plan_lag(ds: JSON, pod: JSON) -> str | None:
+    """Why the pod's PodNeedUpgrade cannot be trusted yet, given its DaemonSet (None: it can).
+
+    After a template change the controller first writes the new revision's rollout state, then flips the
+    conditions of pods whose wave is not reached; until both are done a pod can still say `True` for the old
+    revision, and deleting it would give its node the new revision before its wave. The state names the
+    DaemonSet generation and the revision it was decided for: both must match what the DaemonSet and the pod
+    say now. A DaemonSet without a (valid) plan is rolled without waves: nothing to check. A state of an older
+    controller (no generation) is checked on its revision only."""
+    plan, _ = parse_plan(ds)
+    if plan is None:
+        return None
+    key, ds_key = key_of_pod(pod), f"{meta(ds).get('namespace', '')}/{meta(ds).get('name', '')}"
+    state, unreadable = state_of(ds)
+    if state is None:
+        why = unreadable or "it has no rollout state yet"
+        return (f"pod {key} is not upgraded now: DaemonSet {ds_key} has a rollout plan but the controller has not "
+                f"caught up ({why}); try again once it has")
+    generation = meta(ds).get("generation")
+    named = target_revision(pod)
+    if state.generation is not None and isinstance(generation, int) and state.generation != generation:
+        return (f"pod {key} is not upgraded now: DaemonSet {ds_key} changed (generation {generation}) and the "
+                f"controller has not caught up (its rollout state is for generation {state.generation}); "
+                "try again once it has")
+    current = revision_now(state)
+    if named != current:
+        return (f"pod {key} is not upgraded now: DaemonSet {ds_key} changed and the controller has not caught "
+                f"up: {CONDITION_POD_NEED_UPGRADE} names revision {named}, the rollout is of revision {current}; "
+                "try again once the pod's condition is updated")
+    return None
+
+
+# DaemonSets whose plan could not be checked (no RBAC to read them, or gone), logged once until a read works.
+_unchecked: set[str] = set()
+
+
 def describe_failure(exc: BaseException) -> str:
     """A cloud call that did not get an answer, in words ("timed out" rather than an empty TimeoutError)."""
     if isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
@@ -153,7 +209,46 @@ class GuardedDelete:
         refusal = upgrade_check(pod, self._node, queued=self._queued)
         if refusal is not None:
             return Deletion(Result.REFUSED, refusal[1], pod=pod, refusal=refusal[0])
-        return pod
+        behind = await self._plan_check(pod)
+        return pod if behind is None else behind
+
+    async def _plan_check(self, pod: JSON) -> Deletion | None:
+        """For a pod of a DaemonSet with a rollout plan (PodNeedUpgrade's reason `WaveReached`), read the
+        DaemonSet and refuse while its rollout state lags (`plan_lag`). Other pods cost no read.
+
+        An agent that may not read DaemonSets (kubelet credentials), or a DaemonSet that is gone, proceeds as
+        without the check: the condition is all it has, as before (logged once, docs/operations.md)."""
+        need = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
+        owner = daemonset_owner(pod)
+        if need.get("reason") != REASON_WAVE_REACHED or owner is None:
+            return None
+        namespace = str(meta(pod).get("namespace") or "")
+        ds_key = f"{namespace}/{owner.get('name', '')}"
+        path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{owner.get('name', '')}"
+        try:
+            left = self._timeout()
+            async with asyncio.timeout(left + 1.0):
+                ds = await self._client.get(path, timeout=left)
+        except (Forbidden, NotFound) as exc:
+            self._note_unchecked(ds_key, f"{exc.code} {type(exc).__name__}")
+            return None
+        except (KubeError, KubeUnreachable, TimeoutError) as exc:
+            return self._failed("GET", f"reading the DaemonSet {ds_key} of", exc, pod)
+        if uid_of(ds) != owner.get("uid"):
+            self._note_unchecked(ds_key, "the DaemonSet was replaced")
+            return None
+        _unchecked.discard(ds_key)
+        lag = plan_lag(ds, pod)
+        if lag is None:
+            return None
+        return Deletion(Result.REFUSED, lag, pod=pod, refusal=Refusal.PLAN_NOT_CAUGHT_UP)
+
+    @staticmethod
+    def _note_unchecked(ds_key: str, why: str) -> None:
+        if ds_key not in _unchecked:
+            _unchecked.add(ds_key)
+            _log.info("plan_check_skipped", daemonset=ds_key, why=why,
+                      hint="upgrading on PodNeedUpgrade alone: the agent cannot read the DaemonSet's rollout state")
 
     async def delete(self, pod: JSON) -> Deletion:
         """DELETE with the UID and resourceVersion of the pod that was read and checked as preconditions,
@@ -204,5 +299,5 @@ class GuardedDelete:
         return Deletion(Result.TRANSIENT, reason, pod=pod, error=exc)
 
 
-__all__ = ["Deletion", "GuardedDelete", "Refusal", "Result", "describe_failure", "placement_refusal",
+__all__ = ["Deletion", "GuardedDelete", "Refusal", "Result", "describe_failure", "placement_refusal", "plan_lag",
            "upgrade_check"]

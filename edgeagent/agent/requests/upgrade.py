@@ -117,6 +117,8 @@ class Outcome:
     answer: Answer
     message: str
     request_id: str | None = None
+    # Refused for now only (a plan's state lags its DaemonSet): the auto-upgrader asks again, it does not skip.
+    retry_later: bool = False
 
     @property
     def status_word(self) -> str:
@@ -134,7 +136,8 @@ def _outcome(answer: Answer, message: str, request_id: str | None = None) -> Out
 
 
 def _refused(refusal: tuple[Refusal, str]) -> Outcome:
-    return _outcome(_REFUSED.get(refusal[0], Answer.FORBIDDEN), refusal[1])
+    return Outcome(_REFUSED.get(refusal[0], Answer.FORBIDDEN), refusal[1],
+                   retry_later=refusal[0] is Refusal.PLAN_NOT_CAUGHT_UP)
 
 
 def validate_names(namespace: str, name: str) -> Outcome | None:
@@ -242,6 +245,9 @@ class UpgradeService:
         deletion = await guard.delete(pod)
         if deletion.result is Result.TRANSIENT:
             return await self._requeue(request_id, namespace, name, uid, deletion.message)
+        if deletion.refusal is Refusal.PLAN_NOT_CAUGHT_UP:
+            # Re-read after a 409: the DaemonSet changed meanwhile. Refused as at the first read; nothing to do.
+            return await self._ended(request_id, OBSOLETE, _refused((deletion.refusal, deletion.message)))
         if deletion.result is not Result.DELETED:
             ended = FAILED if deletion.result is Result.REFUSED else OBSOLETE
             return await self._ended(request_id, ended, _deleted_answer(deletion))
@@ -272,7 +278,7 @@ class UpgradeService:
                 await self._state.set_state(request_id, state, outcome.message)
             except (StateUnavailable, InvalidTransition, UnknownRequest) as exc:
                 _log.error("upgrade_outcome_unrecorded", id=request_id, error=str(exc))
-        return Outcome(outcome.answer, outcome.message, request_id)
+        return Outcome(outcome.answer, outcome.message, request_id, retry_later=outcome.retry_later)
 
     async def _requeue(self, request_id: str | None, namespace: str, name: str, uid: str, reason: str) -> Outcome:
         """The DELETE did not get through: the recorded request goes to the queue for the drainer."""

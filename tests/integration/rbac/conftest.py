@@ -10,6 +10,7 @@ controller belongs here too, or the rule-drop test reports its new deploy/ grant
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,22 @@ async def _post(agent: Agent, path: str) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
+async def make_plan_pod(admin: KubeClient, pod: JSON, new_hash: str, old_hash: str) -> None:
+    """The pod's DaemonSet gets a rollout plan with a current state and the pod `PodNeedUpgrade` reason
+    `WaveReached`, as the controller writes them: the agent then reads the DaemonSet before the delete."""
+    owner = pod["metadata"]["ownerReferences"][0]["name"]
+    path = f"/apis/apps/v1/namespaces/{pod['metadata']['namespace']}/daemonsets/{owner}"
+    generation = (await admin.get(path))["metadata"]["generation"]
+    state = {"revision": new_hash, "stableRevision": old_hash, "waves": 1, "wave": 1, "phase": "progressing",
+             "generation": generation}
+    await admin.patch(path, {"metadata": {"annotations": {"edgeagent.io/rollout-steps": "100%",
+                                                          "edgeagent.io/rollout-state": json.dumps(state)}}})
+    await admin.patch(
+        f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}/status",
+        {"status": {"conditions": [{"type": "PodNeedUpgrade", "status": "True", "reason": "WaveReached",
+                                    "message": f"controllerrevision: {new_hash}"}]}})
+
+
 async def agent_scenario(sim: SimCluster, kubeconfig: Path, state_dir: Path) -> None:
     """The agent's calls, in the order a node sees them; raises if any step does not work."""
     async with make_world(sim) as world, running_agent(kubeconfig, state_dir) as agent:
@@ -113,6 +130,7 @@ async def agent_scenario(sim: SimCluster, kubeconfig: Path, state_dir: Path) -> 
         old = await world.pod()
         await wait_cached(agent, old)  # list + watch of the node's pods
         ns, name = old["metadata"]["namespace"], old["metadata"]["name"]
+        await make_plan_pod(world.admin, old, world.new_hash, world.old_hash)
         status, body = await _post(agent, f"/openyurt.io/v1/namespaces/{ns}/pods/{name}/imagepull")
         assert status == 200, (status, body)  # PodImageReady patched on pods/status
         # The kubelet reports the image pulled; then the upgrade may go ahead.

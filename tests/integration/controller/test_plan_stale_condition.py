@@ -1,0 +1,260 @@
+"""Issue 23 (soak seed 1): a plan DaemonSet's template changes while its controller cannot keep up. A pod whose
+`PodNeedUpgrade` is still `True` for the previous revision must not be deleted by its agent: its node would get
+the new revision before its wave. The agent reads the DaemonSet and compares the rollout state's generation and
+revision with the DaemonSet and the pod's condition (403 while they lag). And a change of the DaemonSet's spec
+that keeps the revision rewrites the state's generation without starting the wave or the bake again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+from edgeagent.kube.client import KubeClient
+from edgeagent.kube.objects import get_condition, is_terminating
+from edgeagent.sim.cluster import SimCluster
+from tests.integration.agent_api.conftest import AgentFactory, agent_factory, wait_cached, wait_connected
+from tests.integration.controller.conftest import (
+    Controllers,
+    all_running,
+    create_daemonset,
+    current_hash,
+    daemonset_manifest,
+    get_daemonset,
+    patch_daemonset,
+    pods_of,
+    set_image,
+)
+from tests.support.rollout_plans import documented_order, new_hash, plan_reasons, plan_state
+from tests.support.waiting import eventually
+
+__all__ = ["agent_factory"]  # the fixture, imported so that pytest finds it here
+
+JSON = dict[str, Any]
+# A bake far longer than the test: the rollout only moves past wave 1 when promoted.
+PLAN = {"edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1h"}
+CONTROLLER = "edgeagent-controller/"
+
+
+async def pod_on(admin: KubeClient, node: str) -> JSON:
+    found = [p for p in await pods_of(admin, "ota") if p["spec"]["nodeName"] == node and not is_terminating(p)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+async def condition_on(admin: KubeClient, node: str) -> tuple[str, str, str]:
+    cond = get_condition(await pod_on(admin, node), "PodNeedUpgrade") or {}
+    return str(cond.get("status")), str(cond.get("reason") or ""), str(cond.get("message"))
+
+
+async def upgrade(agent_url: str, pod: JSON) -> tuple[int, str]:
+    url = f"{agent_url}/openyurt.io/v1/namespaces/default/pods/{pod['metadata']['name']}/upgrade"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session, \
+            session.post(url) as resp:
+        return resp.status, await resp.text()
+
+
+async def add_fault(sim: SimCluster, path: str) -> str:
+    """The controller's PATCHes under `path` are answered 429 (it is kept from catching up)."""
+    async with aiohttp.ClientSession() as http, http.post(f"{sim.url}/sim/v1/faults", json={
+            "codes": [429], "retryAfterSeconds": 1, "durationSeconds": 120, "verbs": ["PATCH"], "path": path,
+            "userAgent": CONTROLLER}) as resp:
+        assert resp.status == 201, await resp.text()
+        return str((await resp.json())["id"])
+
+
+async def remove_fault(sim: SimCluster, rule: str) -> None:
+    async with aiohttp.ClientSession() as http, http.delete(f"{sim.url}/sim/v1/faults/{rule}") as resp:
+        assert resp.status == 200, await resp.text()
+
+
+def deletes_of(sim: SimCluster, name: str) -> list[JSON]:
+    return [e for e in sim.audit.find("DELETE", "/api/v1/namespaces/default/pods/") if e["path"].endswith("/" + name)]
+
+
+async def test_a_stale_pod_need_upgrade_after_a_template_change_is_refused_until_the_controller_catches_up(
+        sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
+    one_wave = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=one_wave))
+    await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
+    order = documented_order(list(sim.node_names))
+    first, later = order[0], order[1]
+    agent = await agent_factory(kubeconfig=sim.node_kubeconfig(later), node_name=later)
+    await wait_connected(agent)
+    await controllers.start(sim)
+
+    # Revision 1 reaches every node at once (one wave): PodNeedUpgrade True for r1 everywhere.
+    r0 = await current_hash(admin, "ota")
+    await set_image(admin, "ota", "nginx:1.20")
+    r1 = await new_hash(admin, "ota", r0)
+    want_r1 = ("True", "WaveReached", f"controllerrevision: {r1}")
+
+    async def all_true_r1() -> bool:
+        return all([await condition_on(admin, n) == want_r1 for n in order])
+
+    await eventually(all_true_r1, what="every pod True for r1 (wave 2 of r1)")
+    pod = await pod_on(admin, later)
+    await wait_cached(agent, pod, need_upgrade="True")
+
+    # The controller is kept from reacting: its DaemonSet and pod PATCHes are answered 429. A new template r2,
+    # now in two waves (the later node in wave 2).
+    ds_rule = await add_fault(sim, "/apis/apps/v1/namespaces/default/daemonsets/ota")
+    pods_rule = await add_fault(sim, "/api/v1/namespaces/default/pods/")
+    generation_before = (await get_daemonset(admin, "ota"))["metadata"]["generation"]
+    await patch_daemonset(admin, "ota", {
+        "metadata": {"annotations": PLAN},
+        "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:1.21"}]}}}})
+    r2 = await new_hash(admin, "ota", r1)
+    assert (await get_daemonset(admin, "ota"))["metadata"]["generation"] == generation_before + 1
+    assert await condition_on(admin, later) == want_r1  # stale: r1, though the template is r2
+
+    # The state is still r1's, for the previous generation: refused, the pod is not deleted.
+    status, body = await upgrade(agent.url, pod)
+    assert status == 403, body
+    assert "changed" in body and "has not caught up" in body and "generation" in body, body
+    assert (await pod_on(admin, later))["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert deletes_of(sim, pod["metadata"]["name"]) == []
+
+    # The controller writes r2's state (wave 1: another node), its condition flips are still refused: the state
+    # is current but the pod's condition names r1. Refused again (the soak's case).
+    await remove_fault(sim, ds_rule)
+
+    async def r2_planned() -> JSON | None:
+        state = await plan_state(admin, "ota")
+        return state if state is not None and state["revision"] == r2 else None
+
+    state = await eventually(r2_planned, what="the state of r2 written")
+    assert state["wave"] == 1 and state["generation"] == generation_before + 1, state
+    assert await condition_on(admin, later) == want_r1
+    status, body = await upgrade(agent.url, pod)
+    assert status == 403, body
+    assert f"names revision {r1}" in body and f"the rollout is of revision {r2}" in body, body
+    assert deletes_of(sim, pod["metadata"]["name"]) == []
+
+    # Caught up: the later node waits for its wave of r2 (403 as for any pod that needs no upgrade), the first
+    # node's pod is upgraded.
+    await remove_fault(sim, pods_rule)
+
+    async def flipped() -> bool:
+        return await condition_on(admin, later) == ("False", "WaitingForWave", f"controllerrevision: {r2}")
+
+    await eventually(flipped, what="the later node's pod False/WaitingForWave for r2")
+    await wait_cached(agent, pod, need_upgrade="False")
+    status, body = await upgrade(agent.url, pod)
+    assert status == 403 and "does not need an upgrade" in body, (status, body)
+    assert (await pod_on(admin, later))["metadata"]["uid"] == pod["metadata"]["uid"]
+    first_agent = await agent_factory(kubeconfig=sim.node_kubeconfig(first), node_name=first)
+    await wait_connected(first_agent)
+    want_first = ("True", "WaveReached", f"controllerrevision: {r2}")
+    await eventually(lambda: _is(condition_on(admin, first), want_first), what="the first node's pod True for r2")
+    first_pod = await pod_on(admin, first)
+    await wait_cached(first_agent, first_pod, need_upgrade="True")
+    status, body = await upgrade(first_agent.url, first_pod)
+    assert status == 200, body
+    assert deletes_of(sim, first_pod["metadata"]["name"])
+
+
+async def _is(value: Any, want: object) -> bool:
+    return bool(await value == want)
+
+
+async def test_a_generation_only_change_rewrites_the_state_without_restarting_the_wave(
+        sim: SimCluster, admin: KubeClient, controllers: Controllers) -> None:
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=PLAN))
+    await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
+    await controllers.start(sim)
+    r0 = await current_hash(admin, "ota")
+    await set_image(admin, "ota", "nginx:1.20")
+    r1 = await new_hash(admin, "ota", r0)
+    generation = (await get_daemonset(admin, "ota"))["metadata"]["generation"]
+
+    async def planned() -> JSON | None:
+        state = await plan_state(admin, "ota")
+        return state if state is not None and state["revision"] == r1 else None
+
+    before = await eventually(planned, what="the state of r1")
+    assert before["generation"] == generation and before["wave"] == 1, before
+
+    # Only the spec outside the template changes: a new generation, the same revision.
+    await patch_daemonset(admin, "ota", {"spec": {"minReadySeconds": 5}})
+    assert (await get_daemonset(admin, "ota"))["metadata"]["generation"] == generation + 1
+    assert await current_hash(admin, "ota") == r1
+
+    async def rewritten() -> JSON | None:
+        state = await plan_state(admin, "ota")
+        return state if state is not None and state.get("generation") == generation + 1 else None
+
+    after = await eventually(rewritten, what="the state rewritten for the new generation")
+    assert {k: v for k, v in after.items() if k != "generation"} == \
+        {k: v for k, v in before.items() if k != "generation"}, (before, after)
+    assert await plan_reasons(admin, "ota") == ["WaveStarted"]  # wave 1 was not started again
+
+
+async def test_queued_and_automatic_upgrades_wait_while_the_state_lags_and_go_on_once_it_catches_up(
+        sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
+    one_wave = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=one_wave))
+    await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
+    order = documented_order(list(sim.node_names))
+    queued_node, auto_node = order[1], order[2]
+    app = await controllers.start(sim)
+    r0 = await current_hash(admin, "ota")
+    await set_image(admin, "ota", "nginx:1.20")
+    r1 = await new_hash(admin, "ota", r0)
+    want_r1 = ("True", "WaveReached", f"controllerrevision: {r1}")
+
+    async def all_true_r1() -> bool:
+        return all([await condition_on(admin, n) == want_r1 for n in order])
+
+    await eventually(all_true_r1, what="every pod True for r1")
+    queued_pod, auto_pod = await pod_on(admin, queued_node), await pod_on(admin, auto_node)
+
+    # A request is queued on a node whose link is cut.
+    agent = await agent_factory(kubeconfig=sim.node_kubeconfig(queued_node), node_name=queued_node)
+    await wait_connected(agent)
+    await wait_cached(agent, queued_pod, need_upgrade="True")
+    await sim.disconnect(queued_node, "refuse")
+    await wait_connected(agent, False)
+    async with aiohttp.ClientSession() as http:
+        url = f"{agent.url}/openyurt.io/v1/namespaces/default/pods/{queued_pod['metadata']['name']}/upgrade"
+        async with http.post(url, headers={"Accept": "application/json"}) as resp:
+            assert resp.status == 202, await resp.text()
+            request_id = (await resp.json())["id"]
+
+        # The controller is down; the DaemonSet's spec changes without a new revision (a new generation).
+        await controllers.stop(app)
+        await patch_daemonset(admin, "ota", {"spec": {"minReadySeconds": 1}})
+        assert await current_hash(admin, "ota") == r1
+        auto = await agent_factory(kubeconfig=sim.node_kubeconfig(auto_node), node_name=auto_node,
+                                   auto_upgrade=True, ready_timeout=30)
+        await wait_connected(auto)
+        await sim.connect(queued_node)
+
+        async def entry() -> JSON:
+            async with http.get(f"{agent.url}/openyurt.io/v1/upgrades/{request_id}") as resp:
+                assert resp.status == 200
+                found: JSON = await resp.json()
+                return found
+
+        async def waiting() -> JSON | None:
+            found = await entry()
+            return found if found["state"] == "queued" and "has not caught up" in found["message"] else None
+
+        await eventually(waiting, what="the drained request refused for now and queued again")
+
+        def ds_reads_by(node: str) -> int:
+            return len([e for e in sim.audit.find("GET", "/apis/apps/v1/namespaces/default/daemonsets/ota")
+                        if f"({node})" in e["userAgent"]])
+
+        # The automatic upgrade is refused too, and asked again (not given up on this pod).
+        await eventually(lambda: ds_reads_by(auto_node) >= 2, timeout=20, what="the auto-upgrader asked twice")
+        assert deletes_of(sim, queued_pod["metadata"]["name"]) == []
+        assert deletes_of(sim, auto_pod["metadata"]["name"]) == []
+
+        # The controller catches up (the state gets the new generation): both go on, nothing was lost.
+        await controllers.start(sim)
+        await eventually(lambda: deletes_of(sim, queued_pod["metadata"]["name"]), timeout=30,
+                         what="the queued request applied")
+        await eventually(lambda: deletes_of(sim, auto_pod["metadata"]["name"]), timeout=30,
+                         what="the automatic upgrade done")
+        assert (await entry())["state"] in ("verifying", "succeeded"), await entry()
