@@ -1,6 +1,9 @@
 """Events under an overloaded API server (issue 22 item 21): a request the drainer retries after a 5xx or a
 timeout sends `UpgradeQueued` once, and an Event create answered 429 or 5xx is retried until it lands, never
 dropped. Faults come from the sim's own switch (`POST /sim/v1/faults`), scoped to this node's agent.
+
+Each fault lasts until the test has seen it do its work (an injected refusal, a second attempt), then the test
+removes it: a fault that ended after a fixed time could be over before a loaded machine's agent first tried.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ async def add_fault(http: aiohttp.ClientSession, world: World, **rule: Any) -> i
         body: JSON = await resp.json()
         assert resp.status == 201, body
         return int(body["id"])
+
+
+async def clear_fault(http: aiohttp.ClientSession, world: World, fault_id: int) -> None:
+    async with http.delete(f"{world.sim.url}/sim/v1/faults/{fault_id}") as resp:
+        assert resp.status == 200, await resp.text()
 
 
 async def injected(http: aiohttp.ClientSession, world: World) -> dict[str, int]:
@@ -59,11 +67,12 @@ async def test_a_retried_request_sends_upgrade_queued_once(
         body = await resp.json()
         assert resp.status == 202, body
 
-    # The drainer's DELETE fails (an error answer, or no answer within --request-timeout) for a while.
-    await add_fault(http, world, path=f"/api/v1/namespaces/default/pods/{name}", verbs=["DELETE"],
-                    durationSeconds=2.5, **fault)
+    # The drainer's DELETE fails (an error answer, or no answer within --request-timeout) until it has tried twice.
+    fault_id = await add_fault(http, world, path=f"/api/v1/namespaces/default/pods/{name}", verbs=["DELETE"],
+                               durationSeconds=60, **fault)
     await release(http, agent)
-    await eventually(lambda: _retried(http, agent, body["id"]), what="the drainer retrying the request")
+    await eventually(lambda: _retried(http, agent, body["id"]), timeout=30, what="the drainer retrying the request")
+    await clear_fault(http, world, fault_id)
     done = await final_entry(http, agent, body["id"], timeout=30)
     assert done["state"] in ("succeeded", "obsolete"), done  # obsolete: a slow DELETE that went through
     assert done["attempts"] >= 2, done
@@ -85,10 +94,13 @@ async def test_an_event_create_answered_429_or_5xx_is_retried_not_dropped(
     await wait_connected(agent)
     old = await world.pod()
     await wait_cached(agent, old)
-    await add_fault(http, world, codes=[code], retryAfterSeconds=1, path="/api/v1/namespaces/default/events",
-                    verbs=["POST"], durationSeconds=1.5)
+    fault_id = await add_fault(http, world, codes=[code], retryAfterSeconds=1, path="/api/v1/namespaces/default/events",
+                               verbs=["POST"], durationSeconds=60)
     status, body = await upgrade_json(http, agent, old)
     assert status == 200, body
+    # The first Event create is refused (however long the agent takes to send it); then the API server recovers.
+    await eventually(lambda: _refused(http, world, code), timeout=30, what=f"an Event create answered {code}")
+    await clear_fault(http, world, fault_id)
     assert (await final_entry(http, agent, body["id"]))["state"] == "succeeded"
 
     async def both() -> list[JSON] | None:
@@ -97,7 +109,6 @@ async def test_an_event_create_answered_429_or_5xx_is_retried_not_dropped(
 
     events = await eventually(both, timeout=15, what="both Events, after the refusals")
     assert [e["count"] for e in events] == [1, 1]
-    assert (await injected(http, world)).get(str(code), 0) >= 1
     assert agent.outcomes is not None and agent.outcomes.events.dropped == 0
     async with http.get(agent.url + "/metrics") as resp:
         text = await resp.text()
@@ -112,10 +123,12 @@ async def test_an_event_create_whose_answer_was_lost_exists_once_with_count_1(
     await wait_connected(agent)
     old = await world.pod()
     await wait_cached(agent, old)
-    await add_fault(http, world, codes=[503], after=True, path="/api/v1/namespaces/default/events",
-                    verbs=["POST", "PATCH"], durationSeconds=2.0)
+    fault_id = await add_fault(http, world, codes=[503], after=True, path="/api/v1/namespaces/default/events",
+                               verbs=["POST", "PATCH"], durationSeconds=60)
     status, body = await upgrade_json(http, agent, old)
     assert status == 200, body
+    await eventually(lambda: _refused(http, world, "503-after"), timeout=30, what="an Event create committed, then 503")
+    await clear_fault(http, world, fault_id)
     assert (await final_entry(http, agent, body["id"]))["state"] == "succeeded"
     assert agent.outcomes is not None
     outcomes = agent.outcomes
@@ -126,4 +139,8 @@ async def test_an_event_create_whose_answer_was_lost_exists_once_with_count_1(
     await eventually(drained, timeout=15, what="the outbox drained")
     events = await agent_events(world.admin, old["metadata"]["uid"])
     assert [(e["reason"], e["count"]) for e in events] == [("UpgradeStarted", 1), ("UpgradeSucceeded", 1)]
-    assert (await injected(http, world)).get("503-after", 0) >= 1
+
+
+async def _refused(http: aiohttp.ClientSession, world: World, what: int | str) -> bool:
+    """At least one answer of this kind (`503`, `503-after`) injected so far."""
+    return (await injected(http, world)).get(str(what), 0) >= 1
