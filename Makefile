@@ -27,8 +27,12 @@ lint: venv-test
 system-deps:
 	@bash tests/system-deps.sh
 
+# The suite waits far more than it computes (sims, agents, subprocesses, timers), so it runs in TEST_WORKERS
+# pytest-xdist processes; tests marked `slow` are handed out first, and tests that must not overlap share an
+# xdist_group (loadgroup keeps a group on one worker). See docs/development.md. `make test TEST_WORKERS=0`: serial.
+TEST_WORKERS ?= 3
 test: lint system-deps
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # Not part of `make test`: boots Debian 12 with systemd (nspawn) and builds/runs the image with podman.
 # Needs root; installs missing Debian packages; caches the rootfs and images under .cache/ (about 1.4 GB;

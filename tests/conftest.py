@@ -37,6 +37,23 @@ FAST_TIMINGS: dict[str, Any] = {
 SimFactory = Callable[..., Awaitable["SimCluster"]]
 
 
+SLOW_DEFAULT_SECONDS = 10
+
+
+def _expected_seconds(item: pytest.Item) -> float:
+    slow = item.get_closest_marker("slow")
+    return 0.0 if slow is None else float(slow.kwargs.get("seconds", SLOW_DEFAULT_SECONDS))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run first, longest first (`slow(seconds=N)`), then the rest in their usual order.
+
+    `make test` spreads the suite over xdist workers (`--dist loadgroup --no-loadscope-reorder`), which hand out
+    tests in collection order: a two-minute soak handed out last would run on alone while the other workers
+    idle. Each worker collects, so the order depends on nothing but the collected items (a stable sort)."""
+    items.sort(key=lambda item: -_expected_seconds(item))
+
+
 def fast_sim_config(directory: Path, **overrides: Any) -> SimConfig:
     """A SimConfig with the test timings; `overrides` are SimConfig fields."""
     fields = {f.name for f in dataclasses.fields(SimConfig)}

@@ -50,7 +50,9 @@ from tests.support.waiting import eventually
 
 __all__ = ["controllers"]  # the fixture, imported so that pytest finds it here
 
-pytestmark = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "browser present")
+# One Chromium at a time (xdist_group: `make test` runs them on one worker): each takes a core while it renders.
+pytestmark = [pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "browser present"),
+              pytest.mark.xdist_group("chromium")]
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = Path(os.environ.get("EDGEAGENT_SCREENSHOT") or REPO / "build" / "test-report" / "dashboard.png")

@@ -109,7 +109,7 @@ def _shown_commands(stdout: str) -> list[tuple[str, list[str]]]:
     return [b for b in blocks if b[0]]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_demo_runs_the_whole_scenario_and_shows_what_each_command_really_printed(tmp_path: Path) -> None:
     """Each kubectl and curl output printed is byte for byte what that program wrote (recorded by a wrapper)."""
     path, runs = _shimmed_path(tmp_path)
@@ -174,7 +174,7 @@ def _gone(workdir: str) -> bool:
     return not _processes_mentioning(workdir)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=35)
 def test_keep_leaves_the_cluster_usable_by_hand_until_ctrl_c(tmp_path: Path) -> None:
     proc = _start_demo("--keep")
     try:

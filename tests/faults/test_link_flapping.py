@@ -53,7 +53,7 @@ MODES = ("connected", "refuse", "blackhole")
 # Answers an upgrade may get while the link flaps; 5xx other than "could not be stored" would be a bug.
 EXPECTED_UPGRADE_CODES = {200, 202, 403, 404, 409}
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(FLAP_SECONDS + 120)]
+pytestmark = [pytest.mark.slow(seconds=70), pytest.mark.timeout(FLAP_SECONDS + 120)]
 
 
 async def _set_mode(sim: SimCluster, mode: str) -> None:

@@ -54,7 +54,7 @@ OFFLINE_5XX = {("POST", IMAGEPULL, 503)}
 # Pods of the offline agent's snapshot (queueable, not flagged, not a DaemonSet's) and of nobody.
 KNOWN_NAMES = ["a", "b", "c", "ghost", "edge-app.v2"]
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow(seconds=40), pytest.mark.timeout(300)]
 
 
 def _with_name(pair: tuple[Case[Any], str]) -> Case[Any]:

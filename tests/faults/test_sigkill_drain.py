@@ -45,7 +45,7 @@ SEED = 6
 TRIALS = 20
 ENTRIES = 50
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow(seconds=110), pytest.mark.timeout(300)]
 
 
 async def _ready_pods(admin: KubeClient, avoid: set[str]) -> list[dict[str, Any]] | None:

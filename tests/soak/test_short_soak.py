@@ -16,7 +16,7 @@ from tests.soak.harness import Soak, SoakConfig
 SEED = 20261124
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=130)
 @pytest.mark.timeout(600)
 async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
     lines: list[str] = []

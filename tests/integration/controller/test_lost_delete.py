@@ -25,7 +25,7 @@ from tests.support.waiting import eventually
 OLD, NEW = "nginx:1.19.4", "nginx:1.20"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 @pytest.mark.timeout(180)
 async def test_a_refused_delete_of_unknown_outcome_is_retried_after_the_wait(
         sim: SimCluster, admin: KubeClient, controllers: Controllers) -> None:

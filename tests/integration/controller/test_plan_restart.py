@@ -78,7 +78,7 @@ async def complete(admin: KubeClient, revision: str) -> bool:
     return state is not None and state["revision"] == revision and state["phase"] == "complete"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=20)
 async def test_kill_9_mid_bake_keeps_the_wave_and_the_bake_clock(
         sim_factory: SimFactory, tmp_path: Path) -> None:
     sim = await sim_factory(nodes=6)
