@@ -121,6 +121,14 @@ async def waved_roll(sim: Sim, controller: Controller, ranking: Ranking, n: int,
     clock.revision = await revision_task
     took, sim_cpu, own_cpu = await waved_task
     note(f"waved roll to {image}: {took:.1f} s; CPU: sim {sim_cpu:.1f} s, controller {own_cpu:.1f} s")
+    for k in range(1, ranking.waves + 1):
+        # How long each wave took: a wave smaller than the budget still takes a whole replacement round, and
+        # the next one waits for its last pod (what a plan costs over a roll without one).
+        readies = [t for t in (clock.ready_at.get(node) for node in ranking.nodes_of_wave(k)) if t is not None]
+        deletes = [t for t in (clock.deleted_at.get(node) for node in ranking.nodes_of_wave(k)) if t is not None]
+        if readies and deletes:
+            note(f"wave {k}: {len(ranking.nodes_of_wave(k))} nodes, first delete -> last Ready "
+                 f"{max(readies) - min(deletes):.1f} s")
     gaps = []
     for k in range(1, ranking.waves):
         finished = [clock.ready_at.get(node) for node in ranking.nodes_of_wave(k)]
