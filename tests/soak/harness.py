@@ -869,8 +869,9 @@ class Soak:
     def summary(self, history: History, result: Result) -> None:
         out = self.cfg.out
         kinds = self.faults_by_kind()
-        acts = sum(n for k, n in kinds.items() if not k.startswith("api_") and k != "flap")
-        api = sum(n for k, n in kinds.items() if k.startswith("api_"))
+        # `flap` is counted by its transitions; `api_burst` is an act (a rule), the `api_<code>` its faulted answers.
+        acts = sum(n for k, n in kinds.items() if (not k.startswith("api_") or k == "api_burst") and k != "flap")
+        api = sum(n for k, n in kinds.items() if k.startswith("api_") and k != "api_burst")
         out("soak: faults injected by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
         if self.skipped:
             out("soak: acts skipped (target unavailable at that moment): "
