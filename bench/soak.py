@@ -31,13 +31,16 @@ def parse(argv: list[str]) -> SoakConfig:
                         help="seconds the fleet may take to converge after the last fault")
     parser.add_argument("--rate-scale", type=float, default=1.0, help="multiply every fault rate")
     parser.add_argument("--workdir", type=Path, help="keep everything here (default: a temporary directory)")
+    parser.add_argument("--sim-port-range", default="12000-15999",
+                        help="the sim's --port-range: ports no other sim on the machine draws (their default is 20000 "
+                        "and up; the one-minute soak in make test uses 16000-19999), so its restarts find them free")
     parser.add_argument("--keep", action="store_true", help="keep the workdir even when the run passes")
     args = parser.parse_args(argv)
     if args.agents > args.nodes:
         parser.error("--agents: at most --nodes")
     return SoakConfig(seconds=args.seconds, seed=args.seed, nodes=args.nodes, agents=args.agents,
                       convergence_bound=args.convergence_bound, rate_scale=args.rate_scale, workdir=args.workdir,
-                      keep=args.keep or args.workdir is not None)
+                      keep=args.keep or args.workdir is not None, sim_port_range=args.sim_port_range)
 
 
 def main(argv: list[str] | None = None) -> int:

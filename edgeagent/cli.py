@@ -212,6 +212,18 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+@_named("port range")
+def _port_range(text: str) -> tuple[int, int]:
+    first_text, sep, last_text = text.partition("-")
+    try:
+        first, last = int(first_text), int(last_text)
+    except ValueError:
+        first = last = -1
+    if not sep or not 1024 <= first <= last <= 65535:
+        raise argparse.ArgumentTypeError(f"expected FIRST-LAST with 1024 <= FIRST <= LAST <= 65535, got {text!r}")
+    return first, last
+
+
 @_named("count")
 def _count(text: str) -> int:
     try:
@@ -371,6 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add(sim, "--nodes", help="number of simulated nodes", default=3, type=_count)
     _add(sim, "--bind", help="address of the API server", default="127.0.0.1")
     _add(sim, "--port", help="API server port (0: any free port)", default=0, type=_port)
+    _add(sim, "--port-range", help="FIRST-LAST: draw the ports the sim picks itself (--port 0, node links) from "
+         "this range only (default: 20000 up to the kernel's ephemeral range); a sim that is restarted on its "
+         "ports while other sims run on the machine needs a range of its own", type=_port_range)
     _add(sim, "--dir", help="where kubeconfigs are written (default: a new temporary directory)", type=Path)
     _add(sim, "--node-grace", help="seconds without heartbeat before a node turns Unknown", default=40.0,
          type=_positive_float)
@@ -609,7 +624,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                         image_pull_seconds=args.image_pull_seconds, history=args.history,
                         authorization=args.authorization, node_links=not args.no_node_links,
                         audit_log=args.audit_log, control_plane_events=not args.no_control_plane_events,
-                        log=_log(args))
+                        port_range=args.port_range, log=_log(args))
         from edgeagent.sim import app as sim_app  # the `sim` extra
 
         return sim_app.main(sim_cfg)

@@ -105,6 +105,10 @@ class SimConfig:
     # The Events a real scheduler and node controller write (Scheduled, RegisteredNode, NodeNotReady:
     # sim/cluster_events.py). Off for scale benchmarks: they double the writes of creating a DaemonSet's pods.
     control_plane_events: bool = True
+    # Where the ports the sim picks itself come from (its API port when --port is 0, its node links): None is
+    # 20000 up to the kernel's ephemeral range (sim/ports.py). A sim that must restart on its own ports while
+    # other sims run on the machine gets a range of its own, so none of them can take a port in between.
+    port_range: tuple[int, int] | None = None
     log: LogConfig = field(default_factory=LogConfig)
 
 

@@ -154,7 +154,7 @@ class SimCluster:
         kept_port = snapshot.api_port if snapshot is not None and not self.config.port else None
         # Port 0: one below the ephemeral range, so that a restart can bind it again (see sim/ports.py).
         site = web.TCPSite(self._runner, self.config.bind,
-                           kept_port or self.config.port or free_stable_port(self.config.bind),
+                           kept_port or self.config.port or free_stable_port(self.config.bind, self.config.port_range),
                            ssl_context=self.tls.context() if self.tls is not None else None)
         try:
             await site.start()
@@ -168,7 +168,7 @@ class SimCluster:
         host = client_host(self.config.bind)  # kubeconfigs must name an address one can dial, never 0.0.0.0
         self.url = f"{scheme}://{url_host(host)}:{port}"
         for name in self.node_names if self.config.node_links else ():
-            link = Link(name, host, int(port), bind=self.config.bind, scheme=scheme)
+            link = Link(name, host, int(port), bind=self.config.bind, scheme=scheme, port_range=self.config.port_range)
             self.links[name] = link
             link_port = snapshot.link_ports.get(name, 0) if snapshot is not None else 0
             try:

@@ -65,8 +65,9 @@ class Link:
     """One node's link. The listening port stays the same across cuts, so its kubeconfig stays valid."""
 
     def __init__(self, name: str, upstream_host: str, upstream_port: int, *, bind: str = "127.0.0.1",
-                 max_connections: int = 256, scheme: str = "http") -> None:
+                 max_connections: int = 256, scheme: str = "http", port_range: tuple[int, int] | None = None) -> None:
         self.name = name
+        self.port_range = port_range  # where a new link's port is drawn from (sim/ports.py)
         self.scheme = scheme  # the proxy copies bytes: https when the API server behind it speaks TLS
         self.bind = bind
         self.upstream_host = upstream_host
@@ -130,7 +131,8 @@ class Link:
     async def start(self, port: int = 0) -> None:
         """Listen on `port` (0: a free one below the ephemeral range, see sim/ports.py; a restarted sim passes
         the port its node kubeconfig names)."""
-        sock = self._socket(port, alone=True) if port else bind_stable(functools.partial(self._socket, alone=True))
+        sock = self._socket(port, alone=True) if port else bind_stable(functools.partial(self._socket, alone=True),
+                                                                           span=self.port_range)
         self._port = int(sock.getsockname()[1])
         self._server = await asyncio.start_server(self._accept, sock=sock, backlog=128)
 

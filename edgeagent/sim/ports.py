@@ -8,6 +8,7 @@ Outgoing connections never use ports below the ephemeral range, so those stay fr
 
 from __future__ import annotations
 
+import errno
 import random
 import socket
 from collections.abc import Callable
@@ -30,10 +31,22 @@ def ephemeral_floor() -> int:
     return low
 
 
-def bind_stable(bind: Callable[[int], T], *, rng: random.Random | None = None) -> T:
+def bind_stable(bind: Callable[[int], T], *, rng: random.Random | None = None,
+                span: tuple[int, int] | None = None) -> T:
     """`bind(port)` on random ports below the ephemeral range until one is free; the ephemeral range (port 0)
-    as the last resort, when the range below is too small or full."""
+    as the last resort, when the range below is too small or full.
+
+    With `span` (first, last), only ports of that range, and no fallback: the operator chose it so that
+    other sims on the machine cannot take the ports this one must bind again after a restart."""
     pick = rng or random.Random()
+    if span is not None:
+        first, last = span
+        for _ in range(_TRIES):
+            try:
+                return bind(pick.randint(first, last))
+            except OSError:
+                continue
+        raise OSError(errno.EADDRINUSE, f"no free port in --port-range {first}-{last} after {_TRIES} tries")
     top = ephemeral_floor()
     if top - _LOWEST >= 1000:
         for _ in range(_TRIES):
@@ -44,7 +57,7 @@ def bind_stable(bind: Callable[[int], T], *, rng: random.Random | None = None) -
     return bind(0)
 
 
-def free_stable_port(host: str) -> int:
+def free_stable_port(host: str, span: tuple[int, int] | None = None) -> int:
     """A port free now below the ephemeral range (for servers that bind it themselves right after)."""
 
     def probe(port: int) -> int:
@@ -53,4 +66,4 @@ def free_stable_port(host: str) -> int:
             sock.bind((host, port))
             return int(sock.getsockname()[1])
 
-    return bind_stable(probe)
+    return bind_stable(probe, span=span)

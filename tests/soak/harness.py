@@ -67,6 +67,10 @@ class SoakConfig:
     max_actions: int = 200_000  # the harness's own acts are bounded too
     heartbeat: float = 4.0
     node_grace: float = 12.0
+    # `edgeagent sim --port-range`: the sim is restarted on its own 200-odd ports, and another sim on the machine
+    # (a test run's) that drew one of them from the shared default range meanwhile made the restart fail (the
+    # 1800 s soak of seed 23, twice). None: the sim's default range.
+    sim_port_range: str | None = None
     out: Callable[[str], None] = print
 
 
@@ -257,7 +261,8 @@ class Soak:
         return ["sim", "--dir", str(self.simdir), "--nodes", str(self.cfg.nodes), "--port", "0",
                 "--heartbeat-interval", str(self.cfg.heartbeat), "--node-grace", str(self.cfg.node_grace),
                 "--pod-resync-delay", "1", "--bookmark-interval", "10", "--image-pull-seconds", "0.2",
-                "--history", "200000", "--audit-log", str(self.work / "audit.jsonl"), "--log-format", "json"]
+                "--history", "200000", "--audit-log", str(self.work / "audit.jsonl"), "--log-format", "json",
+                *(["--port-range", self.cfg.sim_port_range] if self.cfg.sim_port_range else [])]
 
     async def start_sim(self) -> None:
         assert self.sim is not None

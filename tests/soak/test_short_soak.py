@@ -21,7 +21,9 @@ SEED = 20261124
 async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
     lines: list[str] = []
     soak = Soak(SoakConfig(seconds=60, seed=SEED, nodes=20, agents=4, rate_scale=2.0, convergence_bound=150,
-                           workdir=tmp_path / "soak", keep=True, out=lines.append))
+                           workdir=tmp_path / "soak", keep=True, out=lines.append,
+                           # its own ports: the parallel test run's sims cannot take them while it restarts its sim
+                           sim_port_range="16000-19999"))
     history, result = await soak.run()
     text = "\n".join(lines)
     assert result.violations == [], text

@@ -37,6 +37,9 @@ def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
      "edgeagent run: error: argument --log-level: 'verbose' is not one of debug, info, warning, error "
      "(see edgeagent run --help)"),
     (["sim", "--nodes", "0"], "edgeagent sim: error: argument --nodes: must be >= 1, got 0 (see edgeagent sim --help)"),
+    (["sim", "--port-range", "19999-12000"],
+     "edgeagent sim: error: argument --port-range: expected FIRST-LAST with 1024 <= FIRST <= LAST <= 65535, "
+     "got '19999-12000' (see edgeagent sim --help)"),
     (["sim", "--authorization", "ldap"],
      "edgeagent sim: error: argument --authorization: 'ldap' is not one of none, rbac (see edgeagent sim --help)"),
     (["run", "--node-name", "n1", "--bogus-flag"],

@@ -8,6 +8,7 @@ import pytest
 
 from edgeagent.sim import links, ports
 from edgeagent.sim.links import Link
+from tests.conftest import SimFactory
 
 
 def test_ports_come_from_below_the_ephemeral_range() -> None:
@@ -70,7 +71,8 @@ async def test_a_new_link_never_shares_a_port_another_link_listens_on(monkeypatc
     one test listed another test's pods). A port another link listens on is skipped like any taken port."""
     other = Link("edge-1", "127.0.0.1", 1, bind="127.0.0.1")
     await other.start()
-    monkeypatch.setattr(links, "bind_stable", lambda bind: ports.bind_stable(bind, rng=_FirstPick(other.port)))
+    monkeypatch.setattr(links, "bind_stable",
+                        lambda bind, span=None: ports.bind_stable(bind, rng=_FirstPick(other.port), span=span))
     new = Link("edge-1", "127.0.0.1", 1, bind="127.0.0.1")
     try:
         await new.start()
@@ -90,3 +92,30 @@ async def test_a_restarted_link_whose_port_another_link_took_fails_instead_of_sh
     finally:
         await again.close()
         await other.close()
+
+
+def test_a_port_range_is_kept_and_a_full_one_is_a_clear_error() -> None:
+    asked: list[int] = []
+
+    def bind(port: int) -> int:
+        asked.append(port)
+        if len(asked) < 5:
+            raise OSError(98, "Address already in use")
+        return port
+
+    assert 12000 <= ports.bind_stable(bind, span=(12000, 12009)) <= 12009
+    assert all(12000 <= port <= 12009 for port in asked)
+
+    def never(port: int) -> int:
+        raise OSError(98, "Address already in use")
+
+    with pytest.raises(OSError, match="no free port in --port-range 12000-12009"):
+        ports.bind_stable(never, span=(12000, 12009))
+
+
+async def test_a_sim_with_a_port_range_listens_only_there(sim_factory: SimFactory) -> None:
+    """`edgeagent sim --port-range`: the soak restarts its sim on the same 200-odd ports while a test run's sims
+    draw theirs from the default range; with a range of its own none of them can take one meanwhile."""
+    sim = await sim_factory(node_names=["edge-1", "edge-2", "edge-3"], port_range=(17500, 17599))
+    bound = [int(sim.url.rsplit(":", 1)[1]), *(link.port for link in sim.links.values())]
+    assert len(bound) == 4 and all(17500 <= port <= 17599 for port in bound), bound
