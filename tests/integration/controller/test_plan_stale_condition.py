@@ -72,6 +72,20 @@ def deletes_of(sim: SimCluster, name: str) -> list[JSON]:
     return [e for e in sim.audit.find("DELETE", "/api/v1/namespaces/default/pods/") if e["path"].endswith("/" + name)]
 
 
+async def roll_to_a_new_revision(admin: KubeClient, order: list[str]) -> tuple[str, tuple[str, str, str]]:
+    """A new template reaching every node in one wave: its hash, and the condition every pod then shows."""
+    r0 = await current_hash(admin, "ota")
+    await set_image(admin, "ota", "nginx:1.20")
+    r1 = await new_hash(admin, "ota", r0)
+    want = ("True", "WaveReached", f"controllerrevision: {r1}")
+
+    async def all_true() -> bool:
+        return all([await condition_on(admin, n) == want for n in order])
+
+    await eventually(all_true, what=f"every pod True for {r1}")
+    return r1, want
+
+
 async def test_a_stale_pod_need_upgrade_after_a_template_change_is_refused_until_the_controller_catches_up(
         sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
     one_wave = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
@@ -84,15 +98,7 @@ async def test_a_stale_pod_need_upgrade_after_a_template_change_is_refused_until
     await controllers.start(sim)
 
     # Revision 1 reaches every node at once (one wave): PodNeedUpgrade True for r1 everywhere.
-    r0 = await current_hash(admin, "ota")
-    await set_image(admin, "ota", "nginx:1.20")
-    r1 = await new_hash(admin, "ota", r0)
-    want_r1 = ("True", "WaveReached", f"controllerrevision: {r1}")
-
-    async def all_true_r1() -> bool:
-        return all([await condition_on(admin, n) == want_r1 for n in order])
-
-    await eventually(all_true_r1, what="every pod True for r1 (wave 2 of r1)")
+    r1, want_r1 = await roll_to_a_new_revision(admin, order)
     pod = await pod_on(admin, later)
     await wait_cached(agent, pod, need_upgrade="True")
 
@@ -198,15 +204,7 @@ async def test_queued_and_automatic_upgrades_wait_while_the_state_lags_and_go_on
     order = documented_order(list(sim.node_names))
     queued_node, auto_node = order[1], order[2]
     app = await controllers.start(sim)
-    r0 = await current_hash(admin, "ota")
-    await set_image(admin, "ota", "nginx:1.20")
-    r1 = await new_hash(admin, "ota", r0)
-    want_r1 = ("True", "WaveReached", f"controllerrevision: {r1}")
-
-    async def all_true_r1() -> bool:
-        return all([await condition_on(admin, n) == want_r1 for n in order])
-
-    await eventually(all_true_r1, what="every pod True for r1")
+    r1, _ = await roll_to_a_new_revision(admin, order)
     queued_pod, auto_pod = await pod_on(admin, queued_node), await pod_on(admin, auto_node)
 
     # A request is queued on a node whose link is cut.
