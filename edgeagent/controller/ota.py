@@ -13,15 +13,13 @@ from typing import Any
 
 from edgeagent.contract import (
     CONDITION_POD_NEED_UPGRADE,
-    LABEL_REVISION_HASH,
-    LABEL_TEMPLATE_GENERATION,
     REASON_WAITING_FOR_WAVE,
     REASON_WAVE_REACHED,
     version_message,
 )
 from edgeagent.controller.pod_index import Tracker
 from edgeagent.controller.pods import node_of
-from edgeagent.controller.revisions import is_pod_updated, template_generation
+from edgeagent.controller.revisions import is_pod_updated, template_generation, updated_test
 from edgeagent.kube.objects import get_condition, name_of, uid_of
 from edgeagent.kube.timeutil import format_time
 
@@ -63,17 +61,6 @@ def condition_patch(pod: JSON, status: str, message: str, now: float, reason: st
         # Transition time moves only when the status flips (a new hash alone is not a transition).
         condition["lastTransitionTime"] = format_time(now)
     return {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": [condition]}}
-
-
-def _updated_test(ds: JSON, current_hash: str) -> Callable[[JSON], bool]:
-    """`is_pod_updated` with the DaemonSet's part read once: it runs for every pod on every pass."""
-    generation = template_generation(ds)
-
-    def updated(labels: JSON) -> bool:
-        return bool((current_hash and labels.get(LABEL_REVISION_HASH) == current_hash)
-                    or (generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == generation))
-
-    return updated
 
 
 def condition_changes(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
@@ -124,7 +111,7 @@ def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
     """`condition_changes` and `progress` in one pass: a reconcile reads each pod once. A pass where nothing
     changed (every pass but a few) sorts nothing and builds nothing; at 100,000 pods it is plain dict reads."""
     changes: list[ConditionChange] = []
-    updated = _updated_test(ds, current_hash)
+    updated = updated_test(ds, current_hash)
     message = version_message(current_hash)
     total = updated_count = unavailable = 0
     for pod in pods:
@@ -204,7 +191,7 @@ class OtaFacts(Tracker):
         `gate` identifies `may_move` (equal gates answer alike). `skip(pod)`: a pod to leave out of the changes
         this time (a write of ours not seen yet), before its patch is built: while 100,000 conditions are being
         written, a pass builds patches only for the pods not written yet."""
-        self._updated = _updated_test(ds, current_hash)
+        self._updated = updated_test(ds, current_hash)
         self._may_move = may_move
         self._message = message = version_message(current_hash)
         self.refresh(pods, (current_hash, template_generation(ds), gate))

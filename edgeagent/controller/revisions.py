@@ -6,7 +6,7 @@ FNV-32a over Go's serialisation of the template, which no other implementation r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from edgeagent.contract import ANNOTATION_TEMPLATE_GENERATION, LABEL_REVISION_HASH, LABEL_TEMPLATE_GENERATION
@@ -97,10 +97,18 @@ def template_generation(ds: JSON) -> str | None:
     return str(value) if value else None
 
 
-def is_pod_updated(ds: JSON, pod: JSON, hash_: str) -> bool:
-    """As OpenYurt decides it: hash label equals the current hash, or template generation label matches."""
-    labels = labels_of(pod)
-    if hash_ and labels.get(LABEL_REVISION_HASH) == hash_:
-        return True
+def updated_test(ds: JSON, hash_: str) -> Callable[[JSON], bool]:
+    """A test of a pod's labels: is it on the current revision? As OpenYurt decides it: the hash label equals
+    the current hash, or the template generation label matches. The DaemonSet's part is read once, since the
+    planners run the test for every pod on every pass."""
     generation = template_generation(ds)
-    return generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == generation
+
+    def updated(labels: JSON) -> bool:
+        return bool((hash_ and labels.get(LABEL_REVISION_HASH) == hash_)
+                    or (generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == generation))
+
+    return updated
+
+
+def is_pod_updated(ds: JSON, pod: JSON, hash_: str) -> bool:
+    return updated_test(ds, hash_)(labels_of(pod))

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from edgeagent.contract import LABEL_REVISION_HASH, LABEL_TEMPLATE_GENERATION, held_by
+from edgeagent.contract import held_by
 from edgeagent.controller.expectations import Expectations
 from edgeagent.controller.pods import (
     available_at,
@@ -46,7 +46,7 @@ from edgeagent.controller.pods import (
     node_ready_changed_at,
     ready_since,
 )
-from edgeagent.controller.revisions import template_generation
+from edgeagent.controller.revisions import updated_test
 from edgeagent.controller.settings import RollSettings
 from edgeagent.kube.objects import get_condition, is_node_ready, is_terminating, labels_of, name_of, uid_of
 from edgeagent.kube.timeutil import parse_time
@@ -89,8 +89,8 @@ def node_views(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], curren
     """Nodes running a pod of the DaemonSet, sorted by name (the roll's deterministic order).
 
     It runs on every pass of an AdvancedRollingUpdate over every pod (10,000 at a time in the benchmarks), so
-    the per-pod tests are written out with plain dict reads (`is_terminating`, `is_pod_updated`)."""
-    generation = template_generation(ds)
+    the per-pod tests are plain dict reads and a revision test with the DaemonSet's part read once."""
+    updated = updated_test(ds, current_hash)
     views: list[NodeView] = []
     groups = group_by_node(pods)
     for node_name in sorted(groups):
@@ -108,8 +108,7 @@ def node_views(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], curren
                 terminating.append(pod)
                 continue
             labels = meta.get("labels") or {}
-            if (current_hash and labels.get(LABEL_REVISION_HASH) == current_hash) or (
-                    generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == generation):
+            if updated(labels):
                 excess = excess or new is not None
                 new = pod
             else:

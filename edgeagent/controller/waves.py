@@ -195,9 +195,6 @@ class PodsByNode:
         return self.new.keys() | self.old.keys()
 
 
-_ready_now = ready_now
-
-
 @dataclass
 class Observation:
     """What the pods and nodes say about one revision's rollout. Readiness and statuses are worked out on
@@ -241,7 +238,7 @@ class Observation:
         if not self.ready(node):
             return DEFERRED
         excess = node in self.pods.excess
-        if new is not None and old is None and not excess and _ready_now(new) and node not in self.warming:
+        if new is not None and old is None and not excess and ready_now(new) and node not in self.warming:
             return UPGRADED
         if old is not None and new is None and not excess and is_held(old):
             return DEFERRED
@@ -276,7 +273,7 @@ def pods_by_node(ds: JSON, pods: Iterable[JSON], revision: str) -> PodsByNode:
                 excess.add(node)
             old[node] = pod
     out.all_updated = not old
-    out.unready = {node for node, pod in new.items() if not _ready_now(pod)}
+    out.unready = {node for node, pod in new.items() if not ready_now(pod)}
     return out
 
 
@@ -369,7 +366,7 @@ class NodePods(Tracker):
 
     def _check_ready(self, node: str) -> None:
         pod = self.view.new.get(node)
-        if pod is not None and not _ready_now(pod):
+        if pod is not None and not ready_now(pod):
             self.view.unready.add(node)
         else:
             self.view.unready.discard(node)
@@ -451,7 +448,7 @@ def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision:
     looked_at = by_node.new.items() if min_ready_seconds > 0 else (
         (name, by_node.new[name]) for name in by_node.unready)
     for name, pod in looked_at:
-        if _ready_now(pod):
+        if ready_now(pod):
             if min_ready_seconds > 0:
                 at = available_at(pod, min_ready_seconds)
                 if at is not None and at > now:

@@ -7,6 +7,7 @@ used to count such a pod — available long ago, within its deadline — as fail
 
 from __future__ import annotations
 
+import functools
 import time
 
 from edgeagent.controller.app import ControllerApp
@@ -49,10 +50,7 @@ async def test_pod_ready_within_its_deadline_is_not_failed_when_its_node_returns
         await controllers.start(sim)
         await set_image(admin, "web", NEW)
 
-        async def new_pod_ready() -> dict[str, object] | None:
-            pods = [p for p in await pods_of(admin, "web") if not is_terminating(p)
-                    and p["spec"]["nodeName"] == "edge-1" and p["spec"]["containers"][0]["image"] == NEW]
-            return pods[0] if pods and is_pod_ready(pods[0]) else None
+        new_pod_ready = functools.partial(_new_pod_ready_on_edge_1, admin)
 
         pod = await eventually(new_pod_ready, what="edge-1's new pod Ready")
         # The cut must come after the pod's progress deadline: then only a wrong verdict can pause the roll.
@@ -71,6 +69,12 @@ async def test_pod_ready_within_its_deadline_is_not_failed_when_its_node_returns
         assert [e for e in await events_for(admin, "web") if e["reason"] == "RolloutAutoPaused"] == []
     finally:
         await admin.close()
+
+
+async def _new_pod_ready_on_edge_1(admin: KubeClient) -> dict[str, object] | None:
+    pods = [p for p in await pods_of(admin, "web") if not is_terminating(p)
+            and p["spec"]["nodeName"] == "edge-1" and p["spec"]["containers"][0]["image"] == NEW]
+    return pods[0] if pods and is_pod_ready(pods[0]) else None
 
 
 async def _pod_on(admin: KubeClient) -> dict[str, object] | None:
@@ -102,10 +106,7 @@ async def test_a_new_leader_does_not_fail_a_pod_that_came_up_before_its_node_wen
         first = await controllers.start(sim)
         await set_image(admin, "web", NEW)
 
-        async def new_pod_ready() -> dict[str, object] | None:
-            pods = [p for p in await pods_of(admin, "web") if not is_terminating(p)
-                    and p["spec"]["nodeName"] == "edge-1" and p["spec"]["containers"][0]["image"] == NEW]
-            return pods[0] if pods and is_pod_ready(pods[0]) else None
+        new_pod_ready = functools.partial(_new_pod_ready_on_edge_1, admin)
 
         pod = await eventually(new_pod_ready, what="edge-1's new pod Ready")
         await controllers.stop(first)
