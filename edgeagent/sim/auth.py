@@ -47,6 +47,8 @@ MIN_EXPIRATION = 600
 MAX_EXPIRATION = 1 << 32
 DEFAULT_EXPIRATION = 3600
 KEY_FILE = "sim-token-signing.key"
+# Digests of revoked tokens, one per line, next to the key: a revoked token stays revoked across a restart.
+REVOKED_FILE = "sim-revoked-tokens"
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,10 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
@@ -127,12 +133,17 @@ _HEADER = _b64(b'{"alg":"HS256","typ":"JWT"}')
 class Authenticator:
     """Issues and verifies bearer tokens; `authenticate` maps an Authorization header to a user or None (401)."""
 
-    def __init__(self, store: Store, key: bytes, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, key: bytes, *, clock: Callable[[], float] = time.time,
+                 revocations: Path | None = None) -> None:
         self._store = store
         self._key = key
         self.clock = clock
         # token -> verified claims; a token's signature is checked once, its expiry and objects every time.
         self._verified: dict[str, JSON] = {}
+        self._revocations = revocations
+        self._revoked: set[str] = set()
+        if revocations is not None and revocations.exists():
+            self._revoked = {line.strip() for line in revocations.read_text().splitlines() if line.strip()}
 
     # ------------------------------------------------------------------------------ issuing
 
@@ -172,6 +183,26 @@ class Authenticator:
         except errors.ApiError:
             return ""
 
+    # ------------------------------------------------------------------------------ revoking
+
+    def revoke(self, token: str) -> str | None:
+        """Reject `token` from now on, as a real cluster does once the object a token is bound to is deleted,
+        but for one credential (the node's other tokens keep working). The sim keeps no token table, so it
+        remembers the token's digest (never the token), in `--dir` when it has one. Returns the identity the
+        token stood for; None when it is not a token this sim signed (nothing to revoke)."""
+        claims = self._claims(token)
+        if claims is None:
+            return None
+        digest = _digest(token)
+        if digest not in self._revoked:
+            self._revoked.add(digest)
+            if self._revocations is not None:
+                with self._revocations.open("a", encoding="ascii") as handle:
+                    handle.write(digest + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        return str(claims.get("sub") or "")
+
     # ------------------------------------------------------------------------------ verifying
 
     def authenticate(self, header: str | None) -> UserInfo | None:
@@ -182,7 +213,7 @@ class Authenticator:
         if scheme.lower() != "bearer" or not token.strip():
             return None
         claims = self._claims(token.strip())
-        if claims is None:
+        if claims is None or (self._revoked and _digest(token.strip()) in self._revoked):
             return None
         exp = claims.get("exp")
         if isinstance(exp, (int, float)) and self.clock() >= exp:

@@ -21,6 +21,7 @@ import json
 from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -72,12 +73,12 @@ def forbidden(attrs: Attributes, reason: str) -> errors.ApiError:
 
 
 class AuthLayer:
-    def __init__(self, store: Store, mode: str, key: bytes) -> None:
+    def __init__(self, store: Store, mode: str, key: bytes, *, revocations: Path | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown authorization mode {mode!r}: expected none or rbac")
         self.mode = mode
         self.store = store
-        self.authenticator = Authenticator(store, key)
+        self.authenticator = Authenticator(store, key, revocations=revocations)
         self.rbac = RBACAuthorizer(store)
         self.node = NodeAuthorizer(store)
         # The most recent denials (401 and 403), newest last; never holds a credential.
@@ -211,6 +212,7 @@ class AuthLayer:
         app.router.add_post(f"/apis/{_AUTHZ}/v1/selfsubjectaccessreviews", self._self_access_review)
         app.router.add_post(f"/apis/{_AUTHZ}/v1/selfsubjectrulesreviews", self._self_rules_review)
         app.router.add_post(f"/apis/{_AUTHN}/v1/selfsubjectreviews", self._self_subject_review)
+        app.router.add_post("/sim/v1/tokens/revoke", self._revoke)
 
     def _user(self, request: web.Request) -> UserInfo:
         found = _CALLER.get()
@@ -247,6 +249,21 @@ class AuthLayer:
             "status": {"token": token,
                        "expirationTimestamp": datetime.fromtimestamp(expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
         }, 201)
+
+    async def _revoke(self, request: web.Request) -> web.Response:
+        """`POST /sim/v1/tokens/revoke {"token": ...}`: that one token gets 401 from now on (a rotated credential
+        that must stop working). Not a Kubernetes API: a real cluster revokes by deleting the bound object."""
+        if not self.enforcing:
+            raise errors.bad_request("tokens are not checked with --authorization none: nothing to revoke")
+        body = await _json_body(request) or {}
+        token = body.get("token")
+        if not isinstance(token, str) or not token.strip():
+            raise errors.bad_request('expected {"token": "<bearer token>"}')
+        username = self.authenticator.revoke(token.strip())
+        if username is None:
+            raise errors.bad_request("not a token this simulated cluster issued")
+        _log.info("token revoked", user=username)
+        return _json({"revoked": True, "username": username})
 
     async def _self_access_review(self, request: web.Request) -> web.Response:
         body = await _body(request, auth_proto.self_subject_access_review)

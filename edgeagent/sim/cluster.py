@@ -27,7 +27,7 @@ from edgeagent.kube.objects import is_dns1123_subdomain
 from edgeagent.sim import errors
 from edgeagent.sim.addresses import client_host, exposure_warning, url_host
 from edgeagent.sim.audit import AuditLog
-from edgeagent.sim.auth import load_signing_key, node_user
+from edgeagent.sim.auth import REVOKED_FILE, load_signing_key, node_user
 from edgeagent.sim.auth_http import ADMIN, AuthLayer
 from edgeagent.sim.auth_tls import ServerTLS, ensure_server_tls
 from edgeagent.sim.cluster_events import SchedulerEvents
@@ -142,8 +142,10 @@ class SimCluster:
             self.dir.mkdir(parents=True, exist_ok=True)
             snapshot = self._open_state()
         settings = ServerSettings(bookmark_interval=self.config.bookmark_interval)
-        key = load_signing_key(self.dir if self.config.authorization == "rbac" else None)
-        self.auth = AuthLayer(self.store, self.config.authorization, key)
+        rbac = self.config.authorization == "rbac"
+        key = load_signing_key(self.dir if rbac else None)
+        self.auth = AuthLayer(self.store, self.config.authorization, key,
+                              revocations=self.dir / REVOKED_FILE if rbac else None)
         app = create_app(self.store, extra_routes=self._add_routes, settings=settings, audit=self.audit,
                          auth=self.auth, faults=self.faults)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)

@@ -453,3 +453,27 @@ async def test_kubectl_auth_can_i_list(sim: SimCluster, admin: KubeClient, tmp_p
     assert "leases.coordination.k8s.io" not in out  # the Role is bound in kube-node-lease only
     code, out, err = await _kubectl(sim.node_kubeconfig("edge-1"), tmp_path, "auth", "can-i", "--list")
     assert code == 0 and "pods/status" in out and "[update patch]" in out, out
+
+
+async def test_a_revoked_token_is_401_at_once_and_after_a_restart_while_a_new_one_works(
+        sim_factory: SimFactory, tmp_path: Path) -> None:
+    """`POST /sim/v1/tokens/revoke`: the soak's credential rotation revokes the agent's old token, whose next
+    request must get 401 (also from a sim restarted on the same --dir), while the new token keeps working."""
+    directory = tmp_path / "kept"
+    first = await sim_factory(nodes=1, authorization="rbac", dir=directory)
+    async with admin_of(first) as admin:
+        await service_account(admin, "rotated")
+        old = await mint_token(admin, "rotated", "default")
+        new = await mint_token(admin, "rotated", "default")
+    api = Api(first)
+    assert (await api.call("GET", "/version", token=old))[0] == 200
+    status, body = await api.call("POST", "/sim/v1/tokens/revoke", body={"token": old})
+    assert (status, body) == (200, {"revoked": True, "username": "system:serviceaccount:default:rotated"})
+    assert await api.call("GET", "/version", token=old) == (401, UNAUTHORIZED)
+    assert (await whoami(api, new))["username"] == "system:serviceaccount:default:rotated"
+    assert (await api.call("POST", "/sim/v1/tokens/revoke", body={"token": "not-a-token"}))[0] == 400
+    assert old not in (directory / "sim-revoked-tokens").read_text()  # a digest, never the token
+    await first.stop()
+    second = await sim_factory(nodes=1, authorization="rbac", dir=directory)
+    assert await Api(second).call("GET", "/version", token=old) == (401, UNAUTHORIZED)
+    assert (await whoami(Api(second), new))["username"] == "system:serviceaccount:default:rotated"
