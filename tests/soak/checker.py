@@ -14,6 +14,8 @@ towards silence (documented per rule), so that every report is a real defect.
 1. ``eligible``: no DELETE of a pod that was not eligible at that moment -- by the controller: its node held
    (`UpgradeHeld` True), its DaemonSet paused, its rollout plan stopped, or its node in a wave not reached
    yet; by an agent: the pod not `PodNeedUpgrade` True, or bound to another node, or in a wave not reached.
+   The DaemonSet's part is judged at the commit unless the DaemonSet was written while the DELETE was on its
+   way (a slow answer holds a request before the store sees it): the deleter could not know that change.
 2. ``delete-once``: no pod UID deleted twice (two DELETEs that took effect), and every DELETE by our
    components carries a UID precondition naming the pod it hit.
 3. ``requests``: every request an agent accepted (200 or 202 with an id) is in that agent's list at the end,
@@ -190,8 +192,35 @@ def _unavailable_nodes(ds: JSON, exclude: str) -> set[str]:
 # ------------------------------------------------------------------------------------------------ checks
 
 
+_DAEMONSET_PATH = re.compile(r"^/apis/apps/v1/namespaces/(?P<ns>[^/]+)/daemonsets/(?P<name>[^/]+)$")
+
+
+def daemonset_writes(audit: Iterable[JSON]) -> dict[str, list[tuple[float, float]]]:
+    """`namespace/name` -> (arrival, answer) of each successful write of a DaemonSet (template changes, the
+    rollout state, pause and rollback annotations), sorted by arrival: the write took effect in between."""
+    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for e in audit:
+        if e.get("verb") not in ("PATCH", "PUT") or not 200 <= int(e.get("code") or 0) < 300:
+            continue
+        match = _DAEMONSET_PATH.match(str(e.get("path")))
+        if match and e.get("time") is not None:
+            t = float(e["time"])
+            out[f"{match['ns']}/{match['name']}"].append((t, float(e.get("completed") or t)))
+    for windows in out.values():
+        windows.sort()
+    return out
+
+
+def changed_in_flight(windows: list[tuple[float, float]], arrived: float, committed: float) -> bool:
+    """A DaemonSet write may have taken effect after a DELETE reached the server and before the server carried
+    it out (a slow answer holds the request for seconds before the store sees it): the deleter decided on the
+    state before that write, which the state recorded at the commit does not show."""
+    return any(start <= committed and end >= arrived for start, end in windows)
+
+
 def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]:
     out: list[Violation] = []
+    ds_writes = daemonset_writes(history.audit)
     for entry in pod_deletes(history.audit):
         record = entry["delete"]
         if record.get("outcome") not in EFFECTIVE:
@@ -205,6 +234,13 @@ def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]
         checked["eligible"] += 1
         t, node, pod = entry.get("time"), state.get("node"), _pod_name(entry)
         ds = state.get("daemonset") or {}
+        arrived = float(entry.get("time") or 0.0)
+        committed = float(record.get("time") or arrived)
+        if ds and changed_in_flight(ds_writes.get(f"{record.get('namespace')}/{ds.get('name')}", []),
+                                    arrived, committed):
+            # Its DaemonSet changed while the DELETE was on its way: its annotations at the commit are not
+            # what the deleter saw, so the rules read from them are not judged (errs towards silence).
+            ds = {}
         annotations = ds.get("annotations") or {}
         why: list[str] = []
         if who == "controller":

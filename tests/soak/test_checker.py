@@ -125,6 +125,28 @@ def test_deleting_a_pod_of_a_wave_not_reached_is_reported() -> None:
     assert only(clean(audit=[delete(last, annotations=_plan_annotations(3), node_labels=labels)]), "eligible") == []
 
 
+def test_a_delete_judged_on_the_daemonset_it_was_sent_under_not_one_changed_while_it_was_on_its_way() -> None:
+    """Seed-29 soak: the controller sent DELETEs in the last wave of a roll; a slow answer held them 2.7 s, and
+    meanwhile a template change started a new roll at wave 1. The state recorded at the commit is the new roll's,
+    which the controller could not have known: not a violation. The same DaemonSet write before the DELETE
+    arrived, or after it was carried out, leaves it judged."""
+    order = _ranking()
+    labels: JSON = {n: {} for n in NODES}
+    late = delete(order[-1], annotations=_plan_annotations(1), node_labels=labels, t=100.0)
+    late["delete"]["time"] = 102.7  # arrived at 100.0, carried out at 102.7
+    template = {"time": 101.2, "completed": 101.3, "verb": "PATCH", "code": 200, "userAgent": "soak-harness/1",
+                "path": "/apis/apps/v1/namespaces/default/daemonsets/web"}
+    assert only(clean(audit=[late, template]), "eligible") == []
+    for moment in (99.0, 103.0):
+        before_or_after = {**template, "time": moment, "completed": moment + 0.1}
+        found = only(clean(audit=[late, before_or_after]), "eligible")
+        assert len(found) == 1 and "the rollout had reached wave 1" in found[0].message
+    other = {**template, "path": "/apis/apps/v1/namespaces/default/daemonsets/other"}
+    assert len(only(clean(audit=[late, other]), "eligible")) == 1
+    refused = {**template, "code": 409}
+    assert len(only(clean(audit=[late, refused]), "eligible")) == 1
+
+
 def test_controller_deleting_in_an_aborted_rollout_is_reported() -> None:
     order = _ranking()
     found = only(clean(audit=[delete(order[0], annotations=_plan_annotations(1, "aborted"),
