@@ -41,7 +41,7 @@ from edgeagent.controller.pod_index import ImagePending, OwnerPods, Same
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash, revision_hash
-from edgeagent.controller.rolling import Plan, plan_step
+from edgeagent.controller.rolling import Plan, desired_nodes, plan_step
 from edgeagent.controller.settings import Strategy, roll_settings, select
 from edgeagent.controller.waves import (
     Decision,
@@ -54,6 +54,7 @@ from edgeagent.controller.waves import (
     previous_revision,
     settled_gate,
     steering_of,
+    terminating_nodes,
 )
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
 from edgeagent.kube.client import CONTENT_JSON_PATCH, CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
@@ -91,6 +92,8 @@ _PLAN_TOPIC = "plan:"
 _PLAN_SLACK = 0.05
 # A state write refused because the cache was behind is decided again after this long.
 _PLAN_CONFLICT_RETRY = 0.05
+# How soon a plan held for nodes between pods is looked at again if no pod event comes first.
+_PLAN_MISSING_RETRY = 1.0
 # Warning topics about the state rather than an annotation's value (cleared only when the DaemonSet goes).
 _PLAN_OWN_TOPICS = (_PLAN_TOPIC + "state", _PLAN_TOPIC + "rolled-back")
 # What `_plan_gate` answers when this reconcile must change nothing.
@@ -706,10 +709,21 @@ class Controller:
         def names() -> set[str]:
             found = obs.pods.names()
             found.update(in_flight)
+            found.update(terminating_nodes(owned.pods.values()))
             return found
 
         ranking = self.ranks.get_joined(uid, hash_, plan, None if joined is None else joined | set(in_flight),
                                         names, self.nodes.items)
+        missing = desired_nodes(ds) - len(ranking.order)
+        if missing > 0:
+            # Fewer nodes than the DaemonSet controller says should run a pod: some are between two pods (old one
+            # gone, new one not created yet) and this ranking -- a fresh one, after a restart, a change of leader
+            # or a new revision -- has never seen them. Each later node would sit one place earlier, possibly in a
+            # wave not reached yet: move nothing until their pods are back (their events bring us here again).
+            self.metrics.planning_cpu.inc(time.process_time() - started)
+            self._log.debug("rollout plan waits for nodes between pods", daemonset=key, missing=missing)
+            self.queue.add_after(key, _PLAN_MISSING_RETRY)
+            return _HOLD
         total = len(ranking.order)
         max_failed = max(1, settings.max_failed.scaled(total, round_up=True)) if settings.max_failed else 1
         decision = decide(plan=plan, state=state, revision=hash_, ranking=ranking, obs=obs, steering=steering,

@@ -245,6 +245,19 @@ class Observation:
         return PENDING
 
 
+def terminating_nodes(pods: Iterable[JSON]) -> set[str]:
+    """Nodes of the DaemonSet's pods being deleted. Such a node is between two pods (its agent or the
+    controller is replacing it), not gone: a ranking made without it would move every later node one place
+    forward, into an earlier wave. Only read when a ranking is made."""
+    out: set[str] = set()
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            node = (pod.get("spec") or {}).get("nodeName") or node_of(pod)
+            if node:
+                out.add(node)
+    return out
+
+
 def is_held(pod: JSON) -> bool:
     """The agent publishes `UpgradeHeld` True while its node is held or outside its maintenance windows."""
     return _held_by(pod) is not None
