@@ -14,7 +14,8 @@ change matters is always marked; the trackers never read a pod the handler did n
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping
+import time
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from edgeagent.contract import CONDITION_POD_IMAGE_READY
@@ -86,24 +87,71 @@ class Same:
         return id(self.obj)
 
 
+# How long a node whose last pod left the cache counts as lacking one (`OwnerPods.vacated`). The DaemonSet
+# controller recreates a pod within seconds; this only bounds the memory of a node it will never recreate one on
+# (its labels or the DaemonSet's placement changed), where `desiredNumberScheduled` is the judge again.
+VACATED_TTL = 60.0
+
+
 class OwnerPods:
-    """One DaemonSet's pods by key (the informer's own objects) and the trackers fed by their changes."""
+    """One DaemonSet's pods by key (the informer's own objects) and the trackers fed by their changes.
 
-    __slots__ = ("_trackers", "pods")
+    It also remembers the nodes whose last pod of the DaemonSet left the cache (`vacated`) until a pod shows up on
+    them again. Between the old pod's removal and the replacement's creation, a node runs no pod and is invisible
+    to a roll that groups pods by node. A deletion of this process's own is in its expectations; one made by a
+    predecessor, an agent or an operator is not, and `desiredNumberScheduled` (the DaemonSet controller's count)
+    misses it while it lags behind the node cache: in the seed-29 soak a node back from a partition was counted
+    Ready before that count included it again, which hid another node whose pod (deleted by the previous leader)
+    had just gone, and one available pod was deleted beyond max-unavailable. The removal and the replacement come
+    through the same watch as the pods the roll counts, so this memory never disagrees with them."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_clock", "_per_node", "_trackers", "pods", "vacated")
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.pods: dict[str, JSON] = {}
         self._trackers: dict[type[Tracker], Tracker] = {}
+        self._clock = clock
+        self._per_node: dict[str, int] = {}
+        self.vacated: dict[str, float] = {}  # node -> when its last pod left the cache
 
     def put(self, key: str, pod: JSON) -> None:
+        if key in self.pods:
+            self._left(self.pods[key])
         self.pods[key] = pod
+        node = node_of(pod)
+        if node:
+            self._per_node[node] = self._per_node.get(node, 0) + 1
+            self.vacated.pop(node, None)
         for tracker in self._trackers.values():
             tracker.mark(key)
 
     def drop(self, key: str) -> None:
-        self.pods.pop(key, None)
+        pod = self.pods.pop(key, None)
+        if pod is not None:
+            self._left(pod)
         for tracker in self._trackers.values():
             tracker.mark(key)
+
+    def _left(self, pod: JSON) -> None:
+        node = node_of(pod)
+        if not node:
+            return
+        left = self._per_node.get(node, 0) - 1
+        if left > 0:
+            self._per_node[node] = left
+        else:
+            self._per_node.pop(node, None)
+            self.vacated[node] = self._clock()
+
+    def vacated_nodes(self, ttl: float = VACATED_TTL) -> set[str]:
+        """Nodes whose last pod left the cache less than `ttl` ago and that show none since (older ones are
+        forgotten)."""
+        if not self.vacated:
+            return set()
+        since = self._clock() - ttl
+        for node in [n for n, at in self.vacated.items() if at < since]:
+            del self.vacated[node]
+        return set(self.vacated)
 
     def tracker(self, kind: type[T]) -> T:
         found = self._trackers.get(kind)

@@ -446,7 +446,7 @@ class Controller:
         if strategy is Strategy.OTA:
             await self._sync_conditions(ds, owned, hash_, gate)
         else:
-            await self._roll(key, ds, list(owned.pods.values()), hash_, gate, story)
+            await self._roll(key, ds, list(owned.pods.values()), hash_, gate, story, owned.vacated_nodes())
         if prepull_errors:
             raise ReconcileError(f"{len(prepull_errors)} pre-pull write(s) failed, first: {prepull_errors[0]}")
 
@@ -520,7 +520,8 @@ class Controller:
     # ------------------------------------------------------------------ AdvancedRollingUpdate
 
     async def _roll(self, key: str, ds: JSON, pods: list[JSON], hash_: str, gate: Gate | None = None,
-                    story: list[tuple[str, str, str]] | None = None) -> None:
+                    story: list[tuple[str, str, str]] | None = None, vacated: frozenset[str] | set[str] = frozenset()
+                    ) -> None:
         settings, problems = roll_settings(ds)
         bad = {p.annotation for p in problems}
         for problem in problems:
@@ -544,7 +545,7 @@ class Controller:
         prepull = self.prepull if self.prepull is not None and self.prepull.wanted_by(ds) else None
         plan = plan_step(key, ds, pods, self.nodes.items, hash_, settings, self._clock(), self.expectations,
                          pulled=(lambda pod: prepull.pulled(pod, hash_)) if prepull is not None else None,
-                         may_move=gate.allows if gate is not None else None)
+                         may_move=gate.allows if gate is not None else None, vacated=vacated)
         self.metrics.planning_cpu.inc(time.process_time() - started)
         if plan is None:
             self._log.debug("waiting to observe earlier deletions", daemonset=key,

@@ -18,6 +18,9 @@ and fixes what OpenYurt leaves open:
   `minReadySeconds`, or was marked unready while its node was away (and is not re-reported yet), is
   replaced within the budget: otherwise a fresh DaemonSet, or every node returning from a partition,
   would be replaced all at once;
+- a Ready node whose last pod the cache saw leave (deleted by anyone: a previous leader, an agent) counts
+  against the budget until a pod shows up there again (`vacated`), not only while `desiredNumberScheduled`,
+  which lags behind the node cache, says so;
 - a node that went NotReady *after* receiving the new version, or whose pod deletion is still in
   flight, keeps counting against the budget (OpenYurt forgets it and starts more deletions: a version
   that takes nodes down would spread at full speed);
@@ -282,6 +285,7 @@ def plan_rolling_update(
     proven: Collection[str] = frozenset(),
     pulled: Callable[[JSON], bool] | None = None,
     may_move: Callable[[str], bool] | None = None,
+    vacated: Collection[str] = frozenset(),
 ) -> Plan:
     """`may_move(node)` (a rollout plan's gate): whether the node's wave is reached; outdated pods of other
     nodes are left alone like pods the node-selector excludes.
@@ -291,7 +295,8 @@ def plan_rolling_update(
     `in_flight`: nodes where this controller deleted a pod and has not yet seen an available pod
     again (see expectations.py); they count as unavailable whatever the cache shows. `proven`: UIDs of
     new-version pods seen available within their progress deadline (a pod that did has not failed, whatever
-    its node does later)."""
+    its node does later). `vacated`: nodes whose last pod of the DaemonSet left the cache and that show none
+    since (whoever deleted it: a Ready one among them lacks a pod, as a node of `in_flight` does)."""
     views = node_views(ds, pods, nodes, current_hash)
     plan = Plan(total=len(views), paused=settings.paused)
     min_ready = settings.min_ready_seconds
@@ -307,6 +312,12 @@ def plan_rolling_update(
             accounted += is_node_ready(nodes[name])
         else:
             plan.settled.add(name)
+    for name in vacated:
+        node = nodes.get(name)
+        if name not in seen and name not in in_flight and node is not None and is_node_ready(node):
+            plan.total += 1
+            plan.unavailable += 1
+            accounted += 1
     # Nodes that should run a pod but show none: the old pod is gone and its replacement not created yet. Our
     # own deletions are `in_flight` above, but a new leader or a restarted controller has no memory of its
     # predecessor's, and a node without a pod is invisible to grouping pods by node. The DaemonSet controller's
@@ -436,6 +447,7 @@ def plan_step(
     expectations: Expectations,
     pulled: Callable[[JSON], bool] | None = None,
     may_move: Callable[[str], bool] | None = None,
+    vacated: Collection[str] = frozenset(),
 ) -> Plan | None:
     """One reconcile's decision, guarded by the DaemonSet's expectations (None: still waiting to see our
     previous deletions in the cache). The chosen deletions are recorded as expected before returning,
@@ -444,7 +456,8 @@ def plan_step(
     if not expectations.satisfied(key, live):
         return None
     plan = plan_rolling_update(ds, pods, nodes, current_hash, settings, now, expectations.in_flight(key),
-                               proven=expectations.proven(key), pulled=pulled, may_move=may_move)
+                               proven=expectations.proven(key), pulled=pulled, may_move=may_move,
+                               vacated=vacated)
     expectations.settle(key, plan.settled)
     expectations.remember_proven(key, plan.proven, live)
     if plan.delete:

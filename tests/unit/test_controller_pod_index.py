@@ -156,3 +156,24 @@ def test_a_node_with_two_pods_of_a_kind_is_excess_until_one_goes() -> None:
     owned.put("default/app-1", make_pod(1, "n0", "r2", False, None, None, True, 2))  # being deleted
     view = tracked.update(ds("r2"), owned.pods, "r2")
     assert view.excess == set() and view.new["n0"] is owned.pods["default/app-0"] and view.unready == set()
+
+
+def test_a_node_is_vacated_when_its_last_pod_leaves_and_until_a_pod_shows_up_there_again() -> None:
+    """`OwnerPods.vacated`: what the roll counts as a node lacking a pod that nobody of ours deleted (seed-29)."""
+    now = [T0]
+    owned = OwnerPods(clock=lambda: now[0])
+    a, b = make_pod(1, "n0", "r1", True, None, None, False, 1), make_pod(2, "n0", "r2", False, None, None, False, 1)
+    owned.put("default/app-1", a)
+    owned.put("default/app-2", b)
+    owned.put("default/app-2", b)  # an update: still two pods there
+    owned.drop("default/app-1")
+    assert owned.vacated_nodes() == set()  # one pod left on n0
+    owned.drop("default/app-2")
+    assert owned.vacated_nodes() == {"n0"}
+    now[0] += 59
+    assert owned.vacated_nodes() == {"n0"}
+    owned.put("default/app-3", make_pod(3, "n0", "r2", False, None, None, False, 1))
+    assert owned.vacated_nodes() == set()
+    owned.drop("default/app-3")
+    now[0] += 61  # never recreated (placement changed): forgotten, desiredNumberScheduled judges again
+    assert owned.vacated_nodes() == set() and owned.vacated == {}

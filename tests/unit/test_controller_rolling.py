@@ -91,6 +91,33 @@ def test_nodes_that_should_run_a_pod_but_show_none_use_the_budget() -> None:
     assert (p.unavailable, deleted(p)) == (2, [])
 
 
+def test_nodes_whose_pod_the_cache_saw_go_use_the_budget_even_when_desired_lags() -> None:
+    """Seed-29 soak: a node back from a partition (Ready in the cache) that desiredNumberScheduled does not count
+    again yet hid a node whose pod had gone: `vacated` (the cache saw its last pod leave) counts it whatever
+    desiredNumberScheduled says, once, and only while it shows no pod, is known and Ready."""
+    nodes = cluster(5)
+    pods = old_pods(nodes)[1:]  # n00's pod is gone, no replacement yet
+    ds = daemonset(annotations={MU: "1"})
+    ds["status"] = {"desiredNumberScheduled": 4}  # lags: n04 just came back
+    settings, _ = roll_settings(ds)
+    assert deleted(plan_rolling_update(ds, pods, nodes, NEW, settings, T0)) == ["p-n01"]
+    p = plan_rolling_update(ds, pods, nodes, NEW, settings, T0, vacated={"n00"})
+    assert (p.total, p.unavailable, deleted(p)) == (5, 1, [])
+    ds["status"] = {"desiredNumberScheduled": 5}  # caught up: still one node, not two
+    p = plan_rolling_update(ds, pods, nodes, NEW, settings, T0, vacated={"n00"})
+    assert (p.total, p.unavailable) == (5, 1)
+    # A node showing a pod again, one of our own deletions (in flight), an unknown or NotReady node: not counted.
+    ds["status"] = {"desiredNumberScheduled": 4}
+    for vacated in ({"n01"}, {"gone"}):
+        assert deleted(plan_rolling_update(ds, pods, nodes, NEW, settings, T0, vacated=vacated)) == ["p-n01"]
+    p = plan_rolling_update(ds, pods, nodes, NEW, settings, T0, in_flight={"n00"}, vacated={"n00"})
+    assert (p.total, p.unavailable) == (5, 1)
+    nodes["n00"] = node("n00", ready=False)
+    ds["status"] = {"desiredNumberScheduled": 4}
+    p = plan_rolling_update(ds, pods, nodes, NEW, settings, T0, vacated={"n00"})
+    assert (p.total, p.unavailable) == (4, 0)
+
+
 def test_in_flight_replacements_use_the_budget() -> None:
     nodes = cluster(5)
     pods = old_pods(nodes)

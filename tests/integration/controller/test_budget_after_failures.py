@@ -16,6 +16,7 @@ import pytest
 
 from edgeagent.controller.app import ControllerApp
 from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient
+from edgeagent.kube.objects import is_node_ready, is_pod_ready
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
@@ -116,6 +117,77 @@ async def test_a_new_leader_counts_nodes_whose_pod_is_gone_and_not_yet_replaced(
         await eventually(lambda: all_running(admin, "web", 6, NEWER), timeout=60, interval=0.2,
                          what="every node on the newer version")
     assert recorder.max_disrupted <= 2, recorder.history
+
+
+async def test_a_node_whose_pod_someone_else_deleted_counts_until_a_pod_shows_up_there_again(
+        sim_factory: SimFactory, monkeypatch: pytest.MonkeyPatch, controllers: Controllers) -> None:
+    """A node whose pod the controller saw go (deleted by someone else: the previous leader, an agent, an operator)
+    runs no pod until the DaemonSet controller creates one. `desiredNumberScheduled` reveals it only while it
+    agrees with the node cache: edge-6 is back from a partition, Ready in the cache, but the busy DaemonSet
+    controller has not counted it again yet, so edge-6 hid edge-2 and an available pod was deleted beyond
+    max-unavailable (seed-29 soak: 20 unavailable of 20, 199 of 200 nodes seen, one more deleted). The cache saw
+    edge-2's pod go: that node counts as unavailable until a pod is seen there again."""
+    sim = await sim_factory(node_names=NODES)
+    busy = asyncio.Event()
+    manage, update_status = sim.daemonsets._manage, sim.daemonsets._update_status
+
+    def slow_manage(ds: JSON, placement: list[tuple[str, bool, bool]], *args: Any) -> bool:
+        if busy.is_set():  # no pod is created
+            placement = [(node, False, keep) for node, _, keep in placement]
+        return manage(ds, placement, *args)
+
+    def slow_status(ds: JSON, placement: list[tuple[str, bool, bool]], *args: Any) -> None:
+        if busy.is_set():  # desiredNumberScheduled still leaves edge-6 out, as while it was away
+            placement = [(node, run and node != "edge-6", keep) for node, run, keep in placement]
+        update_status(ds, placement, *args)
+
+    monkeypatch.setattr(sim.daemonsets, "_manage", slow_manage)
+    monkeypatch.setattr(sim.daemonsets, "_update_status", slow_status)
+    async with admin_client(sim) as admin, DisruptionRecorder(admin, "web") as recorder:
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=GOOD,
+                                                         annotations={"apps.openyurt.io/max-unavailable": "1"}))
+        await eventually(lambda: all_running(admin, "web", 6), what="6 pods running")
+        await sim.disconnect("edge-6", "blackhole")
+        await eventually(lambda: _desired(admin, 5), what="edge-6 away, left out of desiredNumberScheduled")
+        app = await controllers.start(sim)
+        await eventually(lambda: _cached_pods(app, "web") == 6, what="the controller's cache showing 6 pods")
+        busy.set()
+        edge_2 = {p["spec"]["nodeName"]: p["metadata"]["name"] for p in await pods_of(admin, "web")}["edge-2"]
+        await admin.delete(f"{PODS}/{edge_2}")  # an operator's; no replacement while the DaemonSet controller is busy
+        await sim.connect("edge-6")
+        await eventually(lambda: _cached_pods(app, "web") == 5 and _cached_ready(app, "edge-6"),
+                         what="the controller's cache: edge-2's pod gone, edge-6 and its pod Ready")
+        await set_image(admin, "web", NEWER)
+        # The plan for the newer version counts a node unavailable: edge-2 (or, without the memory, edge-1 once
+        # deleted): either way nothing more is deleted while the DaemonSet controller is busy.
+        await eventually(lambda: (_rollout(app, "outdated") or 0) >= 4 and (_rollout(app, "unavailable") or 0) >= 1,
+                         what="the controller's plan for the newer version")
+        busy.clear()
+        sim.daemonsets.enqueue(("default", "web"))
+        await eventually(lambda: all_running(admin, "web", 6, NEWER), timeout=60, interval=0.2,
+                         what="every node on the newer version")
+    assert recorder.max_disrupted <= 1, recorder.history
+
+
+def _cached_pods(app: ControllerApp, name: str) -> int:
+    if app.controller is None:
+        return -1
+    return sum(1 for p in app.controller.pods.items.values() if p["metadata"]["name"].startswith(name + "-"))
+
+
+def _cached_ready(app: ControllerApp, node: str) -> bool:
+    """The node and its pods Ready in the controller's cache (a returning kubelet re-reports its pods)."""
+    if app.controller is None:
+        return False
+    found = app.controller.nodes.items.get(node)
+    pods = [p for p in app.controller.pods.items.values() if p["spec"].get("nodeName") == node]
+    return found is not None and is_node_ready(found) and bool(pods) and all(is_pod_ready(p) for p in pods)
+
+
+def _rollout(app: ControllerApp, state: str) -> float | None:
+    value: float | None = app.metrics.registry.get_sample_value(
+        "edgeagent_controller_rollout_nodes", {"namespace": "default", "daemonset": "web", "state": state})
+    return value
 
 
 async def _pods_left(admin: KubeClient, count: int) -> bool:
