@@ -71,6 +71,22 @@ def _conditions(*, ready: bool, not_ready: list[str], completed: bool = False) -
     return out
 
 
+def keep_transition_times(conditions: list[JSON], pod: JSON) -> list[JSON]:
+    """The kubelet moves a condition's `lastTransitionTime` only when its status changes: a crash-looping pod
+    stays `Ready` False from its first failure on, whatever it reports at each restart. Bumping it at every
+    restart made a controller that gives a pod which turned not Ready a fresh progress deadline wait for the
+    back-off to outgrow that deadline (the seed-29 soak: a bad version rolled back 240 s after its pods came, not
+    90 s)."""
+    before = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
+    out: list[JSON] = []
+    for cond in conditions:
+        old = before.get(cond.get("type"))
+        if old is not None and old.get("status") == cond.get("status") and old.get("lastTransitionTime"):
+            cond = {**cond, "lastTransitionTime": old["lastTransitionTime"]}
+        out.append(cond)
+    return out
+
+
 class PodLauncher:
     """Runs one node's pod start-ups; `launch` is the task the kubelet keeps per pod (cancelled on delete)."""
 
@@ -148,6 +164,9 @@ class PodLauncher:
             if self._missed is not None:
                 self._missed()
             return  # a partitioned kubelet cannot report; it re-syncs when the link returns
+        current = self._current(namespace, name, uid)
+        if current is not None and status.get("conditions"):
+            status = {**status, "conditions": keep_transition_times(status["conditions"], current)}
         try:
             self.store.patch(PODS, namespace, name, {"metadata": {"uid": uid}, "status": status}, STRATEGIC,
                              subresource="status")

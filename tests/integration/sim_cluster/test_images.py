@@ -121,6 +121,34 @@ async def test_crashing_image_loops_with_growing_restart_count(sim_factory: SimF
         await admin.close()
 
 
+async def test_a_crash_looping_pod_keeps_the_time_it_first_turned_not_ready(sim_factory: SimFactory) -> None:
+    """As the kubelet: a condition's lastTransitionTime moves only when its status does, so `Ready` False keeps
+    the time of the first failure across restarts (the seed-29 soak's controller gave a crash-looping pod a fresh
+    progress deadline at every restart and rolled a bad version back 240 s after its pods came, not 90 s)."""
+    sim = await sim_factory(kubelet_backoff=1.0)  # restarts 1 s, 2 s, 4 s apart: timestamps of whole seconds differ
+    admin = await connect(sim)
+    try:
+        await admin.request("POST", "/sim/v1/images", body={"image": "bad:3", "crash": True})
+        await admin.create(PODS, pod("c", "bad:3"))
+        first: dict[str, str] = {}
+
+        async def restarted(count: int) -> JSON | None:
+            obj = await admin.get(f"{PODS}/c")
+            statuses = obj["status"].get("containerStatuses") or [{}]
+            return obj if waiting_reason(obj) == "CrashLoopBackOff" and \
+                statuses[0].get("restartCount", 0) >= count else None
+
+        obj = await eventually(lambda: restarted(0), what="CrashLoopBackOff")
+        for kind in ("Ready", "ContainersReady"):
+            first[kind] = str((get_condition(obj, kind) or {}).get("lastTransitionTime"))
+        obj = await eventually(lambda: restarted(2), what="two restarts later", timeout=20)
+        for kind in ("Ready", "ContainersReady"):
+            cond = get_condition(obj, kind) or {}
+            assert (cond.get("status"), cond.get("lastTransitionTime")) == ("False", first[kind]), kind
+    finally:
+        await admin.close()
+
+
 async def test_run_to_completion_pods_succeed_or_fail(sim_factory: SimFactory) -> None:
     sim = await sim_factory()
     admin = await connect(sim)
