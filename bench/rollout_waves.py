@@ -19,7 +19,15 @@ Figures (`name value unit`):
   plan's own Events and state writes, which must stay a few per wave, never one per node;
 - the waves' sizes as the controller cut them (`rollout_waves`).
 
+Where the time goes (`#` notes): for each roll, how long its deletions took (first to last) and its tail (last
+deletion to last Ready pod, i.e. one pod's replacement when little else is in flight), and the per-node time
+from deletion to a Ready new pod; for the waved rolls the same per wave, and summed over the waves next to the
+wave gaps, so the extra time of a waved roll splits into slower deletions, extra tails and gaps.
+`--timeline FILE` appends each roll's timeline (a row every 0.5 s: pods old / terminating / new not Ready / new
+Ready, nodes without a pod, the controller's and the sim's CPU, reconciles and DELETEs so far, the plan's wave).
+
     .venv/bin/python bench/rollout_waves.py [--nodes 10000] [--steps 1%,10%,50%,100%] [--max-unavailable 10%]
+        [--rounds 2] [--timeline FILE]
 """
 
 from __future__ import annotations
@@ -42,11 +50,11 @@ from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, workdir
 from bench.controller_scale import DS_PATH, cpu_seconds, manifest, until
 from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
-from edgeagent.contract import LABEL_REVISION_HASH
+from edgeagent.contract import ANNOTATION_ROLLOUT_STATE, LABEL_REVISION_HASH
 from edgeagent.controller.app import ControllerApp
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.reconciler import Controller
-from edgeagent.kube.objects import is_pod_ready, is_terminating, labels_of, name_of
+from edgeagent.kube.objects import is_pod_ready, is_terminating, key_of, labels_of, name_of
 from edgeagent.rollout_plan import Ranking, parse_plan, rank
 
 JSON = dict[str, Any]
@@ -76,6 +84,98 @@ class WaveClock:
             self.deleted_at.setdefault(node, now)
 
 
+class Timeline:
+    """Where a roll's pods are, sampled every `period` s (`--timeline FILE`, JSON lines): the rolled DaemonSet's
+    pods by state (old and live, old terminating, new not Ready, new Ready), nodes without a pod, the
+    controller's and the sim's CPU, its reconciles and DELETEs so far. Counters kept by a handler on the
+    controller's pod informer (the events it plans on), so sampling reads no pod."""
+
+    def __init__(self, controller: Controller, metrics: ControllerMetrics, sim: Sim, nodes: int, file: Path | None,
+                 period: float = 0.5) -> None:
+        self.controller, self.metrics, self.sim, self.nodes, self.period = controller, metrics, sim, nodes, period
+        self.file = file
+        self.app = ""
+        self.old_revision = ""
+        self.state: dict[str, str] = {}  # pod key -> state
+        self.counts: dict[str, int] = {}
+        self.rows: list[JSON] = []
+        self.deleted_at: dict[str, float] = {}  # node -> when its old pod was first seen deleted
+        self.ready_at: dict[str, float] = {}  # node -> when a new pod of it was first seen Ready
+        controller.pods.add_handler(self.on_pod)
+
+    def start(self, app: str) -> None:
+        """From now on count `app`'s pods: those of the revision it runs now are old, any other is new."""
+        self.app, self.rows = app, []
+        self.old_revision = str(labels_of(next(p for p in self.controller.pods.items.values()
+                                               if labels_of(p).get("app") == app and not is_terminating(p)))
+                                .get(LABEL_REVISION_HASH))
+        self.state, self.counts, self.deleted_at, self.ready_at = {}, {}, {}, {}
+        for pod in self.controller.pods.items.values():
+            self.on_pod("ADDED", pod, None)
+
+    def _state_of(self, pod: JSON) -> str:
+        if is_terminating(pod):
+            return "terminating"
+        if labels_of(pod).get(LABEL_REVISION_HASH) == self.old_revision:
+            return "old"
+        return "new_ready" if is_pod_ready(pod) else "new_unready"
+
+    def on_pod(self, etype: str, pod: JSON, old: JSON | None) -> None:
+        if not self.app or labels_of(pod).get("app") != self.app:
+            return
+        key = key_of(pod)
+        before = self.state.pop(key, None)
+        if before is not None:
+            self.counts[before] -= 1
+        if etype != "DELETED":
+            now = self._state_of(pod)
+            self.state[key] = now
+            self.counts[now] = self.counts.get(now, 0) + 1
+        else:
+            now = "gone"
+        node = str(pod["spec"].get("nodeName") or "")
+        if now in ("terminating", "gone"):
+            self.deleted_at.setdefault(node, time.monotonic())
+        elif now == "new_ready":
+            self.ready_at.setdefault(node, time.monotonic())
+
+    def save(self, name: str, image: str, took: float) -> None:
+        if self.file is not None:
+            with self.file.open("a") as out:
+                out.write(json.dumps({"roll": name, "image": image, "took": took, "rows": self.rows}) + "\n")
+
+    def summary(self) -> str:
+        """When the deletions were made and how long each node took from its old pod's deletion to a Ready new one."""
+        deletes, readies = self.deleted_at.values(), self.ready_at.values()
+        if not deletes or not readies:
+            return "no timeline"
+        latencies = sorted(self.ready_at[n] - self.deleted_at[n] for n in self.ready_at if n in self.deleted_at)
+        return (f"deletes over {max(deletes) - min(deletes):.1f} s, last delete -> last Ready "
+                f"{max(readies) - max(deletes):.1f} s; per node delete -> Ready median "
+                f"{statistics.median(latencies):.2f} s, max {latencies[-1]:.2f} s")
+
+    def _wave(self) -> str:
+        ds = self.controller.daemonsets.items.get(f"{NAMESPACE}/{self.app}")
+        state = (ds or {}).get("metadata", {}).get("annotations", {}).get(ANNOTATION_ROLLOUT_STATE)
+        if not state:
+            return ""
+        parsed = json.loads(state)
+        return f"{parsed.get('wave')}/{parsed.get('phase')}"
+
+    async def run(self, started: float) -> None:
+        while True:
+            live = sum(v for k, v in self.counts.items() if k != "terminating")
+            reconciles = sum(s.value for m in self.metrics.reconciles.collect() for s in m.samples
+                             if s.name.endswith("_total"))
+            self.rows.append({
+                "t": round(time.monotonic() - started, 2), **self.counts, "no_pod": self.nodes - live,
+                "ctl_cpu": round(time.process_time(), 2), "sim_cpu": round(cpu_seconds(self.sim.proc.pid), 2),
+                "reconciles": reconciles, "deletes": writes_by_kind(self.metrics).get("pod_delete", 0.0),
+                "queue": len(self.controller.queue), "wave": self._wave(),
+            })
+            await asyncio.sleep(self.period)
+
+
 async def patient(sim: Sim, method: str, path: str, body: JSON | None = None) -> JSON:
     """A request with a long timeout: while the sim creates thousands of pods (one pass of its DaemonSet
     controller) it answers nothing else for minutes."""
@@ -96,19 +196,27 @@ def writes_by_kind(metrics: ControllerMetrics) -> dict[str, float]:
     return found
 
 
-async def roll(sim: Sim, controller: Controller, name: str, n: int, image: str) -> tuple[float, float, float]:
+async def roll(sim: Sim, controller: Controller, timeline: Timeline, name: str, n: int,
+               image: str) -> tuple[float, float, float]:
     """Wall time, sim CPU and controller CPU of rolling `name` to `image` (one no node has pulled yet)."""
     sim_cpu, own_cpu = cpu_seconds(sim.proc.pid), time.process_time()
     started = time.monotonic()
+    timeline.start(name)
+    sampler = asyncio.create_task(timeline.run(started))
     patched = await sim.request("PATCH", f"{DS_PATH}/{name}", {"spec": {"template": {"spec": {"containers": [
         {"name": "main", "image": image}]}}}}, MERGE_PATCH)
     await wait_rolled(sim, name, n, int(patched["metadata"]["generation"]), 3600)
     took = time.monotonic() - started
+    sampler.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await sampler
+    timeline.save(name, image, took)
+    note(f"{name} roll to {image}: {timeline.summary()}")
     await until(lambda: len(controller.queue) == 0, 60, "the queue drained")
     return took, cpu_seconds(sim.proc.pid) - sim_cpu, time.process_time() - own_cpu
 
 
-async def waved_roll(sim: Sim, controller: Controller, ranking: Ranking, n: int,
+async def waved_roll(sim: Sim, controller: Controller, timeline: Timeline, ranking: Ranking, n: int,
                      image: str) -> tuple[float, list[float]]:
     """Roll `waved` to `image`: wall time, and per wave boundary the delay from the last Ready pod of wave k
     to the first deletion in wave k+1."""
@@ -117,18 +225,25 @@ async def waved_roll(sim: Sim, controller: Controller, ranking: Ranking, n: int,
                              if labels_of(p).get("app") == "waved" and not is_terminating(p)))
               .get(LABEL_REVISION_HASH))
     revision_task = asyncio.create_task(new_revision(sim, "waved", old))
-    waved_task = asyncio.create_task(roll(sim, controller, "waved", n, image))
+    waved_task = asyncio.create_task(roll(sim, controller, timeline, "waved", n, image))
     clock.revision = await revision_task
     took, sim_cpu, own_cpu = await waved_task
     note(f"waved roll to {image}: {took:.1f} s; CPU: sim {sim_cpu:.1f} s, controller {own_cpu:.1f} s")
+    spans = [0.0, 0.0]  # the waves' deletions (first to last), their tails (last delete to last Ready)
     for k in range(1, ranking.waves + 1):
         # How long each wave took: a wave smaller than the budget still takes a whole replacement round, and
         # the next one waits for its last pod (what a plan costs over a roll without one).
         readies = [t for t in (clock.ready_at.get(node) for node in ranking.nodes_of_wave(k)) if t is not None]
         deletes = [t for t in (clock.deleted_at.get(node) for node in ranking.nodes_of_wave(k)) if t is not None]
         if readies and deletes:
+            spans[0] += max(deletes) - min(deletes)
+            spans[1] += max(readies) - max(deletes)
+            latencies = sorted(clock.ready_at[node] - clock.deleted_at[node] for node in ranking.nodes_of_wave(k)
+                               if node in clock.ready_at and node in clock.deleted_at)
             note(f"wave {k}: {len(ranking.nodes_of_wave(k))} nodes, first delete -> last Ready "
-                 f"{max(readies) - min(deletes):.1f} s")
+                 f"{max(readies) - min(deletes):.1f} s (deletes over {max(deletes) - min(deletes):.1f} s, "
+                 f"last delete -> last Ready {max(readies) - max(deletes):.1f} s; per node delete -> Ready "
+                 f"median {statistics.median(latencies):.2f} s, max {latencies[-1]:.2f} s)")
     gaps = []
     for k in range(1, ranking.waves):
         finished = [clock.ready_at.get(node) for node in ranking.nodes_of_wave(k)]
@@ -139,6 +254,9 @@ async def waved_roll(sim: Sim, controller: Controller, ranking: Ranking, n: int,
         gap = min(t for t in starts if t is not None) - max(t for t in finished if t is not None)
         note(f"wave {k} -> {k + 1}: first delete {gap * 1e3:.0f} ms after the last Ready pod of wave {k}")
         gaps.append(gap)
+    # Where the time went, to set against the plain roll's "deletes over" and "last delete -> last Ready".
+    note(f"waved roll to {image}: deletions {spans[0]:.1f} s, tails (last delete -> last Ready) {spans[1]:.1f} s, "
+         f"gaps {sum(gaps):.1f} s, summed over the {ranking.waves} waves")
     return took, gaps
 
 
@@ -202,9 +320,10 @@ async def run(args: argparse.Namespace) -> None:
             await until(lambda: len(controller.pods.items) == 2 * n and len(controller.queue) == 0, 900,
                         "every pod cached", interval=1.0)
             await asyncio.sleep(1)
+            timeline = Timeline(controller, app.metrics, sim, n, Path(args.timeline) if args.timeline else None)
 
             plain_before = writes_by_kind(app.metrics)
-            plain_time, plain_sim, plain_ctl = await roll(sim, controller, "plain", n, "app:2")
+            plain_time, plain_sim, plain_ctl = await roll(sim, controller, timeline, "plain", n, "app:2")
             plain_writes = writes_by_kind(app.metrics)
             plain_total = sum(plain_writes.values()) - sum(plain_before.values())
             report("rollout_nodes", n, "nodes")
@@ -218,18 +337,18 @@ async def run(args: argparse.Namespace) -> None:
             note(f"waves as ranked: {ranking.targets} cumulative nodes")
             report("rollout_waves", ranking.waves, "waves")
             before = writes_by_kind(app.metrics)
-            waved_time, gaps = await waved_roll(sim, controller, ranking, n, "app:3")
+            waved_time, gaps = await waved_roll(sim, controller, timeline, ranking, n, "app:3")
             after = writes_by_kind(app.metrics)
             report("rollout_waved_roll_time", waved_time, "s")
             plain_times, waved_times = [plain_time], [waved_time]
             # ABBA: a second waved roll, then a second plain one, so a load that changes during the run (the
             # machine is shared) weighs on both kinds alike.
             for round_ in range(1, args.rounds):
-                more, more_gaps = await waved_roll(sim, controller, ranking, n, f"app:{2 + 2 * round_ + 1}")
+                more, more_gaps = await waved_roll(sim, controller, timeline, ranking, n, f"app:{2 + 2 * round_ + 1}")
                 report(f"rollout_waved_roll_time_{round_ + 1}", more, "s")
                 waved_times.append(more)
                 gaps += more_gaps
-                again, _, _ = await roll(sim, controller, "plain", n, f"app:{2 + 2 * round_ + 2}")
+                again, _, _ = await roll(sim, controller, timeline, "plain", n, f"app:{2 + 2 * round_ + 2}")
                 report(f"rollout_plain_roll_time_{round_ + 1}", again, "s")
                 plain_times.append(again)
             report("rollout_waved_to_plain_ratio", sum(waved_times) / sum(plain_times), "x")
@@ -273,6 +392,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--steps", default="1%,10%,50%,100%")
     parser.add_argument("--max-unavailable", default="10%")
+    parser.add_argument("--timeline", help="append each roll's timeline (JSON, a row every 0.5 s) to this file")
     parser.add_argument("--rounds", type=int, default=2, help="plain, waved, then (rounds-1) x waved, plain")
     asyncio.run(run(parser.parse_args()))
 
