@@ -106,9 +106,10 @@ class AutoUpgrader:
         namespace, name = str(meta(pod).get("namespace")), str(meta(pod).get("name"))
         key = f"{namespace}/{name}"
         outcome = await self._upgrades.upgrade(namespace, name, origin=ORIGIN)
-        if outcome.retry_later:
-            # Not yet (the rollout plan's controller has not caught up with a change of the DaemonSet): this pod
-            # again after the next change or poll, not skipped.
+        if outcome.retry_later or outcome.answer is Answer.UNAVAILABLE:
+            # Not yet (the rollout plan's controller has not caught up with a change of the DaemonSet; our token was
+            # revoked and its successor is on its way; nothing could be stored, the state disk being full): this
+            # pod again after the next change or poll, not skipped for the whole revision.
             _log.info("auto_upgrade_waits", pod=key, message=outcome.message)
             await wait_event(self._wake, self._poll)
             return

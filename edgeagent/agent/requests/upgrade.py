@@ -480,8 +480,16 @@ def _read_answer(read: Deletion) -> Outcome:
     if read.result is Result.GONE:
         return _outcome(Answer.NOT_FOUND, read.message)
     if read.result is Result.REFUSED and read.refusal is not None:
-        return _refused((read.refusal, read.message))
+        return _credentials_refused(read) or _refused((read.refusal, read.message))
     return _outcome(Answer.CONFLICT, read.message)  # replaced (only when an expected UID was given)
+
+
+def _credentials_refused(step: Deletion) -> Outcome | None:
+    """A 401: the cloud rejected our credentials, not the request. Online the caller is told at once (502), but
+    a rotated token is on its way (the client re-reads it), so the auto-upgrader asks again, it does not skip."""
+    if step.refusal is Refusal.CLOUD and isinstance(step.error, KubeError) and step.error.code == 401:
+        return Outcome(Answer.BAD_GATEWAY, step.message, retry_later=True)
+    return None
 
 
 def _deleted_answer(deletion: Deletion) -> Outcome:
@@ -490,4 +498,4 @@ def _deleted_answer(deletion: Deletion) -> Outcome:
         return _outcome(Answer.NOT_FOUND, deletion.message)
     if deletion.result is Result.REPLACED:
         return _outcome(Answer.CONFLICT, deletion.message)
-    return _outcome(Answer.BAD_GATEWAY, deletion.message)
+    return _credentials_refused(deletion) or _outcome(Answer.BAD_GATEWAY, deletion.message)
