@@ -2,9 +2,10 @@
 
 A soak run records what happened (the sim's audit log with each pod DELETE's state at that instant, the
 Events, every agent's request list, the operators' accepted requests, pre-pull Job samples, convergence and
-`rollout status` at the end, process exits and log excerpts) into a `History`; `check(history)` returns every
-violation of the seven invariants below, and `report()` prints each with the seed, the fault schedule and
-the minimal history around it, so that the run can be replayed with the same seed.
+`rollout status` at the end, process exits and log excerpts, each client's episodes of rejected credentials)
+into a `History`; `check(history)` returns every violation of the eight invariants below, and `report()` prints
+each with the seed, the fault schedule and the minimal history around it, so that the run can be replayed with
+the same seed.
 
 The checker reads the history in its own words, independently of the controller's and agent's code (it
 parses the budget and the DaemonSet annotations itself): a checker that shares the implementation's reading
@@ -26,6 +27,8 @@ towards silence (documented per rule), so that every report is a real defect.
 6. ``convergence``: after the last fault the fleet reached each DaemonSet's current revision within the
    stated bound, and each `rollout status` exit code agrees with the pods.
 7. ``processes``: no process exited except those the schedule killed or stopped, and no log has a traceback.
+8. ``credentials``: every client the API server refused with 401 (an agent whose token was rotated and the
+   old one revoked) was accepted again afterwards: none is left stuck on a dead credential.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from edgeagent.rollout_plan import parse_plan, rank
 
 JSON = dict[str, Any]
 
-INVARIANTS = ("eligible", "delete-once", "requests", "budget", "events-once", "convergence", "processes")
+INVARIANTS = ("eligible", "delete-once", "requests", "budget", "events-once", "convergence", "processes",
+              "credentials")
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "obsolete"})
 EFFECTIVE = frozenset({"deleted", "graceful"})  # a DELETE that took effect (whatever answer the client got)
 CONTROLLER_AGENT = "edgeagent-controller/"
@@ -73,6 +77,8 @@ class History:
     rollouts: list[JSON] = field(default_factory=list)  # {"name", "exit", "phase", "updated", "total", "output"}
     processes: list[JSON] = field(default_factory=list)  # {"name", "code", "expected", "t"} one per exit seen
     logs: dict[str, str] = field(default_factory=dict)  # process name -> log text (or its tail)
+    # User-Agent -> episodes of 401s {"start", "end" (first accepted request after, or None), "rejected"}
+    credentials: dict[str, list[JSON]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -429,8 +435,65 @@ def check_processes(history: History, checked: dict[str, int]) -> list[Violation
     return out
 
 
+def credential_episodes(audit: Iterable[JSON]) -> dict[str, list[JSON]]:
+    """Per client (User-Agent), each run of 401 answers and when it ended: the first request of that client
+    the API server accepted (2xx) afterwards, None if none came. Fed the whole audit log, reads included (an
+    idle agent's link probe is what meets a revoked token first); the history keeps only the result."""
+    calls: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for entry in audit:
+        t, code = entry.get("time"), entry.get("code")
+        if isinstance(t, (int, float)) and isinstance(code, int) and (code == 401 or 200 <= code <= 299):
+            calls[str(entry.get("userAgent") or "")].append((float(t), code))
+    episodes: dict[str, list[JSON]] = {}
+    for client, seen in calls.items():
+        mine: list[JSON] = []
+        for t, code in sorted(seen):
+            if code == 401:
+                if not mine or mine[-1]["end"] is not None:
+                    mine.append({"start": t, "end": None, "rejected": 0})
+                mine[-1]["rejected"] += 1
+            elif mine and mine[-1]["end"] is None:
+                mine[-1]["end"] = t
+        if mine:
+            episodes[client] = mine
+    return episodes
+
+
+def check_credentials(history: History, checked: dict[str, int]) -> list[Violation]:
+    """A credential rotation must not leave a client on a dead token: after its 401s, an accepted request."""
+    out: list[Violation] = []
+    for client, episodes in sorted(history.credentials.items()):
+        match = _AGENT_NODE.match(client)
+        node = match.group("node") if match else None
+        for episode in episodes:
+            checked["credentials"] += 1
+            if episode.get("end") is None:
+                start = float(episode.get("start") or 0.0)
+                out.append(Violation("credentials", f"{client} was refused with 401 {episode.get('rejected')} "
+                                     f"time(s) from t={start - history.started_at:.1f} s on and never accepted "
+                                     "again (stuck on a revoked credential)", start, node))
+    return out
+
+
+def credential_summary(history: History) -> str:
+    """How many 401s the clients met after rotations, and how long the longest took to recover."""
+    rotations = sum(1 for a in history.schedule if a.get("kind") == "cred_rotate" and a.get("revoked"))
+    episodes = [e for eps in history.credentials.values() for e in eps]
+    rejected = sum(int(e.get("rejected") or 0) for e in episodes)
+    ended = [float(e["end"]) - float(e["start"]) for e in episodes if e.get("end") is not None]
+    stuck = len(episodes) - len(ended)
+    text = (f"credentials: {rotations} rotation(s) revoked a token in use; {rejected} request(s) refused with 401 "
+            f"in {len(episodes)} episode(s) of {len(history.credentials)} client(s), "
+            + (f"{stuck} never recovered" if stuck else "all recovered"))
+    if ended:
+        ended.sort()
+        text += (f"; from the first 401 to the next accepted request: median {ended[len(ended) // 2]:.1f} s, "
+                 f"longest {ended[-1]:.1f} s")
+    return text
+
+
 CHECKS = (check_eligible, check_delete_once, check_requests, check_budget, check_events_once, check_convergence,
-          check_processes)
+          check_processes, check_credentials)
 
 
 def check(history: History) -> Result:

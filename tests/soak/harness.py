@@ -9,13 +9,16 @@ Everything runs on loopback: the sim's admin port (never faulted by scope: the h
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import json
+import os
 import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -30,9 +33,11 @@ from typing import Any
 import aiohttp
 import yaml
 
-from tests.soak.checker import History, Result, check, report
+from tests.soak.checker import History, Result, check, credential_episodes, credential_summary, report
 from tests.soak.processes import Proc, clean_env
 from tests.soak.schedule import Sizing, agent_nodes, maintenance_windows, make_schedule, node_name
+from tests.support.identities import AGENT_SA, CONTROLLER_SA, collection_path, load_deploy
+from tests.support.identities import NAMESPACE as SYSTEM_NS
 
 JSON = dict[str, Any]
 NS = "default"
@@ -49,6 +54,12 @@ OPERATOR_RESUME_AFTER = 20.0
 # Rollout phases in which a plan has nothing more to do (`rollout status` exits 0 or 1, not 3).
 PLAN_SETTLED = frozenset({"complete", "rolledBack", "aborted"})
 PLAN_MODULE = "edgeagent/controller/waves.py"  # rollout plans in the controller: plan DaemonSets join once present
+# deploy/'s identities: the agents and controllers run as their ServiceAccounts, bound by deploy/'s RBAC.
+RBAC_KINDS = frozenset({"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+TOKEN_SECONDS = 7 * 24 * 3600  # outlives any soak: a token stops working here only when revoked
+# After revoking an agent's token, the new one reaches its file this long after (seconds, drawn per rotation):
+# long enough that the agent's link probe or watch meets the 401 first, so its re-read-on-401 path runs.
+NEW_TOKEN_AFTER = (2.0, 10.0)
 
 
 @dataclass
@@ -156,6 +167,15 @@ def _fill(directory: Path) -> int:
     return written
 
 
+def _write_secret(path: Path, text: str) -> None:
+    """0600, and atomically: an agent re-reading its token file never sees half a token."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -213,6 +233,11 @@ class Soak:
         self.operator_resumes: Counter[str] = Counter()  # rolls auto-paused on a good version, resumed
         self.paused_since: dict[str, float] = {}
         self.unconverged = ""  # why the fleet was not converged at the last look
+        self.creds = self.work / "creds"  # kubeconfigs and token files of the agents and controllers (0600)
+        self.tokens: dict[str, str] = {}  # node -> the agent's current token
+        self.tls: ssl.SSLContext | None = None  # trusts the sim's CA (from admin.kubeconfig)
+        self.admin_token = ""
+        self.rotations = 0
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -225,7 +250,8 @@ class Soak:
                   timeout: float = 10.0, ok: tuple[int, ...] = (200, 201)) -> JSON:
         """One admin call; raises on failure (callers decide whether to retry or skip)."""
         data = json.dumps(body) if body is not None else None
-        async with self.client.request(method, self.url + path, data=data, headers={"Content-Type": content_type},
+        headers = {"Content-Type": content_type, "Authorization": f"Bearer {self.admin_token}"}
+        async with self.client.request(method, self.url + path, data=data, headers=headers, ssl=self.tls or True,
                                        timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
             text = await resp.text()
             if resp.status not in ok:
@@ -259,7 +285,8 @@ class Soak:
 
     def _sim_argv(self) -> list[str]:
         return ["sim", "--dir", str(self.simdir), "--nodes", str(self.cfg.nodes), "--port", "0",
-                "--heartbeat-interval", str(self.cfg.heartbeat), "--node-grace", str(self.cfg.node_grace),
+                "--authorization", "rbac", "--heartbeat-interval", str(self.cfg.heartbeat),
+                "--node-grace", str(self.cfg.node_grace),
                 "--pod-resync-delay", "1", "--bookmark-interval", "10", "--image-pull-seconds", "0.2",
                 "--history", "200000", "--audit-log", str(self.work / "audit.jsonl"), "--log-format", "json",
                 *(["--port-range", self.cfg.sim_port_range] if self.cfg.sim_port_range else [])]
@@ -273,7 +300,11 @@ class Soak:
             if not admin.exists():
                 return False
             config = yaml.safe_load(admin.read_text())
-            self.url = config["clusters"][0]["cluster"]["server"]
+            cluster = config["clusters"][0]["cluster"]
+            self.url = cluster["server"]
+            ca = base64.b64decode(cluster["certificate-authority-data"]).decode("ascii")
+            self.tls = ssl.create_default_context(cadata=ca)
+            self.admin_token = config["users"][0]["user"]["token"]
             await self.api("GET", "/version", timeout=2)
             return True
 
@@ -334,13 +365,18 @@ class Soak:
         with contextlib.suppress(RuntimeError):
             await self.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": "edgeagent-system"}})
+        for doc in load_deploy():
+            if doc["kind"] in RBAC_KINDS:
+                await self.api("POST", collection_path(doc), doc, ok=(200, 201, 409))
         for ds in self.ds.values():
             await self.api("POST", f"/apis/apps/v1/namespaces/{NS}/daemonsets", self.daemonset(ds))
         await self.wait_for("every pod running", self.pods_current, 300)
-        admin = str(self.simdir / "admin.kubeconfig")
+        self.creds.mkdir(mode=0o700, exist_ok=True)
         for ident in ("ctl-a", "ctl-b"):
-            argv = ["controller", "--kubeconfig", admin, "--leader-elect", "--identity", ident, "--lease-duration",
-                    "4", "--metrics-port", "0", "--max-concurrent-prepulls", str(cfg.prepull_cap),
+            token = await self.mint(CONTROLLER_SA)
+            kubeconfig = self.write_kubeconfig(f"controller-{ident}", self.url, {"token": token})
+            argv = ["controller", "--kubeconfig", str(kubeconfig), "--leader-elect", "--identity", ident,
+                    "--lease-duration", "4", "--metrics-port", "0", "--max-concurrent-prepulls", str(cfg.prepull_cap),
                     "--image-prepull-backoff", "2", "--log-format", "json"]
             self.controllers[ident] = Proc(f"controller-{ident}", argv, self.logs / f"controller-{ident}.log",
                                            self.exits, self._unexpected)
@@ -355,7 +391,12 @@ class Soak:
                                         f"size={STATE_TMPFS_SIZE},mode=0700", "tmpfs", str(state)],
                                         check=True, capture_output=True, timeout=10)
                 self.mounted.append(state)
-            argv = ["run", "--node-name", node, "--kubeconfig", str(self.simdir / f"{node}.kubeconfig"),
+            self.tokens[node] = await self.mint(AGENT_SA)
+            token_file = self.creds / f"{node}.token"
+            _write_secret(token_file, self.tokens[node])
+            link = yaml.safe_load((self.simdir / f"{node}.kubeconfig").read_text())["clusters"][0]["cluster"]["server"]
+            kubeconfig = self.write_kubeconfig(node, link, {"tokenFile": str(token_file)})
+            argv = ["run", "--node-name", node, "--kubeconfig", str(kubeconfig),
                     "--port", str(port), "--state-dir", str(state), "--request-timeout", "3",
                     "--upgrade-timeout", "2", "--probe-interval", "0.5", "--probe-timeout", "1",
                     "--auto-upgrade", "--ready-timeout", "30", "--timezone", "UTC", "--log-format", "json"]
@@ -366,6 +407,26 @@ class Soak:
                                      self._unexpected)
             await self.agents[node].start()
         await self.wait_for("agents listening", self.agents_listening, 120)
+
+    async def mint(self, service_account: str) -> str:
+        """A ServiceAccount token of deploy/'s identity, as `kubectl create token` asks for one (TokenRequest)."""
+        answer = await self.api("POST", f"/api/v1/namespaces/{SYSTEM_NS}/serviceaccounts/{service_account}/token",
+                                {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                 "spec": {"expirationSeconds": TOKEN_SECONDS}}, timeout=10)
+        return str(answer["status"]["token"])
+
+    def write_kubeconfig(self, name: str, server: str, user: JSON) -> Path:
+        """A kubeconfig trusting the sim's CA: the sim's own per-node files hold node identities and are
+        rewritten at each of its restarts, so the soak's components get theirs here."""
+        admin = yaml.safe_load((self.simdir / "admin.kubeconfig").read_text())
+        ca = admin["clusters"][0]["cluster"]["certificate-authority-data"]
+        config = {"apiVersion": "v1", "kind": "Config", "current-context": name,
+                  "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca}}],
+                  "users": [{"name": name, "user": user}],
+                  "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": NS}}]}
+        path = self.creds / f"{name}.kubeconfig"
+        _write_secret(path, yaml.safe_dump(config, sort_keys=False))
+        return path
 
     async def agents_listening(self) -> bool:
         for port in self.agent_ports.values():
@@ -563,12 +624,22 @@ class Soak:
             await self.api("POST", "/sim/v1/faults", body, timeout=5)
 
     async def act_cred_rotate(self, act: JSON) -> None:
-        path = self.simdir / f"{act['target']}.kubeconfig"
-        config = yaml.safe_load(path.read_text())
-        config["users"][0]["user"]["token"] = f"rotated-{self.rng.getrandbits(64):x}"
-        tmp = path.with_name(f".{path.name}.soak")
-        tmp.write_text(yaml.safe_dump(config, sort_keys=False))
-        tmp.replace(path)
+        """A new token for the agent, the old one revoked at once (its next request gets 401), and the new one
+        written to the agent's token file a few seconds later, atomically as the kubelet swaps a projected
+        token: the agent must re-read it on the 401 and lose nothing meanwhile."""
+        node = act["target"]
+        after = self.rng.uniform(*NEW_TOKEN_AFTER)
+        async with self.sim_lock:  # a restarting sim holds the lock: both calls go to a sim that answers
+            fresh = await self.mint(AGENT_SA)
+            await self.api("POST", "/sim/v1/tokens/revoke", {"token": self.tokens[node]}, timeout=5)
+        act["revoked"] = time.time()
+        self.rotations += 1
+        try:
+            await asyncio.sleep(after)
+        finally:
+            _write_secret(self.creds / f"{node}.token", fresh)
+            self.tokens[node] = fresh
+            act["written"] = time.time()
 
     async def act_state_full(self, act: JSON) -> None:
         state = self.work / "state" / act["target"]
@@ -789,18 +860,24 @@ class Soak:
                         "output": text.decode(errors="replace")[-3000:]})
         return out
 
-    def read_audit(self) -> list[JSON]:
+    def read_audit(self) -> tuple[list[JSON], dict[str, list[JSON]]]:
+        """The writes (the checker needs only those, and the file is large), and each client's episodes of 401s,
+        which reads meet too."""
         entries: list[JSON] = []
+        calls: list[JSON] = []
         path = self.work / "audit.jsonl"
         if not path.exists():
-            return entries
+            return entries, {}
         with path.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
-                if '"verb":"GET"' in line:
-                    continue  # reads change nothing: the checker needs only writes (and the file is large)
-                with contextlib.suppress(ValueError):
-                    entries.append(json.loads(line))
-        return entries
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                calls.append({k: entry.get(k) for k in ("time", "code", "userAgent")})
+                if entry.get("verb") != "GET":
+                    entries.append(entry)
+        return entries, credential_episodes(calls)
 
     async def run(self) -> tuple[History, Result]:
         cfg = self.cfg
@@ -855,7 +932,7 @@ class Soak:
         history.logs = {p.name: p.log.read_text(errors="replace") for p in
                         [*([self.sim] if self.sim else []), *self.controllers.values(), *self.agents.values()]
                         if p.log.exists()}
-        history.audit = self.read_audit()
+        history.audit, history.credentials = self.read_audit()
         result = check(history)
         (self.work / "history.json").write_text(history.to_json())
         self.summary(history, result)
@@ -883,6 +960,7 @@ class Soak:
                 + ", ".join(f"{k} {n}" for k, n in sorted(self.skipped.items())))
         out(f"soak: {acts + api} faults in all ({acts} acts of the schedule, {api} API answers faulted)")
         out(report(history, result))
+        out("soak: " + credential_summary(history))
         if history.converged_at is not None and history.faults_stopped_at is not None:
             out(f"soak: converged {history.converged_at - history.faults_stopped_at:.1f} s after the last fault "
                 f"(bound {history.convergence_bound:.0f} s)")

@@ -10,7 +10,15 @@ import json
 from typing import Any
 
 from edgeagent.rollout_plan import parse_plan, rank
-from tests.soak.checker import History, Violation, check, report, tracebacks
+from tests.soak.checker import (
+    History,
+    Violation,
+    check,
+    credential_episodes,
+    credential_summary,
+    report,
+    tracebacks,
+)
 
 JSON = dict[str, Any]
 CONTROLLER = "edgeagent-controller/0.1.0"
@@ -296,6 +304,36 @@ def test_an_unplanned_exit_and_a_traceback_are_reported() -> None:
     assert len(found) == 1 and "traceback in sim's log" in found[0].message
     assert found[0].evidence[-1] == "ValueError: bad"
     assert tracebacks("no trouble here") == []
+
+
+# 8 credentials ------------------------------------------------------------------------------------------
+
+
+def call(t: float, code: int, node: str = "edge-2", verb: str = "GET") -> JSON:
+    return {"time": t, "verb": verb, "path": "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/x",
+            "userAgent": agent(node), "code": code}
+
+
+def test_an_agent_left_on_a_revoked_token_is_reported_and_one_that_recovered_is_counted() -> None:
+    rotated = [{"t": 10.0, "at": 10.0, "kind": "cred_rotate", "target": "edge-2", "revoked": 10.1}]
+    recovered = [call(9.0, 200), call(10.2, 401), call(10.7, 401), call(11.0, 503), call(12.5, 200),
+                 call(13.0, 200), call(40.0, 401, "edge-3"), call(41.0, 201, "edge-3", "POST")]
+    episodes = credential_episodes(recovered)
+    assert episodes == {agent("edge-2"): [{"start": 10.2, "end": 12.5, "rejected": 2}],
+                        agent("edge-3"): [{"start": 40.0, "end": 41.0, "rejected": 1}]}
+    history = clean(schedule=rotated, credentials=episodes)
+    assert only(history, "credentials") == []
+    assert check(history).checked["credentials"] == 2
+    assert credential_summary(history) == (
+        "credentials: 1 rotation(s) revoked a token in use; 3 request(s) refused with 401 in 2 episode(s) of 2 "
+        "client(s), all recovered; from the first 401 to the next accepted request: median 2.3 s, longest 2.3 s")
+    # The same agent whose every request after the rotation is refused: stuck for good.
+    stuck = credential_episodes([call(9.0, 200), call(10.2, 401), call(12.5, 200), call(20.0, 401),
+                                 call(20.5, 401), call(60.0, 401)])
+    found = only(clean(schedule=rotated, credentials=stuck), "credentials")
+    assert len(found) == 1 and found[0].node == "edge-2" and found[0].t == 20.0
+    assert "refused with 401 3 time(s) from t=20.0 s on and never accepted again" in found[0].message
+    assert "1 never recovered" in credential_summary(clean(schedule=rotated, credentials=stuck))
 
 
 # report -------------------------------------------------------------------------------------------------
