@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+from structlog.testing import capture_logs
 
 from edgeagent.kube.client import KubeClient, Timeouts
-from tests.integration.agent_api.conftest import NODE, AgentFactory, set_condition, wait_connected
+from tests.integration.agent_api.conftest import (
+    NODE,
+    AgentFactory,
+    World,
+    set_condition,
+    wait_cached,
+    wait_connected,
+)
 from tests.support.agent_outcomes import set_image
 from tests.support.waiting import eventually
 
@@ -197,3 +207,37 @@ async def test_a_version_that_never_becomes_ready_stops_auto_upgrade_and_holds_t
                        for i in await _requests(http, agent.url))
 
         await eventually(b_succeeded, timeout=30, what="ota-b upgraded after the release")
+
+
+async def test_an_auto_upgrade_that_could_not_be_stored_is_asked_again_not_skipped(
+        world: World, agent_factory: AgentFactory, tmp_path: Path) -> None:
+    """The soak (issue 23): the cloud's answer to the fresh read did not come (503 here, a timeout there) and the
+    request could not be queued either (a full state disk; here another writer holds the database): answered
+    ServiceUnavailable, nothing stored. That is for now only: the pod was skipped for its whole revision, so the
+    node never caught up. It must be asked again once the state can be written."""
+    old = await world.pod()
+    await set_condition(world.admin, old, "PodNeedUpgrade", "False", "")
+    state = tmp_path / "auto-state"
+    with capture_logs() as logs:
+        agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), auto_upgrade=True, ready_timeout=30,
+                                    state_dir=state)
+        await wait_connected(agent)
+        await wait_cached(agent, old, need_upgrade="False")
+        fault = {"rate": 1, "codes": [503], "durationSeconds": 60, "userAgent": f"({NODE})", "verbs": ["GET"],
+                 "path": f"/api/v1/namespaces/default/pods/{old['metadata']['name']}"}
+        async with aiohttp.ClientSession() as http, http.post(world.sim.url + "/sim/v1/faults", json=fault) as resp:
+            assert resp.status in (200, 201), await resp.text()
+        blocker = sqlite3.connect(state / "edgeagent.db", isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            await set_condition(world.admin, old, "PodNeedUpgrade", "True", f"controllerrevision: {world.new_hash}")
+            tried = await eventually(
+                lambda: [e for e in logs if e.get("event") in ("auto_upgrade_waits", "auto_upgrade_skipped")],
+                timeout=30, what="the automatic upgrade answered ServiceUnavailable")
+            assert tried[0]["message"].endswith("nothing was queued"), tried
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        async with aiohttp.ClientSession() as http, http.delete(world.sim.url + "/sim/v1/faults") as resp:
+            assert resp.status == 200, await resp.text()
+        await eventually(lambda: world.replaced(old), timeout=30, what="the pod upgraded once the state is writable")
