@@ -209,8 +209,11 @@ class PodLauncher:
             "containerStatuses": statuses})
 
     async def _crash_loop(self, namespace: str, name: str, uid: str, crashing: list[str]) -> None:
-        """Start, exit 1, back off, restart — forever, as the kubelet does with restartPolicy Always."""
-        restarts = 0
+        """Start, exit 1, back off, restart — forever, as the kubelet does with restartPolicy Always (counting on
+        from the pod's status after a sim restart)."""
+        current = self._current(namespace, name, uid)
+        restarts = max((int(s.get("restartCount") or 0) for s in ((current or {}).get("status") or {})
+                        .get("containerStatuses") or [] if s.get("name") in crashing), default=0)
         while True:
             pod = self._current(namespace, name, uid)
             if pod is None:

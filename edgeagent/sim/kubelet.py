@@ -407,7 +407,13 @@ class Kubelet:
             # (a pod still in its launcher, crash-looping, reports its own status: not Ready)
             ready = get_condition(pod, "Ready")
             if ready is not None and ready.get("status") != "True":
-                self._restore_ready(pod)
+                if _crash_looping(pod):
+                    # A restarted sim has no launcher running its crash loop: start it again. Restoring Ready
+                    # made a bad version look good on every node it had reached (seed-29 soak, sim restart).
+                    self._timers[uid] = asyncio.create_task(self._launch(namespace_of(pod), name_of(pod), uid),
+                                                            name=f"start {namespace_of(pod)}/{name_of(pod)}")
+                else:
+                    self._restore_ready(pod)
 
     async def _launch(self, namespace: str, name: str, uid: str) -> None:
         """Pull the images (sim/containers.py), then start; the entry goes when done, so a resync retries."""
@@ -456,6 +462,11 @@ class Kubelet:
             self.store.delete(PODS, namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
         except ApiError as exc:
             _log.debug("pod removal skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
+
+
+def _crash_looping(pod: JSON) -> bool:
+    return any(((s.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+               for s in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
 def _pods_on(store: Store, node: str) -> list[JSON]:

@@ -140,3 +140,38 @@ async def test_restart_keeps_the_image_registry(tmp_path: Path) -> None:
             await eventually(retried, interval=0.01, what="the restarted kubelet retrying the missing image")
     finally:
         await second.stop()
+
+
+async def test_a_crash_looping_pod_goes_on_crashing_after_a_restart(tmp_path: Path) -> None:
+    """The restarted kubelet has no crash loop running for a pod it finds Running and not Ready: it starts it again
+    (restartCount going on), instead of taking the pod for one the node controller marked unready meanwhile and
+    restoring Ready -- which made the seed-29 soak's bad version look good on the 20 nodes it had reached."""
+    config = fast_sim_config(tmp_path / "sim", nodes=1, kubelet_backoff=0.2)
+    first = SimCluster(config)
+    await first.start()
+    try:
+        async with await KubeClient.connect(first.admin_kubeconfig) as admin:
+            await admin.request("POST", "/sim/v1/images", body={"image": "registry.local/bad:1", "crash": True})
+            pod = _pod("crashing", "edge-1")
+            pod["spec"]["containers"][0]["image"] = "registry.local/bad:1"
+            await admin.create(PODS, pod)
+            before = await eventually(lambda: _restarts(admin, at_least=2), what="crash-looping, 2 restarts")
+    finally:
+        await first.stop()
+
+    second = SimCluster(config)
+    await second.start()
+    try:
+        async with await KubeClient.connect(second.admin_kubeconfig) as admin:
+            await eventually(lambda: _restarts(admin, at_least=before + 2), what="crashing on after the restart")
+    finally:
+        await second.stop()
+
+
+async def _restarts(admin: KubeClient, *, at_least: int) -> int | None:
+    pod = await admin.get(f"{PODS}/crashing")
+    ready: JSON = next((c for c in pod["status"].get("conditions") or [] if c.get("type") == "Ready"), {})
+    assert ready.get("status") != "True", pod["status"]
+    statuses = pod["status"].get("containerStatuses") or [{}]
+    count = int(statuses[0].get("restartCount") or 0)
+    return count if count >= at_least and _waiting_reason(pod) == "CrashLoopBackOff" else None
