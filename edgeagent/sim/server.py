@@ -738,10 +738,16 @@ def _watch_timeout(state: _ServerState, query: Any) -> float:
     return random.uniform(low, high)
 
 
-async def _start_stream(request: web.Request) -> web.StreamResponse:
+async def _error_stream(request: web.Request, line: bytes) -> web.StreamResponse:
+    """A watch answered with one error line. The client may have gone while the sim waited for a resourceVersion
+    (or a slow-answer fault held the request): then there is no one to tell, as for a watch's live events."""
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
-    await response.prepare(request)
+    try:
+        await response.prepare(request)
+        await response.write(line)
+    except ConnectionError:
+        pass
     return response
 
 
@@ -781,9 +787,7 @@ async def _watch(
         if since > store.resource_version and not await store.wait_for_resource_version(
             since, state.settings.too_large_rv_wait
         ):
-            response = await _start_stream(request)
-            await response.write(_error_line(errors.too_large_rv(since, store.resource_version).status))
-            return response
+            return await _error_stream(request, _error_line(errors.too_large_rv(since, store.resource_version).status))
     if send_initial:
         since = None  # initial events carry the current state; live events follow from now on
     try:
@@ -791,10 +795,9 @@ async def _watch(
     except ApiError as exc:
         if exc.code != 410:
             raise
-        response = await _start_stream(request)
         assert since is not None
-        await response.write(_error_line(errors.expired_watch_event(since, store.oldest_resource_version)["object"]))
-        return response
+        return await _error_stream(
+            request, _error_line(errors.expired_watch_event(since, store.oldest_resource_version)["object"]))
     # No await between subscribing and the snapshot: initial events and live events cannot overlap or miss.
     initial: list[bytes] = []
     snapshot_rv = store.resource_version
