@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from edgeagent import log
 from edgeagent.contract import (
+    ANNOTATION_ROLLOUT_ABORT,
     CONDITION_POD_IMAGE_READY,
     CONDITION_POD_NEED_UPGRADE,
     REASON_WAVE_REACHED,
@@ -38,7 +39,7 @@ from edgeagent.kube.objects import (
     pod_path,
     uid_of,
 )
-from edgeagent.rollout_plan import parse_plan, revision_now, state_of
+from edgeagent.rollout_plan import PHASE_ABORTED, parse_plan, revision_now, state_of
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.guarded")
@@ -134,7 +135,8 @@ def plan_lag(ds: JSON, pod: JSON) -> str | None:
     revision, and deleting it would give its node the new revision before its wave. The state names the
     DaemonSet generation and the revision it was decided for: both must match what the DaemonSet and the pod
     say now. A DaemonSet without a (valid) plan is rolled without waves: nothing to check. A state of an older
-    controller (no generation) is checked on its revision only."""
+    controller (no generation) is checked on its revision only. An abort of the revision the pod names (asked for,
+    or in the state) refuses too: the controller withdraws the conditions one PATCH at a time."""
     plan, _ = parse_plan(ds)
     if plan is None:
         return None
@@ -155,6 +157,12 @@ def plan_lag(ds: JSON, pod: JSON) -> str | None:
         return (f"pod {key} is not upgraded now: DaemonSet {ds_key} changed and the controller has not caught "
                 f"up: {CONDITION_POD_NEED_UPGRADE} names revision {named}, the rollout is of revision {current}; "
                 "try again once the pod's condition is updated")
+    # An abort stops every pod at once, but the controller flips the conditions one PATCH at a time (or not at
+    # all while the API server refuses it): a True that outlived the abort must not move a pod.
+    abort = str((meta(ds).get("annotations") or {}).get(ANNOTATION_ROLLOUT_ABORT) or "").strip()
+    if abort == named or (state.phase == PHASE_ABORTED and state.revision == named):
+        return (f"pod {key} is not upgraded now: the rollout of revision {named} of DaemonSet {ds_key} was aborted "
+                "and the controller has not withdrawn its condition yet")
     return None
 
 

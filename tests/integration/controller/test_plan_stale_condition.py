@@ -256,3 +256,49 @@ async def test_queued_and_automatic_upgrades_wait_while_the_state_lags_and_go_on
         await eventually(lambda: deletes_of(sim, auto_pod["metadata"]["name"]), timeout=30,
                          what="the automatic upgrade done")
         assert (await entry())["state"] in ("verifying", "succeeded"), await entry()
+
+
+async def test_a_pod_need_upgrade_that_outlived_an_abort_is_refused(
+        sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
+    one_wave = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=one_wave))
+    await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
+    order = documented_order(list(sim.node_names))
+    node = order[1]
+    agent = await agent_factory(kubeconfig=sim.node_kubeconfig(node), node_name=node)
+    await wait_connected(agent)
+    await controllers.start(sim)
+    r1, want_r1 = await roll_to_a_new_revision(admin, order)
+    pod = await pod_on(admin, node)
+    await wait_cached(agent, pod, need_upgrade="True")
+
+    # The operator aborts while the controller is kept from writing anything (429): the abort is only asked for.
+    ds_rule = await add_fault(sim, "/apis/apps/v1/namespaces/default/daemonsets/ota")
+    pods_rule = await add_fault(sim, "/api/v1/namespaces/default/pods/")
+    await patch_daemonset(admin, "ota", {"metadata": {"annotations": {"edgeagent.io/rollout-abort": r1}}})
+    status, body = await upgrade(agent.url, pod)
+    assert status == 403 and f"the rollout of revision {r1}" in body and "was aborted" in body, (status, body)
+
+    # The controller records the abort (and takes the request off) but cannot withdraw the conditions yet.
+    await remove_fault(sim, ds_rule)
+
+    async def aborted() -> JSON | None:
+        state = await plan_state(admin, "ota")
+        return state if state is not None and state["phase"] == "aborted" else None
+
+    await eventually(aborted, what="the rollout of r1 aborted in the state")
+    assert "edgeagent.io/rollout-abort" not in (await get_daemonset(admin, "ota"))["metadata"].get("annotations", {})
+    assert await condition_on(admin, node) == want_r1  # outlived the abort
+    status, body = await upgrade(agent.url, pod)
+    assert status == 403 and "was aborted" in body, (status, body)
+    assert deletes_of(sim, pod["metadata"]["name"]) == []
+
+    # Once the controller can write, the condition goes False and the pod stays.
+    await remove_fault(sim, pods_rule)
+
+    async def withdrawn() -> bool:
+        return (await condition_on(admin, node))[0] == "False"
+
+    await eventually(withdrawn, what="the condition withdrawn after the abort")
+    assert (await pod_on(admin, node))["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert deletes_of(sim, pod["metadata"]["name"]) == []
