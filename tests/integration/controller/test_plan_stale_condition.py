@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 
+from edgeagent.agent.app import Agent
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import get_condition, is_terminating
 from edgeagent.sim.cluster import SimCluster
@@ -86,21 +87,28 @@ async def roll_to_a_new_revision(admin: KubeClient, order: list[str]) -> tuple[s
     return r1, want
 
 
-async def test_a_stale_pod_need_upgrade_after_a_template_change_is_refused_until_the_controller_catches_up(
-        sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
+async def one_wave_everywhere(sim: SimCluster, admin: KubeClient, controllers: Controllers,
+                              agent_factory: AgentFactory) -> tuple[list[str], Agent, str, tuple[str, str, str], JSON]:
+    """An OTA plan DaemonSet rolled in one wave to a new revision r1, an agent on the second node of the documented
+    order whose cache shows its pod `True`: (order, agent, r1, the condition every pod shows, that pod)."""
     one_wave = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
     await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=one_wave))
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     order = documented_order(list(sim.node_names))
-    first, later = order[0], order[1]
-    agent = await agent_factory(kubeconfig=sim.node_kubeconfig(later), node_name=later)
+    agent = await agent_factory(kubeconfig=sim.node_kubeconfig(order[1]), node_name=order[1])
     await wait_connected(agent)
     await controllers.start(sim)
-
-    # Revision 1 reaches every node at once (one wave): PodNeedUpgrade True for r1 everywhere.
     r1, want_r1 = await roll_to_a_new_revision(admin, order)
-    pod = await pod_on(admin, later)
+    pod = await pod_on(admin, order[1])
     await wait_cached(agent, pod, need_upgrade="True")
+    return order, agent, r1, want_r1, pod
+
+
+async def test_a_stale_pod_need_upgrade_after_a_template_change_is_refused_until_the_controller_catches_up(
+        sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
+    # Revision 1 reaches every node at once (one wave): PodNeedUpgrade True for r1 everywhere.
+    order, agent, r1, want_r1, pod = await one_wave_everywhere(sim, admin, controllers, agent_factory)
+    first, later = order[0], order[1]
 
     # The controller is kept from reacting: its DaemonSet and pod PATCHes are answered 429. A new template r2,
     # now in two waves (the later node in wave 2).
@@ -260,17 +268,8 @@ async def test_queued_and_automatic_upgrades_wait_while_the_state_lags_and_go_on
 
 async def test_a_pod_need_upgrade_that_outlived_an_abort_is_refused(
         sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
-    one_wave = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=one_wave))
-    await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
-    order = documented_order(list(sim.node_names))
+    order, agent, r1, want_r1, pod = await one_wave_everywhere(sim, admin, controllers, agent_factory)
     node = order[1]
-    agent = await agent_factory(kubeconfig=sim.node_kubeconfig(node), node_name=node)
-    await wait_connected(agent)
-    await controllers.start(sim)
-    r1, want_r1 = await roll_to_a_new_revision(admin, order)
-    pod = await pod_on(admin, node)
-    await wait_cached(agent, pod, need_upgrade="True")
 
     # The operator aborts while the controller is kept from writing anything (429): the abort is only asked for.
     ds_rule = await add_fault(sim, "/apis/apps/v1/namespaces/default/daemonsets/ota")
