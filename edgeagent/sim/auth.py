@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeagent.sim import errors
+from edgeagent.sim.files import write_private
 from edgeagent.sim.resources import PODS, SERVICE_ACCOUNTS
 from edgeagent.sim.store import Store
 
@@ -119,11 +120,7 @@ def load_signing_key(directory: Path | None) -> bytes:
     except FileNotFoundError:
         pass
     key = secrets.token_bytes(32)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key)
-    os.replace(tmp, path)
+    write_private(path, key)
     return key
 
 

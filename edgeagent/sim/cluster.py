@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
-import os
 import shutil
 import tempfile
 import time
@@ -34,6 +33,7 @@ from edgeagent.sim.cluster_events import SchedulerEvents
 from edgeagent.sim.daemonsets import DaemonSetController
 from edgeagent.sim.delete_context import pod_state
 from edgeagent.sim.faults import FaultInjector
+from edgeagent.sim.files import write_private
 from edgeagent.sim.gc import OwnerGarbageCollector
 from edgeagent.sim.images import ImageCatalog, ImageSpec
 from edgeagent.sim.jobs import JobController
@@ -64,15 +64,6 @@ def kubeconfig(server: str, *, user: str, context: str, credentials: JSON | None
         "contexts": [{"name": context, "context": {"cluster": context, "user": user, "namespace": "default"}}],
         "current-context": context,
     }
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers polling for the file (tests, scripts) must never see half of it."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def _json_response(body: JSON | list[Any], status: int = 200) -> web.Response:
@@ -256,7 +247,7 @@ class SimCluster:
 
     def _write_kubeconfigs(self) -> None:
         def dump(path: Path, config: JSON) -> None:
-            _write_atomically(path, yaml.safe_dump(config, sort_keys=False))
+            write_private(path, yaml.safe_dump(config, sort_keys=False))
 
         auth = self.auth
         assert auth is not None

@@ -13,7 +13,6 @@ import base64
 import contextlib
 import functools
 import json
-import os
 import random
 import shutil
 import signal
@@ -33,6 +32,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from edgeagent.sim.files import write_private
 from tests.soak.checker import History, Result, check, credential_episodes, credential_summary, report
 from tests.soak.processes import Proc, clean_env
 from tests.soak.schedule import Sizing, agent_nodes, maintenance_windows, make_schedule, node_name
@@ -165,15 +165,6 @@ def _fill(directory: Path) -> int:
             except OSError:
                 continue
     return written
-
-
-def _write_secret(path: Path, text: str) -> None:
-    """0600, and atomically: an agent re-reading its token file never sees half a token."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def _iso(t: float) -> str:
@@ -393,7 +384,7 @@ class Soak:
                 self.mounted.append(state)
             self.tokens[node] = await self.mint(AGENT_SA)
             token_file = self.creds / f"{node}.token"
-            _write_secret(token_file, self.tokens[node])
+            write_private(token_file, self.tokens[node])
             link = yaml.safe_load((self.simdir / f"{node}.kubeconfig").read_text())["clusters"][0]["cluster"]["server"]
             kubeconfig = self.write_kubeconfig(node, link, {"tokenFile": str(token_file)})
             argv = ["run", "--node-name", node, "--kubeconfig", str(kubeconfig),
@@ -425,7 +416,7 @@ class Soak:
                   "users": [{"name": name, "user": user}],
                   "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": NS}}]}
         path = self.creds / f"{name}.kubeconfig"
-        _write_secret(path, yaml.safe_dump(config, sort_keys=False))
+        write_private(path, yaml.safe_dump(config, sort_keys=False))
         return path
 
     async def agents_listening(self) -> bool:
@@ -637,7 +628,7 @@ class Soak:
         try:
             await asyncio.sleep(after)
         finally:
-            _write_secret(self.creds / f"{node}.token", fresh)
+            write_private(self.creds / f"{node}.token", fresh)
             self.tokens[node] = fresh
             act["written"] = time.time()
 
