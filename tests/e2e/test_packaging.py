@@ -363,8 +363,8 @@ async def test_every_system_call_the_agent_makes_is_allowed_by_the_unit(sim: Sim
         await agent.start()
         await eventually(lambda: any("READY=1" in text for _, text in agent.listener.drain()), timeout=30,
                          what="READY=1 (under strace)")
-        url = agent.url()
-        assert url is not None
+        # READY=1 comes over the notify socket, the port in a log line on stderr: read separately, either may be first.
+        url = await eventually(agent.url, timeout=10, what="the agent's 'agent listening' log line")
         import aiohttp
 
         async with aiohttp.ClientSession() as http:

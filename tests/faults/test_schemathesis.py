@@ -139,7 +139,10 @@ async def test_fuzz_connected_agent(sim: SimCluster, admin: KubeClient, spawn_ag
     flagged = await admin.create("/api/v1/namespaces/default/pods", orphan_pod("a"))
     await mark_need_upgrade(admin, flagged)
     await admin.create("/api/v1/namespaces/default/pods", orphan_pod("b"))  # PodNeedUpgrade absent: 403
-    agent = await spawn_agent(sim.node_kubeconfig(NODE), tmp_path / "state")
+    # The link must stay up for the whole run (a 503 "cloud link is down" is right only offline): the fast flags'
+    # one 0.3 s probe that may fail would take it down whenever the machine is busy for a moment.
+    agent = await spawn_agent(sim.node_kubeconfig(NODE), tmp_path / "state",
+                              "--probe-timeout", "5", "--failures-to-disconnect", "5")
     await wait_link_up(agent)
     sent, failures = await asyncio.to_thread(fuzz, agent.url, set())
     assert failures == [], f"{len(failures)} of {sent} requests failed a check:\n" + "\n".join(failures[:20])
