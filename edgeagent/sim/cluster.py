@@ -381,9 +381,9 @@ class SimCluster:
         return self.nodes.catalog
 
     def set_image(self, image: str, *, pull_seconds: float | None = None, missing: bool = False,
-                  crash: bool = False) -> None:
+                  crash: bool = False, ready_seconds: float = 0.0) -> None:
         """What the registry does with `image` from now on (pods in back-off retry at once)."""
-        self.images.set(ImageSpec(image, pull_seconds, missing, crash))
+        self.images.set(ImageSpec(image, pull_seconds, missing, crash, ready_seconds))
 
     async def _h_images(self, request: web.Request) -> web.Response:
         return _json_response({"defaultPullSeconds": self.images.default_pull_seconds,

@@ -133,11 +133,13 @@ class PodLauncher:
         pod = self._current(namespace, name, uid)
         if pod is None:
             return
-        crashing = [c for c in containers_of(pod) if self.images.catalog.spec(str(c.get("image", ""))).crash]
+        specs = [self.images.catalog.spec(str(c.get("image", ""))) for c in containers_of(pod)]
+        crashing = [c for c, spec in zip(containers_of(pod), specs, strict=True) if spec.crash]
         if (pod.get("spec") or {}).get("restartPolicy", "Always") != "Always":
             self._run_to_completion(namespace, name, uid, pod, failed=bool(crashing))
         elif crashing:
-            await self._crash_loop(namespace, name, uid, [str(c.get("name")) for c in crashing])
+            ready_for = min(spec.ready_seconds for spec in specs if spec.crash)
+            await self._crash_loop(namespace, name, uid, [str(c.get("name")) for c in crashing], ready_for)
         else:
             self._start_running(namespace, name, uid)
 
@@ -208,9 +210,11 @@ class PodLauncher:
             "conditions": _conditions(ready=False, not_ready=[], completed=True),
             "containerStatuses": statuses})
 
-    async def _crash_loop(self, namespace: str, name: str, uid: str, crashing: list[str]) -> None:
+    async def _crash_loop(self, namespace: str, name: str, uid: str, crashing: list[str],
+                          ready_for: float = 0.0) -> None:
         """Start, exit 1, back off, restart — forever, as the kubelet does with restartPolicy Always (counting on
-        from the pod's status after a sim restart)."""
+        from the pod's status after a sim restart). `ready_for` > 0: each start runs Ready that long before the
+        crash (the image's `readySeconds`)."""
         current = self._current(namespace, name, uid)
         restarts = max((int(s.get("restartCount") or 0) for s in ((current or {}).get("status") or {})
                         .get("containerStatuses") or [] if s.get("name") in crashing), default=0)
@@ -218,6 +222,12 @@ class PodLauncher:
             pod = self._current(namespace, name, uid)
             if pod is None:
                 return
+            if ready_for > 0:
+                self._running_briefly(namespace, name, uid, pod, crashing, restarts)
+                await asyncio.sleep(ready_for)
+                pod = self._current(namespace, name, uid)
+                if pod is None:
+                    return
             now = _now()
             statuses = []
             for container in (pod.get("spec") or {}).get("containers") or []:
@@ -243,3 +253,17 @@ class PodLauncher:
                 "containerStatuses": statuses})
             await asyncio.sleep(backoff_delay(restarts + 1, self.backoff))
             restarts += 1
+
+    def _running_briefly(self, namespace: str, name: str, uid: str, pod: JSON, crashing: list[str],
+                         restarts: int) -> None:
+        """A crash-looping container started again and passed its readiness probe: Ready until it dies."""
+        now = _now()
+        statuses = []
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            count = restarts if str(container.get("name")) in crashing else 0
+            entry = _with_image(_base(container, ready=True, restarts=count), uid, count)
+            entry.update(state={"running": {"startedAt": now}}, started=True)
+            statuses.append(entry)
+        self._patch(namespace, name, uid, {
+            "phase": "Running", **self._common(pod), "podIP": f"10.244.0.{2 + hash(uid) % 250}",
+            "conditions": _conditions(ready=True, not_ready=[]), "containerStatuses": statuses})

@@ -75,14 +75,24 @@ class ImageSpec:
     pull_seconds: float | None = None  # None: the sim's --image-pull-seconds
     missing: bool = False  # the registry does not have it: pulls fail with ErrImagePull
     crash: bool = False  # it exists, but its containers exit with code 1 right after starting
+    # With crash: its containers run Ready this long before each crash (a readiness probe passes, then the process
+    # dies), as a real crash-looping version often does; 0: they exit at once, never Ready.
+    ready_seconds: float = 0.0
 
     def as_json(self, default_pull: float) -> JSON:
-        return {"image": self.image, "pullSeconds": self.pull_seconds if self.pull_seconds is not None
-                else default_pull, "missing": self.missing, "crash": self.crash}
+        out: JSON = {"image": self.image, "pullSeconds": self.pull_seconds if self.pull_seconds is not None
+                     else default_pull, "missing": self.missing, "crash": self.crash}
+        if self.ready_seconds:
+            out["readySeconds"] = self.ready_seconds
+        return out
 
     def saved(self) -> JSON:
         """As written to the state directory: an unset pullSeconds stays unset (it follows the default)."""
-        return {"image": self.image, "pullSeconds": self.pull_seconds, "missing": self.missing, "crash": self.crash}
+        out: JSON = {"image": self.image, "pullSeconds": self.pull_seconds, "missing": self.missing,
+                     "crash": self.crash}
+        if self.ready_seconds:
+            out["readySeconds"] = self.ready_seconds
+        return out
 
 
 class ImageCatalog:
@@ -135,7 +145,7 @@ class ImageCatalog:
         """Validate a `POST /sim/v1/images` body; ValueError says which field is wrong."""
         if not isinstance(body, dict):
             raise ValueError("body must be a JSON object")
-        unknown = sorted(set(body) - {"image", "pullSeconds", "missing", "crash"})
+        unknown = sorted(set(body) - {"image", "pullSeconds", "missing", "crash", "readySeconds"})
         if unknown:
             raise ValueError(f"unknown field(s): {', '.join(unknown)}")
         image = body.get("image")
@@ -151,7 +161,14 @@ class ImageCatalog:
             if not isinstance(value, bool):
                 raise ValueError(f"{name}: must be true or false")
             flags[name] = value
-        return ImageSpec(image.strip(), None if pull is None else float(pull), flags["missing"], flags["crash"])
+        ready = body.get("readySeconds", 0)
+        if isinstance(ready, bool) or not isinstance(ready, int | float) or not math.isfinite(ready) or ready < 0:
+            raise ValueError("readySeconds: must be a number >= 0")
+        if ready and not flags["crash"]:
+            raise ValueError(
+                "readySeconds: only with \"crash\": true (how long a container is Ready before each crash)")
+        return ImageSpec(image.strip(), None if pull is None else float(pull), flags["missing"], flags["crash"],
+                         float(ready))
 
 
 class NodeImages:

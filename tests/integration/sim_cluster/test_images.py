@@ -121,6 +121,33 @@ async def test_crashing_image_loops_with_growing_restart_count(sim_factory: SimF
         await admin.close()
 
 
+async def test_a_crash_looping_image_can_be_ready_briefly_before_each_crash(sim_factory: SimFactory) -> None:
+    """`readySeconds`: a crashing image's container passes its readiness probe and runs Ready that long before it
+    dies, at every restart (as a real bad version often does); the controller's failure rule must see through it."""
+    sim = await sim_factory(kubelet_backoff=0.2)
+    admin = await connect(sim)
+    try:
+        body = await admin.request("POST", "/sim/v1/images", body={"image": "flaky:1", "crash": True,
+                                                                   "readySeconds": 0.5})
+        assert body == {"image": "flaky:1", "pullSeconds": 0.05, "missing": False, "crash": True, "readySeconds": 0.5}
+        await admin.create(PODS, pod("f", "flaky:1"))
+        seen: set[tuple[bool, str | None]] = set()
+
+        async def ready_after_a_crash() -> bool:
+            obj = await admin.get(f"{PODS}/f")
+            statuses = obj["status"].get("containerStatuses") or [{}]
+            ready = (get_condition(obj, "Ready") or {}).get("status") == "True"
+            seen.add((ready, waiting_reason(obj)))
+            if ready:
+                assert statuses[0].get("ready") is True and "running" in statuses[0]["state"]
+            return ready and statuses[0].get("restartCount", 0) >= 1 and (False, "CrashLoopBackOff") in seen
+
+        await eventually(ready_after_a_crash, what="Ready again after a CrashLoopBackOff")
+        assert (await admin.get("/sim/v1/images"))["items"][0]["readySeconds"] == 0.5
+    finally:
+        await admin.close()
+
+
 async def test_a_crash_looping_pod_keeps_the_time_it_first_turned_not_ready(sim_factory: SimFactory) -> None:
     """As the kubelet: a condition's lastTransitionTime moves only when its status does, so `Ready` False keeps
     the time of the first failure across restarts (the seed-29 soak's controller gave a crash-looping pod a fresh
@@ -184,6 +211,8 @@ async def test_pull_during_a_cut_link_is_reported_after_reconnect(sim_factory: S
     ({"image": "x", "missing": "yes"}, "missing"),
     ({"image": "x", "crash": 1}, "crash"),
     ({"image": "x", "size": 1}, "unknown field"),
+    ({"image": "x", "crash": True, "readySeconds": -1}, "readySeconds"),
+    ({"image": "x", "readySeconds": 1}, "readySeconds"),
 ])
 async def test_bad_image_bodies_are_400(sim_factory: SimFactory, body: JSON, fragment: str) -> None:
     sim = await sim_factory(nodes=1)
