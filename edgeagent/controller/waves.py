@@ -397,17 +397,31 @@ def not_ready_reason(pod: JSON) -> str:
     return "not Ready"
 
 
+def has_crashed(pod: JSON) -> bool:
+    """A container of the pod has exited since it started (restarted, or waiting in `CrashLoopBackOff`)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        status = status or {}
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if int(status.get("restartCount") or 0) > 0 or waiting.get("reason") == "CrashLoopBackOff":
+            return True
+    return False
+
+
 def failure_deadline(pod: JSON, node: JSON | None, progress_deadline: float) -> float:
     """When a new pod that is not available counts as failed: `progress_deadline` after it was created, after
     its node last turned Ready (a returning node's pods are re-reported late), or after it last turned not
-    Ready (a pod that worked and then broke gets the same grace as a new one)."""
+    Ready (a pod that worked and then lost Ready without crashing gets the same grace as a new one).
+
+    A pod whose container has crashed gets no such fresh deadline: a crash-looping version is Ready for a moment
+    before each crash, and each turn to not Ready slid the deadline, so the failure was only counted once the
+    kubelet's back-off outgrew it (~240 s with a 90 s deadline, not 90 s)."""
     deadline = created_at(pod) + progress_deadline
     if node is not None:
         returned = node_ready_changed_at(node)
         if returned is not None:
             deadline = max(deadline, returned + progress_deadline)
     cond = get_condition(pod, "Ready")
-    if cond is not None and cond.get("status") != "True":
+    if cond is not None and cond.get("status") != "True" and not has_crashed(pod):
         since = parse_time(cond.get("lastTransitionTime"))
         if since is not None:
             deadline = max(deadline, since + progress_deadline)

@@ -17,6 +17,7 @@ from edgeagent.controller.waves import (
     RankCache,
     Steering,
     decide,
+    failure_deadline,
     observe,
     settled_gate,
 )
@@ -211,3 +212,16 @@ def test_min_ready_seconds_a_new_pod_counts_once_it_has_been_ready_that_long() -
     assert d.state is None and d.requeue_after is not None and abs(d.requeue_after - 20) < 1e-3
     later = observe(ds, pods, nodes, NEW, 600, T0 + 31, [], min_ready_seconds=30)
     assert later.status(first) == UPGRADED
+
+
+def test_a_crashed_pod_gets_no_fresh_deadline_when_it_turns_not_ready() -> None:
+    """A pod that turned not Ready 20 s after it came, deadline 30 s: without a crash (its node went away and back)
+    it has until 50 s; with a restarted container, or one waiting in CrashLoopBackOff, it keeps 30 s."""
+    base = pod("p", NEW, ready=False, created=T0)
+    base["status"]["conditions"][0]["lastTransitionTime"] = format_time(T0 + 20)
+    assert failure_deadline(base, node("n0"), 30) == T0 + 50
+    restarted = {**base, "status": {**base["status"], "containerStatuses": [{"name": "main", "restartCount": 3}]}}
+    assert failure_deadline(restarted, node("n0"), 30) == T0 + 30
+    waiting = {**base, "status": {**base["status"], "containerStatuses": [
+        {"name": "main", "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
+    assert failure_deadline(waiting, node("n0"), 30) == T0 + 30
