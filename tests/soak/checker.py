@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -477,7 +477,8 @@ def check_credentials(history: History, checked: dict[str, int]) -> list[Violati
 
 def credential_summary(history: History) -> str:
     """How many 401s the clients met after rotations, and how long the longest took to recover."""
-    rotations = sum(1 for a in history.schedule if a.get("kind") == "cred_rotate" and a.get("revoked"))
+    revoked = [a for a in history.schedule if a.get("kind") == "cred_rotate" and a.get("revoked")]
+    rotations = len(revoked)
     episodes = [e for eps in history.credentials.values() for e in eps]
     rejected = sum(int(e.get("rejected") or 0) for e in episodes)
     ended = [float(e["end"]) - float(e["start"]) for e in episodes if e.get("end") is not None]
@@ -489,6 +490,21 @@ def credential_summary(history: History) -> str:
         ended.sort()
         text += (f"; from the first 401 to the next accepted request: median {ended[len(ended) // 2]:.1f} s, "
                  f"longest {ended[-1]:.1f} s")
+    return text + "; " + rotation_outcomes(revoked)
+
+
+def rotation_outcomes(rotations: list[JSON]) -> str:
+    """How the rotations ended: the harness writes the new token once the agent met a 401 with the revoked one
+    (poked with requests if it stayed quiet), at a cap otherwise, or when the faults stopped first."""
+    outcomes = Counter(str(a.get("outcome") or "unknown") for a in rotations)
+    poked = sum(1 for a in rotations if a.get("outcome") == "refused" and int(a.get("pokes") or 0) > 0)
+    text = (f"rotations that met a 401 before the new token was written: {outcomes.pop('refused', 0)} of "
+            f"{len(rotations)} ({poked} after a poke), cap reached without a 401: {outcomes.pop('cap', 0)}")
+    stopped = outcomes.pop("stopped", 0)
+    if stopped:
+        text += f", ended by the end of the faults: {stopped}"
+    if outcomes:
+        text += ", other: " + ", ".join(f"{k} {n}" for k, n in sorted(outcomes.items()))
     return text
 
 

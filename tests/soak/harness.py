@@ -23,8 +23,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,9 +57,17 @@ PLAN_MODULE = "edgeagent/controller/waves.py"  # rollout plans in the controller
 # deploy/'s identities: the agents and controllers run as their ServiceAccounts, bound by deploy/'s RBAC.
 RBAC_KINDS = frozenset({"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
 TOKEN_SECONDS = 7 * 24 * 3600  # outlives any soak: a token stops working here only when revoked
-# After revoking an agent's token, the new one reaches its file this long after (seconds, drawn per rotation):
-# long enough that the agent's link probe or watch meets the 401 first, so its re-read-on-401 path runs.
+# After revoking an agent's token, the new one reaches its file no sooner than this (seconds, drawn per rotation),
+# and only once the agent has met a 401 with the old one (seen in the sim's audit log), so that its
+# re-read-on-401 path runs: an idle agent with a healthy watch sends almost nothing for seconds, and would
+# otherwise pick the new file up without ever being refused.
 NEW_TOKEN_AFTER = (2.0, 10.0)
+# An agent still not refused once its new token is due is poked every POKE_EVERY seconds (an operator's upgrade
+# request for a pod that does not exist: the agent reads it from the API server, and nothing else can follow);
+# the new token is written after ROTATION_CAP seconds whatever happened (the agent may be down, or cut off).
+ROTATION_CAP = 30.0
+POKE_EVERY = 2.0
+POKE_POD = "soak-credential-poke"
 
 
 @dataclass
@@ -72,6 +80,7 @@ class SoakConfig:
     keep: bool = False
     convergence_bound: float = 300.0
     rate_scale: float = 1.0
+    kind_scale: dict[str, float] = field(default_factory=dict)  # per-kind rate multipliers (Sizing.kind_scale)
     prepull_cap: int = 10
     plans: bool | None = None  # None: plan DaemonSets when the controller supports rollout plans
     windowed_fraction: float = 0.34  # agents with maintenance windows that open and close every minute
@@ -167,6 +176,64 @@ def _fill(directory: Path) -> int:
     return written
 
 
+def rotation_step(now: float, revoked: float, after: float, refused: float | None, last_poke: float | None, *,
+                  cap: float = ROTATION_CAP, poke_every: float = POKE_EVERY) -> str:
+    """What a credential rotation does next: "write" the new token, "poke" the agent, or "wait".
+
+    The new token is written once the agent was refused (`refused`: when its first 401 came) and at least
+    `after` seconds have passed since the revocation (the refused agent runs on the dead token meanwhile), or
+    at `cap` seconds whatever happened. Until refused, the agent is poked every `poke_every` seconds from
+    `after` on: it had that long to meet the 401 by itself."""
+    if refused is not None:
+        return "write" if now >= revoked + after else "wait"
+    if now >= revoked + cap:
+        return "write"
+    if now >= revoked + after and (last_poke is None or now - last_poke >= poke_every):
+        return "poke"
+    return "wait"
+
+
+def first_refusal(entries: Iterable[JSON], node: str, since: float) -> float | None:
+    """When `node`'s agent first got 401 from the API server at or after `since` (audit entries), or None."""
+    suffix = f" ({node})"
+    times = [float(e["time"]) for e in entries
+             if e.get("code") == 401 and isinstance(e.get("time"), (int, float)) and float(e["time"]) >= since
+             and str(e.get("userAgent") or "").startswith("edgeagent-agent/")
+             and str(e.get("userAgent") or "").endswith(suffix)]
+    return min(times) if times else None
+
+
+class AuditTail:
+    """The 401 entries appended to the sim's audit log (JSON lines) since this was made: read incrementally,
+    a half-written last line left for the next read (the sim may be killed in the middle of one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.offset = path.stat().st_size
+        except OSError:
+            self.offset = 0
+
+    def read(self) -> list[JSON]:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        out: list[JSON] = []
+        for line in data[:end].splitlines():
+            if b'"code":401' not in line:
+                continue
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if isinstance(entry, dict):
+                    out.append(entry)
+        return out
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -193,7 +260,7 @@ class Soak:
         self.sizing = Sizing(nodes=cfg.nodes, agents=cfg.agents,
                              daemonsets=tuple(n for n, d in self.ds.items() if not d.plan),
                              plan_daemonsets=tuple(n for n, d in self.ds.items() if d.plan),
-                             rate_scale=cfg.rate_scale)
+                             rate_scale=cfg.rate_scale, kind_scale=dict(cfg.kind_scale))
         self.agent_nodes = agent_nodes(self.sizing)
         self.tmpfs = _can_mount_tmpfs()
         self.mounted: list[Path] = []
@@ -229,6 +296,7 @@ class Soak:
         self.tls: ssl.SSLContext | None = None  # trusts the sim's CA (from admin.kubeconfig)
         self.admin_token = ""
         self.rotations = 0
+        self.rotating: dict[str, asyncio.Lock] = {}  # node -> held while a rotation of its agent's token runs
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -616,21 +684,56 @@ class Soak:
 
     async def act_cred_rotate(self, act: JSON) -> None:
         """A new token for the agent, the old one revoked at once (its next request gets 401), and the new one
-        written to the agent's token file a few seconds later, atomically as the kubelet swaps a projected
-        token: the agent must re-read it on the 401 and lose nothing meanwhile."""
+        written to the agent's token file once the agent has been refused (or after ROTATION_CAP seconds; see
+        rotation_step), atomically as the kubelet swaps a projected token: the agent must re-read it on the
+        401 and lose nothing meanwhile. Rotations of one agent take turns, so each revokes the token in use."""
         node = act["target"]
         after = self.rng.uniform(*NEW_TOKEN_AFTER)
+        async with self.rotating.setdefault(node, asyncio.Lock()):
+            await self._rotate(act, node, after)
+
+    async def _rotate(self, act: JSON, node: str, after: float) -> None:
+        audit = AuditTail(self.work / "audit.jsonl")
+        since = time.time()
         async with self.sim_lock:  # a restarting sim holds the lock: both calls go to a sim that answers
             fresh = await self.mint(AGENT_SA)
             await self.api("POST", "/sim/v1/tokens/revoke", {"token": self.tokens[node]}, timeout=5)
-        act["revoked"] = time.time()
+        revoked = act["revoked"] = time.time()
         self.rotations += 1
+        refused: float | None = None
+        last_poke: float | None = None
+        act["pokes"] = 0
+        capped = False
         try:
-            await asyncio.sleep(after)
+            while True:
+                if refused is None:
+                    refused = first_refusal(audit.read(), node, since)
+                step = rotation_step(time.time(), revoked, after, refused, last_poke)
+                if step == "write":
+                    capped = refused is None
+                    break
+                if step == "poke":
+                    last_poke = time.time()
+                    act["pokes"] += 1
+                    await self._poke(node)
+                await asyncio.sleep(0.25)
         finally:
             write_private(self.creds / f"{node}.token", fresh)
             self.tokens[node] = fresh
             act["written"] = time.time()
+            # "stopped": the faults ended first, before a 401 or the cap (the new token is written all the same).
+            act["outcome"] = "refused" if refused is not None else "cap" if capped else "stopped"
+            if refused is not None:
+                act["refused"] = refused
+
+    async def _poke(self, node: str) -> None:
+        """Make the agent talk to the API server: an operator's upgrade request for a pod that does not exist,
+        which the agent reads from the cloud (401 with a revoked token; 404 otherwise, or from its cache when
+        its link is down). No request is recorded, nothing is deleted."""
+        path = f"/openyurt.io/v1/namespaces/{NS}/pods/{POKE_POD}/upgrade"
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+            async with asyncio.timeout(5):
+                await self._agent(node, "POST", path)
 
     async def act_state_full(self, act: JSON) -> None:
         state = self.work / "state" / act["target"]

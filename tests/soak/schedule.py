@@ -47,10 +47,13 @@ class Sizing:
     rate_scale: float = 1.0
     kinds: tuple[str, ...] = tuple(RATES)
     extra: JSON = field(default_factory=dict)
+    # Per-kind multipliers on top of rate_scale (a short run that must see some rare kind); each kind has its
+    # own random stream, so this changes that kind's acts only.
+    kind_scale: dict[str, float] = field(default_factory=dict)
 
 
 def _scale(kind: str, sizing: Sizing) -> float:
-    rate = RATES[kind] * sizing.rate_scale
+    rate = RATES[kind] * sizing.rate_scale * sizing.kind_scale.get(kind, 1.0)
     if kind in _PER_AGENT:
         rate *= sizing.agents / 30
     elif kind in _PER_NODE:

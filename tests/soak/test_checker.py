@@ -315,7 +315,8 @@ def call(t: float, code: int, node: str = "edge-2", verb: str = "GET") -> JSON:
 
 
 def test_an_agent_left_on_a_revoked_token_is_reported_and_one_that_recovered_is_counted() -> None:
-    rotated = [{"t": 10.0, "at": 10.0, "kind": "cred_rotate", "target": "edge-2", "revoked": 10.1}]
+    rotated = [{"t": 10.0, "at": 10.0, "kind": "cred_rotate", "target": "edge-2", "revoked": 10.1,
+                "outcome": "refused", "refused": 10.2, "pokes": 0}]
     recovered = [call(9.0, 200), call(10.2, 401), call(10.7, 401), call(11.0, 503), call(12.5, 200),
                  call(13.0, 200), call(40.0, 401, "edge-3"), call(41.0, 201, "edge-3", "POST")]
     episodes = credential_episodes(recovered)
@@ -326,7 +327,9 @@ def test_an_agent_left_on_a_revoked_token_is_reported_and_one_that_recovered_is_
     assert check(history).checked["credentials"] == 2
     assert credential_summary(history) == (
         "credentials: 1 rotation(s) revoked a token in use; 3 request(s) refused with 401 in 2 episode(s) of 2 "
-        "client(s), all recovered; from the first 401 to the next accepted request: median 2.3 s, longest 2.3 s")
+        "client(s), all recovered; from the first 401 to the next accepted request: median 2.3 s, longest 2.3 s; "
+        "rotations that met a 401 before the new token was written: 1 of 1 (0 after a poke), cap reached without "
+        "a 401: 0")
     # The same agent whose every request after the rotation is refused: stuck for good.
     stuck = credential_episodes([call(9.0, 200), call(10.2, 401), call(12.5, 200), call(20.0, 401),
                                  call(20.5, 401), call(60.0, 401)])
@@ -334,6 +337,24 @@ def test_an_agent_left_on_a_revoked_token_is_reported_and_one_that_recovered_is_
     assert len(found) == 1 and found[0].node == "edge-2" and found[0].t == 20.0
     assert "refused with 401 3 time(s) from t=20.0 s on and never accepted again" in found[0].message
     assert "1 never recovered" in credential_summary(clean(schedule=rotated, credentials=stuck))
+
+
+def test_the_summary_counts_rotations_that_met_a_401_were_poked_hit_the_cap_or_were_ended() -> None:
+    def rotation(outcome: str | None, pokes: int = 0) -> JSON:
+        act: JSON = {"t": 1.0, "kind": "cred_rotate", "target": "edge-2", "revoked": 1.1, "pokes": pokes}
+        if outcome is not None:
+            act["outcome"] = outcome
+        return act
+
+    schedule = [rotation("refused"), rotation("refused", pokes=2), rotation("refused", pokes=1), rotation("cap", 12),
+                rotation("stopped", 3), {"t": 2.0, "kind": "cred_rotate", "target": "edge-3", "skipped": "503"}]
+    text = credential_summary(clean(schedule=schedule))
+    assert text.endswith("rotations that met a 401 before the new token was written: 3 of 5 (2 after a poke), "
+                         "cap reached without a 401: 1, ended by the end of the faults: 1"), text
+    # A history written before rotations had outcomes says so rather than counting them as anything.
+    assert credential_summary(clean(schedule=[rotation(None)])).endswith(
+        "met a 401 before the new token was written: 0 of 1 (0 after a poke), cap reached without a 401: 0, "
+        "other: unknown 1")
 
 
 # report -------------------------------------------------------------------------------------------------

@@ -20,7 +20,9 @@ SEED = 20261124
 @pytest.mark.timeout(600)
 async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
     lines: list[str] = []
+    # cred_rotate ten times as often: at this size its rate would draw none in a minute (four with this seed).
     soak = Soak(SoakConfig(seconds=60, seed=SEED, nodes=20, agents=4, rate_scale=2.0, convergence_bound=150,
+                           kind_scale={"cred_rotate": 10.0},
                            workdir=tmp_path / "soak", keep=True, out=lines.append,
                            # its own ports: the parallel test run's sims cannot take them while it restarts its sim
                            sim_port_range="16000-19999"))
@@ -32,3 +34,6 @@ async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
     assert sum(kinds.values()) >= 40 and len([k for k in kinds if not k.startswith("api_")]) >= 5, text
     assert result.checked["eligible"] > 0 and result.checked["budget"] > 0, text
     assert history.converged_at is not None, text
+    # Rotations exercise the agent's 401 path: the new token is written only once the agent was refused.
+    rotations = [a for a in history.schedule if a["kind"] == "cred_rotate" and a.get("revoked")]
+    assert any(a.get("outcome") == "refused" for a in rotations), text
