@@ -203,6 +203,18 @@ def first_refusal(entries: Iterable[JSON], node: str, since: float) -> float | N
     return min(times) if times else None
 
 
+async def poke_agent(http: aiohttp.ClientSession, agent_url: str) -> int | None:
+    """Make an agent talk to the API server: an operator's upgrade request for a pod that does not exist, which
+    the agent reads from the cloud (401 with a revoked token, 404 otherwise; from its cache, 404, when its link
+    is down). No request is recorded, nothing is deleted. The agent's answer, None if it gave none."""
+    url = f"{agent_url}/openyurt.io/v1/namespaces/{NS}/pods/{POKE_POD}/upgrade"
+    with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+        async with asyncio.timeout(5), http.post(url, headers={"Accept": "application/json"}) as resp:
+            await resp.read()
+            return resp.status
+    return None
+
+
 class AuditTail:
     """The 401 entries appended to the sim's audit log (JSON lines) since this was made: read incrementally,
     a half-written last line left for the next read (the sim may be killed in the middle of one)."""
@@ -727,13 +739,7 @@ class Soak:
                 act["refused"] = refused
 
     async def _poke(self, node: str) -> None:
-        """Make the agent talk to the API server: an operator's upgrade request for a pod that does not exist,
-        which the agent reads from the cloud (401 with a revoked token; 404 otherwise, or from its cache when
-        its link is down). No request is recorded, nothing is deleted."""
-        path = f"/openyurt.io/v1/namespaces/{NS}/pods/{POKE_POD}/upgrade"
-        with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
-            async with asyncio.timeout(5):
-                await self._agent(node, "POST", path)
+        await poke_agent(self.client, f"http://127.0.0.1:{self.agent_ports[node]}")
 
     async def act_state_full(self, act: JSON) -> None:
         state = self.work / "state" / act["target"]
