@@ -28,6 +28,7 @@ async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
                            sim_port_range="16000-19999"))
     history, result = await soak.run()
     text = "\n".join(lines)
+    print(text)  # the run's summary, shown with `pytest -rP`
     assert result.violations == [], text
     # The run really did what it is for: faults of many kinds, deletes judged, a convergence measured.
     kinds = soak.faults_by_kind()
