@@ -9,8 +9,10 @@ controller belongs here too, or the rule-drop test reports its new deploy/ grant
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +20,14 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from edgeagent.agent.app import Agent
 from edgeagent.config import AgentConfig
 from edgeagent.kube.client import KubeClient, KubeError, Timeouts
 from edgeagent.kube.objects import get_condition
 from edgeagent.sim.cluster import SimCluster
+from edgeagent.sim.files import write_private
 from tests.conftest import SimFactory
 from tests.integration.agent_api.conftest import FAST_AGENT, make_world, set_condition, wait_cached, wait_connected
 from tests.integration.controller.conftest import (
@@ -45,6 +49,7 @@ from tests.support.identities import (
     apply_deploy,
     controller_args,
     identity_kubeconfig,
+    load_deploy,
     mint_token,
 )
 from tests.support.inprocess_agent import start_in_process
@@ -75,6 +80,40 @@ class Identities:
     agent: Path
     controller: Path
     args: dict[str, str]
+
+
+def write_token(path: Path, token: str) -> None:
+    """Atomically, as the kubelet swaps a projected token: the agent never reads half of one."""
+    write_private(path, token)
+
+
+async def revoke(sim: SimCluster, token: str) -> None:
+    """`POST /sim/v1/tokens/revoke`, over the sim's https as in rbac mode: the token is refused (401) from now on."""
+    assert sim.tls is not None
+    async with aiohttp.ClientSession() as http, http.post(
+            sim.url + "/sim/v1/tokens/revoke", json={"token": token},
+            ssl=ssl.create_default_context(cafile=str(sim.tls.ca_file))) as resp:
+        assert resp.status == 200, await resp.text()
+
+
+async def rotatable_agent_credential(sim: SimCluster, directory: Path) -> tuple[str, str, Path, Path]:
+    """deploy/'s objects applied, two tokens of the agent's ServiceAccount, the first in a token file, and a
+    kubeconfig for `NODE` that reads that file (as a deployed agent does, so a rotation is a file swap):
+    (old token, new token, token file, kubeconfig)."""
+    assert sim.tls is not None
+    async with admin_of(sim) as admin:
+        await apply_deploy(admin, load_deploy())
+        old_token, new_token = await mint_token(admin, AGENT_SA), await mint_token(admin, AGENT_SA)
+    token_file = directory / "token"
+    write_token(token_file, old_token)
+    kubeconfig = directory / "agent.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": sim.node_url(NODE), "certificate-authority-data":
+                                               base64.b64encode(sim.tls.ca_file.read_bytes()).decode()}}],
+        "users": [{"name": "u", "user": {"tokenFile": str(token_file)}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return old_token, new_token, token_file, kubeconfig
 
 
 async def deploy_identities(sim: SimCluster, docs: list[JSON], directory: Path) -> Identities:

@@ -8,22 +8,17 @@ from the API server and meets the 401. Against the sim in rbac mode, under deplo
 
 from __future__ import annotations
 
-import base64
-import ssl
 import time
 from pathlib import Path
 
 import aiohttp
-import yaml
 
 from edgeagent.agent.app import Agent
 from edgeagent.config import AgentConfig
 from tests.conftest import SimFactory
 from tests.integration.agent_api.conftest import FAST_AGENT, make_world, wait_connected
-from tests.integration.rbac.conftest import NODE, admin_of, rbac_sim
-from tests.integration.rbac.test_rotated_token_auto_upgrade import write_token
+from tests.integration.rbac.conftest import NODE, rbac_sim, revoke, rotatable_agent_credential, write_token
 from tests.soak.harness import first_refusal, poke_agent
-from tests.support.identities import AGENT_SA, apply_deploy, load_deploy, mint_token
 from tests.support.inprocess_agent import start_in_process
 from tests.support.waiting import eventually
 
@@ -31,19 +26,7 @@ from tests.support.waiting import eventually
 async def test_a_poked_agent_meets_its_revoked_token_and_nothing_else_happens(
         sim_factory: SimFactory, tmp_path: Path) -> None:
     sim = await rbac_sim(sim_factory)
-    assert sim.tls is not None
-    async with admin_of(sim) as admin:
-        await apply_deploy(admin, load_deploy())
-        old_token, new_token = await mint_token(admin, AGENT_SA), await mint_token(admin, AGENT_SA)
-    token_file = tmp_path / "token"
-    write_token(token_file, old_token)
-    kubeconfig = tmp_path / "agent.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": sim.node_url(NODE), "certificate-authority-data":
-                                               base64.b64encode(sim.tls.ca_file.read_bytes()).decode()}}],
-        "users": [{"name": "u", "user": {"tokenFile": str(token_file)}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    old_token, new_token, token_file, kubeconfig = await rotatable_agent_credential(sim, tmp_path)
     async with make_world(sim) as world:
         cfg = AgentConfig(node_name=NODE, kubeconfig=kubeconfig, bind="127.0.0.1", port=0, state_dir=tmp_path / "s",
                           **FAST_AGENT)
@@ -52,9 +35,7 @@ async def test_a_poked_agent_meets_its_revoked_token_and_nothing_else_happens(
             await wait_connected(handle.agent)
             since = time.time()
             async with aiohttp.ClientSession() as http:
-                async with http.post(sim.url + "/sim/v1/tokens/revoke", json={"token": old_token},
-                                     ssl=ssl.create_default_context(cafile=str(sim.tls.ca_file))) as resp:
-                    assert resp.status == 200, await resp.text()
+                await revoke(sim, old_token)
 
                 async def refused() -> float | None:
                     await poke_agent(http, handle.url)
