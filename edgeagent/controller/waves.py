@@ -249,13 +249,7 @@ def terminating_nodes(pods: Iterable[JSON]) -> set[str]:
     """Nodes of the DaemonSet's pods being deleted. Such a node is between two pods (its agent or the
     controller is replacing it), not gone: a ranking made without it would move every later node one place
     forward, into an earlier wave. Only read when a ranking is made."""
-    out: set[str] = set()
-    for pod in pods:
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
-            node = (pod.get("spec") or {}).get("nodeName") or node_of(pod)
-            if node:
-                out.add(node)
-    return out
+    return {node for pod in pods if is_terminating(pod) and (node := node_of(pod))}
 
 
 def is_held(pod: JSON) -> bool:
