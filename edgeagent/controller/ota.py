@@ -7,7 +7,7 @@ can undo a readiness change. The patch carries the pod's UID, so it never lands 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from edgeagent.contract import (
 from edgeagent.controller.pod_index import Tracker
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.revisions import is_pod_updated, template_generation, updated_test
+from edgeagent.controller.waves import Gate
 from edgeagent.kube.objects import get_condition, name_of, uid_of
 from edgeagent.kube.timeutil import format_time
 
@@ -140,10 +141,16 @@ _COUNTED, _UPDATED, _UNAVAILABLE, _WRONG = 1, 2, 4, 8
 class OtaFacts(Tracker):
     """`scan` kept current from the pods that changed: per pod whether it counts (not being deleted), runs the
     current revision, is not Ready, and has a PodNeedUpgrade to write; the sums for `progress`; and the keys of
-    the pods to write. Its context is the revision and the plan's gate (which nodes may move): a new one makes
-    it look at every pod again."""
+    the pods to write. Its context is the revision: a new one makes it look at every pod again.
 
-    __slots__ = ("_may_move", "_message", "_updated", "facts", "total", "unavailable", "updated", "wrong")
+    The plan's gate (which nodes may move) is not part of that context. A wave change moves only the nodes of
+    the waves between the two (`Gate.moved_since`), and only the outdated pods on them can answer differently,
+    so just those are looked at again: at 100,000 nodes a wave change re-derived every pod (~360 ms) though
+    at most the next wave's (1-50 % of them) could change. A gate change that cannot list its nodes (a freeze,
+    a new ranking, a plan that appears or goes) starts over, as a new revision does."""
+
+    __slots__ = ("_at", "_gate", "_may_move", "_message", "_updated", "facts", "total", "unavailable", "updated",
+                 "wrong")
 
     def __init__(self) -> None:
         super().__init__()
@@ -152,11 +159,15 @@ class OtaFacts(Tracker):
         self.total = self.updated = self.unavailable = 0
         self._updated: Callable[[JSON], bool] = lambda _labels: False
         self._may_move: Callable[[str], bool] | None = None
+        self._gate: Gate | None = None
         self._message = ""
+        # Pod key -> node, for the pods whose condition depends on the gate (outdated ones, under a plan).
+        self._at: dict[str, str] = {}
 
     def _reset(self) -> None:
         self.facts.clear()
         self.wrong.clear()
+        self._at.clear()
         self.total = self.updated = self.unavailable = 0
 
     def _add(self, key: str, pod: JSON) -> None:
@@ -164,7 +175,16 @@ class OtaFacts(Tracker):
         if meta.get("deletionTimestamp"):
             return
         ready, current = _read(pod)
-        is_updated, status, reason = _desired(meta.get("labels") or {}, pod, self._updated, self._may_move)
+        labels = meta.get("labels") or {}
+        if self._updated(labels):
+            is_updated, status, reason = True, "False", ""
+        elif self._may_move is None:
+            is_updated, status, reason = False, "True", ""
+        else:
+            node = self._at[key] = (pod.get("spec") or {}).get("nodeName") or node_of(pod)
+            is_updated = False
+            status, reason = ("True", REASON_WAVE_REACHED) if self._may_move(node) else (
+                "False", REASON_WAITING_FOR_WAVE)
         fact = _COUNTED | (_UPDATED if is_updated else 0) | (0 if ready else _UNAVAILABLE)
         if not _right(current, status, self._message, reason):
             fact |= _WRONG
@@ -183,18 +203,33 @@ class OtaFacts(Tracker):
         self.unavailable -= bool(fact & _UNAVAILABLE)
         if fact & _WRONG:
             self.wrong.discard(key)
+        self._at.pop(key, None)
 
-    def scan(self, ds: JSON, pods: Mapping[str, JSON], current_hash: str, now: float,
-             may_move: Callable[[str], bool] | None = None, gate: Hashable = None,
+    def _follow(self, gate: Gate | None, context: tuple[str, str | None]) -> None:
+        """Mark the pods whose answer the change from the last gate to `gate` can change (or start over)."""
+        before, self._gate = self._gate, gate
+        if before is gate or not self._started or context != self._context:
+            return
+        moved = None if before is None or gate is None else gate.moved_since(before)
+        if moved is None:
+            self.start_over()
+        elif moved:
+            nodes = set(moved)
+            self._dirty.update(key for key, node in self._at.items() if node in nodes)
+
+    def scan(self, ds: JSON, pods: Mapping[str, JSON], current_hash: str, now: float, gate: Gate | None = None,
              skip: Callable[[JSON], bool] | None = None) -> tuple[list[ConditionChange], dict[str, int]]:
-        """What `scan` answers for `pods` (the DaemonSet's pods by key, those this tracker is marked for);
-        `gate` identifies `may_move` (equal gates answer alike). `skip(pod)`: a pod to leave out of the changes
-        this time (a write of ours not seen yet), before its patch is built: while 100,000 conditions are being
-        written, a pass builds patches only for the pods not written yet."""
+        """What `scan` answers for `pods` (the DaemonSet's pods by key, those this tracker is marked for) with
+        `gate.allows` as `may_move` (no plan: None). `skip(pod)`: a pod to leave out of the changes this time (a
+        write of ours not seen yet), before its patch is built: while 100,000 conditions are being written, a
+        pass builds patches only for the pods not written yet."""
+        may_move = gate.allows if gate is not None else None
         self._updated = updated_test(ds, current_hash)
         self._may_move = may_move
         self._message = message = version_message(current_hash)
-        self.refresh(pods, (current_hash, template_generation(ds), gate))
+        context = (current_hash, template_generation(ds))
+        self._follow(gate, context)
+        self.refresh(pods, context)
         changes: list[ConditionChange] = []
         for key in self.wrong:
             pod = pods[key]

@@ -5,8 +5,9 @@ At 100,000 nodes a pass that reads every pod costs about a second of CPU, and a 
 every event of any of its pods; during a rollout that is most of the controller's time. Each consumer (the
 OTA conditions, the rollout plan's view by node, the pre-puller) keeps a `Tracker`: the facts it derives from
 each pod, the sums it needs, and the pod keys marked dirty by the informer handler since its last look. A
-tracker's facts also depend on a context (the current revision, the plan's gate): when that differs from the
-one they were derived under, the tracker starts over from every pod (once per revision or wave, not per pass).
+tracker's facts also depend on a context (the current revision): when that differs from the one they were
+derived under, the tracker starts over from every pod (once per revision, not per pass). The OTA tracker also
+depends on the plan's gate; a wave change marks only the pods of the nodes it moves (`ota.OtaFacts`).
 
 The informer calls its handlers for every change, including the differences a relist finds, so a pod whose
 change matters is always marked; the trackers never read a pod the handler did not hand over.
@@ -28,12 +29,15 @@ T = TypeVar("T", bound="Tracker")
 class Tracker:
     """Facts derived from one DaemonSet's pods under a context; `refresh` brings them up to date."""
 
-    __slots__ = ("_context", "_dirty", "_started")
+    __slots__ = ("_context", "_dirty", "_started", "derived", "starts")
 
     def __init__(self) -> None:
         self._context: Hashable = None
         self._dirty: set[str] = set()
         self._started = False
+        # Pods derived (`_add` asked) and start-overs since this tracker was made: how tests tell a pass that
+        # read the changed pods from one that started over.
+        self.derived = self.starts = 0
 
     def mark(self, key: str) -> None:
         """The pod with this key was added, changed or removed (called by the informer handler)."""
@@ -48,17 +52,24 @@ class Tracker:
             self._context = context
             self._started = True
             self._dirty.clear()
+            self.derived += len(pods)
+            self.starts += 1
             for key, pod in pods.items():
                 self._add(key, pod)
             return True
         if self._dirty:
             dirty, self._dirty = self._dirty, set()
+            self.derived += len(dirty)
             for key in dirty:
                 self._remove(key)
                 found = pods.get(key)
                 if found is not None:
                     self._add(key, found)
         return False
+
+    def start_over(self) -> None:
+        """The next `refresh` derives every pod again, whatever its context."""
+        self._started = False
 
     def _reset(self) -> None:
         raise NotImplementedError
@@ -68,23 +79,6 @@ class Tracker:
 
     def _remove(self, key: str) -> None:
         raise NotImplementedError
-
-
-class Same:
-    """Part of a context compared by identity: a ranking of 100,000 nodes is reused as the same object while it
-    holds, and comparing it by value on every pass would cost what the trackers save. The context keeps it
-    alive, so its identity cannot be reused by another object meanwhile."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: object) -> None:
-        self.obj = obj
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Same) and other.obj is self.obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
 
 
 # How long a node whose last pod left the cache counts as lacking one (`OwnerPods.vacated`). The DaemonSet

@@ -37,7 +37,7 @@ from edgeagent.controller.events import EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.ota import OtaFacts
-from edgeagent.controller.pod_index import ImagePending, OwnerPods, Same
+from edgeagent.controller.pod_index import ImagePending, OwnerPods
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash, revision_hash
@@ -482,9 +482,8 @@ class Controller:
 
     async def _sync_conditions(self, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
-        token = None if gate is None else (Same(gate.ranking), gate.wave, gate.frozen)
         changes, counts = owned.tracker(OtaFacts).scan(
-            ds, owned.pods, hash_, self._clock(), gate.allows if gate is not None else None, token,
+            ds, owned.pods, hash_, self._clock(), gate,
             skip=lambda pod: self.condition_writes.pending(uid_of(pod), _rv(pod)))
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
         self.metrics.planning_cpu.inc(time.process_time() - started)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -105,6 +105,39 @@ class Gate:
         # A node the ranking does not know joined after the ranking was made: its pod was created from the
         # current template anyway; let it through rather than strand it.
         return found is None or found <= self.wave
+
+    def moved_since(self, before: Gate) -> Sequence[str] | None:
+        """The nodes whose `allows` answer differs from `before`'s, or None when they cannot be listed without
+        asking about every node.
+
+        A wave change within one ranking moves a slice of the ranking's order (the nodes of the waves between
+        the two), so the OTA conditions are re-derived for those nodes' pods only: at 100,000 nodes, 9,000
+        pods from wave 1 to 2 instead of all of them. A gate that opens every node (the plan complete, or no
+        ranking) differs from a wave of a ranking by that ranking's later waves. What is left to None:
+        - a freeze or a thaw (abort, rollback, a revision rolled back from, and their reversal): a gate that
+          is not frozen lets through nodes its ranking does not know (they joined after it was made), and those
+          cannot be listed from the ranking; a freeze happens once per rollout at most;
+        - two different rankings: a new ranking (nodes joined) may place any node in another wave."""
+        if before is self or (self.frozen and before.frozen):
+            return ()
+        if self.frozen or before.frozen:
+            return None
+        was, was_open = before._opened()
+        now, now_open = self._opened()
+        if was is None:
+            return () if now is None else now.order[now_open:]
+        if now is None:
+            return was.order[was_open:]
+        if was is not now:
+            return None
+        return now.order[min(was_open, now_open):max(was_open, now_open)]
+
+    def _opened(self) -> tuple[Ranking | None, int]:
+        """(ranking, how many of its first nodes may move); (None, 0) when every node may."""
+        ranking = self.ranking
+        if ranking is None or self.wave >= ranking.waves:
+            return None, 0
+        return ranking, ranking.targets[self.wave - 1] if self.wave > 0 else 0
 
 
 OPEN_GATE = Gate(None, 0)

@@ -5,14 +5,15 @@ change (a stale cache) would answer from an old pod and fail here."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgeagent.controller.ota import OtaFacts, scan
-from edgeagent.controller.pod_index import ImagePending, OwnerPods, Same
-from edgeagent.controller.waves import Gate, NodePods, pods_by_node
+from edgeagent.controller.ota import ConditionChange, OtaFacts, scan
+from edgeagent.controller.pod_index import ImagePending, OwnerPods
+from edgeagent.controller.waves import OPEN_GATE, Gate, NodePods, pods_by_node
 from edgeagent.kube.timeutil import format_time
 from edgeagent.rollout_plan import Plan, Step, rank
 
@@ -21,9 +22,12 @@ T0 = 1_800_000_000.0
 NODES = [f"n{i}" for i in range(4)]
 REVISIONS = ["r1", "r2"]
 PLAN = Plan(steps=(Step(1, False), Step(50, True), Step(100, True)), bake_seconds=0)
-RANKING = rank(PLAN, {n: {} for n in NODES})
+RANKING = rank(PLAN, {n: {} for n in NODES})  # waves of 1, 1 and 2 nodes
+# Another ranking, made after n3 left: n3 is a node it does not know (let through by any gate not frozen).
+OTHER = rank(PLAN, {n: {} for n in NODES[:3]})
 FROZEN = Gate(None, 0, frozen=True)
-GATES = [None, Gate(RANKING, 1), Gate(RANKING, 2), FROZEN]
+GATES = [None, Gate(RANKING, 1), Gate(RANKING, 2), FROZEN, Gate(RANKING, 0), Gate(RANKING, 3), OPEN_GATE,
+         Gate(OTHER, 1), Gate(RANKING, 2, frozen=True), Gate(RANKING, 1)]
 
 
 def make_pod(index: int, node: str, revision: str, ready: bool, need: str | None, image: str | None,
@@ -49,7 +53,7 @@ pod_strategy = st.builds(
     node=st.sampled_from(NODES),
     revision=st.sampled_from(REVISIONS),
     ready=st.booleans(),
-    need=st.sampled_from([None, "True/", "False/", "False/WaitingForWave"]),
+    need=st.sampled_from([None, "True/", "False/", "False/WaitingForWave", "True/WaveReached"]),
     image=st.sampled_from([None, "True", "False"]),
     terminating=st.booleans(),
     version=st.integers(0, 3),
@@ -59,7 +63,7 @@ pod_strategy = st.builds(
 step_strategy = st.one_of(
     st.tuples(st.just("put"), pod_strategy),
     st.tuples(st.just("drop"), st.integers(0, 4)),
-    st.tuples(st.just("pass"), st.sampled_from(REVISIONS), st.integers(0, len(GATES) - 1)),
+    st.tuples(st.just("pass"), st.sampled_from(REVISIONS), st.integers(0, len(GATES) - 1), st.booleans()),
 )
 
 
@@ -68,12 +72,11 @@ def ds(revision: str) -> JSON:
             "spec": {"template": {"spec": {"containers": [{"name": "main", "image": f"app:{revision}"}]}}}}
 
 
-def check(owned: OwnerPods, revision: str, gate: Gate | None) -> None:
+def check(owned: OwnerPods, revision: str, gate: Gate | None) -> list[ConditionChange]:
     daemonset = ds(revision)
     may_move = gate.allows if gate is not None else None
-    token = None if gate is None else (Same(gate.ranking), gate.wave, gate.frozen)
 
-    changes, counts = owned.tracker(OtaFacts).scan(daemonset, owned.pods, revision, T0, may_move, token)
+    changes, counts = owned.tracker(OtaFacts).scan(daemonset, owned.pods, revision, T0, gate)
     want_changes, want_counts = scan(daemonset, owned.pods.values(), revision, T0, may_move)
     assert counts == want_counts
     assert [(c.pod["metadata"]["name"], c.status, c.reason, c.patch) for c in changes] == [
@@ -94,6 +97,18 @@ def check(owned: OwnerPods, revision: str, gate: Gate | None) -> None:
     pending.refresh(owned.pods)
     assert pending.keys == {key for key, p in owned.pods.items() if any(
         c["type"] == "PodImageReady" and c["status"] != "True" for c in p["status"]["conditions"])}
+    return changes
+
+
+def written(pod: JSON, change: ConditionChange) -> JSON:
+    """The pod once the controller's condition patch has landed (a new object, as the informer hands over)."""
+    out = copy.deepcopy(pod)
+    conditions = [c for c in out["status"]["conditions"] if c["type"] != "PodNeedUpgrade"]
+    conditions.append({"type": "PodNeedUpgrade", "status": change.status, "reason": change.reason,
+                       "message": change.message})
+    out["status"]["conditions"] = conditions
+    out["metadata"]["resourceVersion"] = str(int(out["metadata"]["resourceVersion"]) + 10)
+    return out
 
 
 @settings(max_examples=500, deadline=None)
@@ -108,7 +123,11 @@ def test_trackers_answer_what_a_pass_over_every_pod_answers(steps: list[tuple[An
         elif step[0] == "drop":
             owned.drop(f"default/app-{step[1]}")
         else:
-            check(owned, step[1], GATES[step[2]])
+            changes = check(owned, step[1], GATES[step[2]])
+            if step[3]:  # the writes land and the next pass sees them: now right, under this gate only
+                for change in changes:
+                    owned.put(f"default/{change.pod['metadata']['name']}", written(change.pod, change))
+                assert check(owned, step[1], GATES[step[2]]) == []
             tracked = owned.tracker(NodePods)
             joined = tracked.take_joined()
             names = tracked.view.names()
@@ -143,8 +162,61 @@ def test_a_change_between_passes_is_seen_and_nothing_else_is_read() -> None:
     changes, _ = tracker.scan(ds("r2"), owned.pods, "r2", T0)
     assert changes == []
     # So is a gate that lets fewer nodes move, though no pod changed.
-    changes, _ = tracker.scan(ds("r2"), owned.pods, "r2", T0, FROZEN.allows, (Same(None), 0, True))
+    changes, _ = tracker.scan(ds("r2"), owned.pods, "r2", T0, FROZEN)
     assert {(c.status, c.reason) for c in changes} == {("False", "WaitingForWave")} and len(changes) == 4
+
+
+def test_moved_since_lists_the_nodes_whose_answer_changed_or_none() -> None:
+    """`Gate.moved_since` against `allows` asked of every node (known to the ranking or not)."""
+    everyone = [*NODES, "joined-later"]
+    for before in GATES[1:]:
+        for after in GATES[1:]:
+            assert before is not None and after is not None
+            moved = after.moved_since(before)
+            differ = {n for n in everyone if before.allows(n) != after.allows(n)}
+            if moved is None:
+                # Only a freeze or thaw, or two rankings, may refuse to list them.
+                assert before.frozen != after.frozen or (
+                    before.ranking is not after.ranking and None not in (before.ranking, after.ranking))
+            else:
+                assert set(moved) == differ, (before, after)
+    assert Gate(RANKING, 2).moved_since(Gate(RANKING, 1)) == RANKING.nodes_of_wave(2)
+
+
+def test_a_wave_change_re_derives_only_the_pods_of_the_nodes_it_moves() -> None:
+    """At 100,000 nodes the pass that starts wave 2 re-derived every pod (~360 ms); only the pods of the nodes
+    whose wave was reached (or left, going back) can answer differently. A freeze (abort, rollback) starts
+    over: its gate refuses nodes the ranking does not know, which cannot be listed from the ranking."""
+    owned = OwnerPods()
+    for index, node in enumerate(NODES):
+        owned.put(f"default/app-{index}", make_pod(index, node, "r1", True, None, None, False, 1))
+    tracker = owned.tracker(OtaFacts)
+
+    def derived(gate: Gate) -> tuple[int, set[tuple[str, str, str]]]:
+        before = tracker.derived
+        changes, _ = tracker.scan(ds("r2"), owned.pods, "r2", T0, gate)
+        want, _ = scan(ds("r2"), owned.pods.values(), "r2", T0, gate.allows)
+        assert [c.patch for c in changes] == [c.patch for c in want]
+        for change in changes:  # written, as the controller does
+            key = f"default/{change.pod['metadata']['name']}"
+            pod = owned.pods[key]
+            index = int(pod["metadata"]["name"].split("-")[1])
+            need = f"{change.status}/{change.reason}"
+            owned.put(key, make_pod(index, pod["spec"]["nodeName"], "r1", True, need, None, False, 2, said="r2"))
+        tracker.scan(ds("r2"), owned.pods, "r2", T0, gate)
+        return tracker.derived - before, {(c.pod["spec"]["nodeName"], c.status, c.reason) for c in changes}
+
+    first = RANKING.order[0]
+    assert derived(Gate(RANKING, 1))[1] == {(n, "False", "WaitingForWave") for n in NODES if n != first} | {
+        (first, "True", "WaveReached")}
+    second = RANKING.nodes_of_wave(2)[0]
+    # Wave 2: only its node's pod is derived again (and once more when its written condition comes back).
+    assert derived(Gate(RANKING, 2)) == (1 + 1, {(second, "True", "WaveReached")})
+    last = set(RANKING.nodes_of_wave(3))
+    assert derived(Gate(RANKING, 3)) == (2 + 2, {(n, "True", "WaveReached") for n in last})
+    assert derived(OPEN_GATE) == (0, set())  # complete: the same nodes may move
+    count, changes = derived(Gate(RANKING, 3, frozen=True))  # aborted: every pod again
+    assert count == len(NODES) + len(NODES) and changes == {(n, "False", "WaitingForWave") for n in NODES}
 
 def test_a_node_with_two_pods_of_a_kind_is_excess_until_one_goes() -> None:
     owned = OwnerPods()
