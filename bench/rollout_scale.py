@@ -20,7 +20,13 @@ Figures (`name value unit`):
   `rollout_scale_cpu_rank`: ranking every node and cutting the waves from scratch, which the controller
   does once per revision (goal <= 300 ms each);
 - `rollout_scale_flag_time` and the writes of the template change (conditions changed, Events, DaemonSet
-  state writes).
+  state writes);
+- `rollout_scale_cpu_wave_change`: the planning CPU (the plan's decision and the OTA conditions derived,
+  the controller's `edgeagent_controller_planning_cpu_seconds`; not its API writes) of the pass that moves the
+  rollout from wave 1 to wave 2 (goal <= 300 ms): the bench deletes wave 1's pods, as their agents would, the sim
+  recreates them on the new revision, and the controller's own pass that sees the last of them Ready finishes
+  wave 1 and starts wave 2 (no bake). `..._pass`: that whole pass's CPU, including its condition patches
+  (`rollout_scale_wave_change_patches`) and whatever this process did while they were in flight.
 
     .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5]
 """
@@ -47,8 +53,9 @@ from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
 from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, REASON_WAITING_FOR_WAVE
 from edgeagent.controller.app import ControllerApp
+from edgeagent.controller.pods import node_of
 from edgeagent.controller.reconciler import Controller
-from edgeagent.kube.objects import get_condition, labels_of, name_of
+from edgeagent.kube.objects import get_condition, labels_of, name_of, uid_of
 from edgeagent.rollout_plan import parse_plan, rank
 
 JSON = dict[str, Any]
@@ -85,6 +92,60 @@ async def start_over_cpu(controller: Controller, key: str, passes: int) -> float
         await controller.reconcile(key)
         samples.append(time.process_time() - started)
     return statistics.median(samples)
+
+
+def planning_cpu(app: ControllerApp) -> float:
+    value = app.metrics.registry.get_sample_value("edgeagent_controller_planning_cpu_seconds_total")
+    return float(value or 0.0)
+
+
+def wave_of(controller: Controller, uid: str) -> int | None:
+    gate = controller._plan_gates.get(uid)
+    return None if gate is None else gate.wave
+
+
+async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: JSON) -> None:
+    """Wave 1 -> 2 as it happens: the reconciles run by the controller's own worker are timed (a wrapper around
+    `reconcile`), and the one whose gate went from wave 1 to 2 is reported."""
+    uid = uid_of(ds)
+    gate = controller._plan_gates.get(uid)
+    assert gate is not None and gate.ranking is not None and gate.wave == 1, gate
+    wave1 = set(gate.ranking.nodes_of_wave(1))
+    moved = len(gate.ranking.nodes_of_wave(2))
+    passes: list[tuple[int | None, int | None, float, float, float]] = []
+    reconcile = controller.reconcile
+
+    async def timed(key: str) -> None:
+        before, planned, cpu = wave_of(controller, uid), planning_cpu(app), time.process_time()
+        patched = writes_by_kind(app.metrics).get("condition_patch", 0.0)
+        try:
+            await reconcile(key)
+        finally:
+            passes.append((before, wave_of(controller, uid), planning_cpu(app) - planned,
+                           time.process_time() - cpu, writes_by_kind(app.metrics).get("condition_patch", 0.0)
+                           - patched))
+
+    setattr(controller, "reconcile", timed)  # noqa: B010 -- the worker looks the method up on the instance
+    try:
+        doomed = [p for p in pods_of(controller, "fleet") if node_of(p) in wave1]
+        semaphore = asyncio.Semaphore(32)
+
+        async def delete(pod: JSON) -> None:
+            async with semaphore:
+                await sim.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name_of(pod)}", ok=(200, 202))
+
+        started = time.monotonic()
+        await asyncio.gather(*(delete(p) for p in doomed))
+        await until(lambda: any(b == 1 and a == 2 for b, a, *_ in passes), 1800, "wave 2 started", interval=0.5)
+        note(f"wave 1's {len(doomed)} pods deleted; wave 2 started {time.monotonic() - started:.0f} s later, "
+             f"{len(passes)} reconcile(s) in between")
+    finally:
+        setattr(controller, "reconcile", reconcile)  # noqa: B010
+    _, _, planned, whole, patches = next(p for p in passes if p[0] == 1 and p[1] == 2)
+    report("rollout_scale_cpu_wave_change", planned * 1e3, "ms")
+    report("rollout_scale_cpu_wave_change_pass", whole * 1e3, "ms")
+    report("rollout_scale_wave_change_patches", patches, "writes")
+    note(f"wave 2 moves {moved} nodes")
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -155,6 +216,7 @@ async def run(args: argparse.Namespace) -> None:
                     report(f"rollout_scale_writes_{kind}", delta, "writes")
 
             ds = next(d for d in controller.daemonsets.items.values() if name_of(d) == "fleet")
+            await wave_change(sim, app, controller, ds)
             plan, problems = parse_plan(ds)
             assert plan is not None, problems
             node_labels = {name_of(node): labels_of(node) for node in controller.nodes.items.values()}
