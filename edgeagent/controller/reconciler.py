@@ -41,6 +41,7 @@ from edgeagent.controller.pod_index import ImagePending, OwnerPods
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash, revision_hash
+from edgeagent.controller.roll_views import RollViews
 from edgeagent.controller.rolling import Plan, desired_nodes, plan_step
 from edgeagent.controller.settings import Strategy, roll_settings, select
 from edgeagent.controller.waves import (
@@ -446,7 +447,7 @@ class Controller:
         if strategy is Strategy.OTA:
             await self._sync_conditions(ds, owned, hash_, gate)
         else:
-            await self._roll(key, ds, list(owned.pods.values()), hash_, gate, story, owned.vacated_nodes())
+            await self._roll(key, ds, owned, hash_, gate, story)
         if prepull_errors:
             raise ReconcileError(f"{len(prepull_errors)} pre-pull write(s) failed, first: {prepull_errors[0]}")
 
@@ -518,9 +519,8 @@ class Controller:
 
     # ------------------------------------------------------------------ AdvancedRollingUpdate
 
-    async def _roll(self, key: str, ds: JSON, pods: list[JSON], hash_: str, gate: Gate | None = None,
-                    story: list[tuple[str, str, str]] | None = None, vacated: frozenset[str] | set[str] = frozenset()
-                    ) -> None:
+    async def _roll(self, key: str, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None = None,
+                    story: list[tuple[str, str, str]] | None = None) -> None:
         settings, problems = roll_settings(ds)
         bad = {p.annotation for p in problems}
         for problem in problems:
@@ -542,9 +542,14 @@ class Controller:
             return
         started = time.process_time()
         prepull = self.prepull if self.prepull is not None and self.prepull.wanted_by(ds) else None
-        plan = plan_step(key, ds, pods, self.nodes.items, hash_, settings, self._clock(), self.expectations,
+        # The views by node and the live UIDs, kept current from the pods that changed (roll_views.py).
+        tracked = owned.tracker(RollViews)
+        views = tracked.views(ds, owned.pods, hash_, self.nodes.items)
+        plan = plan_step(key, ds, owned.pods.values(), self.nodes.items, hash_, settings, self._clock(),
+                         self.expectations,
                          pulled=(lambda pod: prepull.pulled(pod, hash_)) if prepull is not None else None,
-                         may_move=gate.allows if gate is not None else None, vacated=vacated)
+                         may_move=gate.allows if gate is not None else None, vacated=owned.vacated_nodes(),
+                         views=views, live=tracked.live)
         self.metrics.planning_cpu.inc(time.process_time() - started)
         if plan is None:
             self._log.debug("waiting to observe earlier deletions", daemonset=key,
@@ -564,7 +569,7 @@ class Controller:
         if plan.delete:
             await self._delete(key, ds, plan, hash_, story if story is not None else [])
         if prepull is not None and plan.pull_wanted:
-            errors = await prepull.request(pods, plan.pull_wanted, hash_)
+            errors = await prepull.request(list(owned.pods.values()), plan.pull_wanted, hash_)
             if errors:
                 raise ReconcileError(f"{len(errors)} pre-pull request(s) failed, first: {errors[0]}")
         if plan.requeue_after is not None:

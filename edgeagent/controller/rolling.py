@@ -33,7 +33,7 @@ and fixes what OpenYurt leaves open:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -91,43 +91,44 @@ class NodeView:
 def node_views(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], current_hash: str) -> list[NodeView]:
     """Nodes running a pod of the DaemonSet, sorted by name (the roll's deterministic order).
 
-    It runs on every pass of an AdvancedRollingUpdate over every pod (10,000 at a time in the benchmarks), so
-    the per-pod tests are plain dict reads and a revision test with the DaemonSet's part read once."""
+    The reconciler keeps these views current from the pods that changed (`roll_views.RollViews`); this pass
+    over every pod serves `rollout status` and is what the tracker must always agree with."""
     updated = updated_test(ds, current_hash)
-    views: list[NodeView] = []
     groups = group_by_node(pods)
-    for node_name in sorted(groups):
-        group = groups[node_name]
-        if len(group) > 1:
-            group.sort(key=name_of)
-        node = nodes.get(node_name)
-        new: JSON | None = None
-        old: JSON | None = None
-        excess = False
-        terminating: list[JSON] = []
-        for pod in group:
-            meta = pod.get("metadata") or {}
-            if meta.get("deletionTimestamp"):
-                terminating.append(pod)
-                continue
-            labels = meta.get("labels") or {}
-            if updated(labels):
-                excess = excess or new is not None
-                new = pod
-            else:
-                excess = excess or old is not None
-                old = pod
-        views.append(NodeView(
-            name=node_name,
-            node=node,
-            # A node we cannot see (deleted, not yet listed) is treated as not Ready: never act on a guess.
-            ready=node is not None and is_node_ready(node),
-            new=new,
-            old=old,
-            terminating=tuple(terminating),
-            excess=excess,
-        ))
-    return views
+    return [view_of(name, groups[name], nodes.get(name), updated) for name in sorted(groups)]
+
+
+def view_of(name: str, group: list[JSON], node: JSON | None, updated: Callable[[JSON], bool]) -> NodeView:
+    """One node's view from its pods (sorted here by name, so the view does not depend on their order) and its
+    Node object; `updated` is `revisions.updated_test` of the DaemonSet and revision."""
+    if len(group) > 1:
+        group.sort(key=name_of)
+    new: JSON | None = None
+    old: JSON | None = None
+    excess = False
+    terminating: list[JSON] = []
+    for pod in group:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            terminating.append(pod)
+            continue
+        labels = meta.get("labels") or {}
+        if updated(labels):
+            excess = excess or new is not None
+            new = pod
+        else:
+            excess = excess or old is not None
+            old = pod
+    return NodeView(
+        name=name,
+        node=node,
+        # A node we cannot see (deleted, not yet listed) is treated as not Ready: never act on a guess.
+        ready=node is not None and is_node_ready(node),
+        new=new,
+        old=old,
+        terminating=tuple(terminating),
+        excess=excess,
+    )
 
 
 def desired_nodes(ds: JSON) -> int:
@@ -286,6 +287,7 @@ def plan_rolling_update(
     pulled: Callable[[JSON], bool] | None = None,
     may_move: Callable[[str], bool] | None = None,
     vacated: Collection[str] = frozenset(),
+    views: list[NodeView] | None = None,
 ) -> Plan:
     """`may_move(node)` (a rollout plan's gate): whether the node's wave is reached; outdated pods of other
     nodes are left alone like pods the node-selector excludes.
@@ -296,8 +298,10 @@ def plan_rolling_update(
     again (see expectations.py); they count as unavailable whatever the cache shows. `proven`: UIDs of
     new-version pods seen available within their progress deadline (a pod that did has not failed, whatever
     its node does later). `vacated`: nodes whose last pod of the DaemonSet left the cache and that show none
-    since (whoever deleted it: a Ready one among them lacks a pod, as a node of `in_flight` does)."""
-    views = node_views(ds, pods, nodes, current_hash)
+    since (whoever deleted it: a Ready one among them lacks a pod, as a node of `in_flight` does). `views`: what
+    `node_views` answers for these pods and nodes, when the caller keeps it current (`roll_views.RollViews`)."""
+    if views is None:
+        views = node_views(ds, pods, nodes, current_hash)
     plan = Plan(total=len(views), paused=settings.paused)
     min_ready = settings.min_ready_seconds
     seen = {view.name for view in views}
@@ -439,7 +443,7 @@ def plan_rolling_update(
 def plan_step(
     key: str,
     ds: JSON,
-    pods: list[JSON],
+    pods: Collection[JSON],
     nodes: Mapping[str, JSON],
     current_hash: str,
     settings: RollSettings,
@@ -448,16 +452,21 @@ def plan_step(
     pulled: Callable[[JSON], bool] | None = None,
     may_move: Callable[[str], bool] | None = None,
     vacated: Collection[str] = frozenset(),
+    views: list[NodeView] | None = None,
+    live: Container[str] | None = None,
 ) -> Plan | None:
     """One reconcile's decision, guarded by the DaemonSet's expectations (None: still waiting to see our
     previous deletions in the cache). The chosen deletions are recorded as expected before returning,
-    so the caller must either delete them or report each failure to `expectations`."""
-    live = {uid_of(p) for p in pods if not is_terminating(p)}
+    so the caller must either delete them or report each failure to `expectations`. `views` and `live` (the
+    UIDs of the pods not being deleted), when given, are what this function would derive from `pods`; the
+    reconciler keeps both current from the pods that changed (`roll_views.RollViews`)."""
+    if live is None:
+        live = {uid_of(p) for p in pods if not is_terminating(p)}
     if not expectations.satisfied(key, live):
         return None
     plan = plan_rolling_update(ds, pods, nodes, current_hash, settings, now, expectations.in_flight(key),
                                proven=expectations.proven(key), pulled=pulled, may_move=may_move,
-                               vacated=vacated)
+                               vacated=vacated, views=views)
     expectations.settle(key, plan.settled)
     expectations.remember_proven(key, plan.proven, live)
     if plan.delete:
