@@ -41,10 +41,8 @@ from typing import Any
 from edgeagent.contract import held_by
 from edgeagent.controller.expectations import Expectations
 from edgeagent.controller.pods import (
-    available_at,
     created_at,
     group_by_node,
-    is_available,
     node_of,
     node_ready_changed_at,
     ready_since,
@@ -73,7 +71,9 @@ class NodeState(StrEnum):
 
 @dataclass(frozen=True)
 class NodeView:
-    """One node as the roll sees it: at most one old and one new live pod, plus pods being deleted."""
+    """One node as the roll sees it: at most one old and one new live pod, plus pods being deleted; and what
+    the roll reads of those two pods on every pass (`pods.ready_since` of each, `held_by` of the old one),
+    derived once with the view: the reconciler keeps views while their pods are unchanged."""
 
     name: str
     node: JSON | None
@@ -82,6 +82,9 @@ class NodeView:
     old: JSON | None
     terminating: tuple[JSON, ...]
     excess: bool
+    new_since: float | None
+    old_since: float | None
+    hold: tuple[str, str] | None
 
     @property
     def labels(self) -> dict[str, str]:
@@ -128,7 +131,25 @@ def view_of(name: str, group: list[JSON], node: JSON | None, updated: Callable[[
         old=old,
         terminating=tuple(terminating),
         excess=excess,
+        new_since=ready_since(new) if new is not None else None,
+        old_since=ready_since(old) if old is not None else None,
+        hold=held_by(old) if old is not None else None,
     )
+
+
+def _available_at(since: float | None, min_ready_seconds: int) -> float | None:
+    """`pods.available_at` of a view's live pod, from its `ready_since` kept in the view."""
+    if since is None:
+        return None
+    return since + min_ready_seconds if min_ready_seconds > 0 else since
+
+
+def _available(since: float | None, min_ready_seconds: int, now: float) -> bool:
+    """`pods.is_available` of a view's live pod, from its `ready_since` kept in the view."""
+    at = _available_at(since, min_ready_seconds)
+    if at is None:
+        return False
+    return min_ready_seconds == 0 or at <= now
 
 
 def desired_nodes(ds: JSON) -> int:
@@ -142,7 +163,7 @@ def held_reason(view: NodeView) -> tuple[str, str] | None:
     """(reason, message) when the node still runs only its old pod and that pod's UpgradeHeld is True."""
     if not view.ready or view.excess or view.old is None or view.new is not None:
         return None
-    return held_by(view.old)
+    return view.hold
 
 
 def node_state(view: NodeView, min_ready_seconds: int, now: float) -> NodeState:
@@ -153,7 +174,7 @@ def node_state(view: NodeView, min_ready_seconds: int, now: float) -> NodeState:
         return NodeState.HELD
     if view.excess or view.new is None:
         return NodeState.OUTDATED if view.old is not None and not view.excess else NodeState.UNAVAILABLE
-    if view.old is not None or not is_available(view.new, min_ready_seconds, now):
+    if view.old is not None or not _available(view.new_since, min_ready_seconds, now):
         return NodeState.UNAVAILABLE
     return NodeState.UP_TO_DATE
 
@@ -172,7 +193,7 @@ def _counts_unavailable(view: NodeView, settings: RollSettings, now: float) -> b
         if view.new is not None and view.old is not None:
             return True
         if view.new is not None:
-            return not is_available(view.new, settings.min_ready_seconds, now)
+            return not _available(view.new_since, settings.min_ready_seconds, now)
         # Old pod only, not eligible for replacement: its unavailability is real, count it.
         return False
     # Not Ready: OpenYurt ignores these nodes. We still count replacements in flight on them.
@@ -348,8 +369,8 @@ def plan_rolling_update(
             plan.not_ready += 1
         counted = _counts_unavailable(view, settings, now)
         if view.name in in_flight:
-            live = [p for p in (view.new, view.old) if p is not None]
-            if not view.excess and any(is_available(p, min_ready, now) for p in live):
+            if not view.excess and (_available(view.new_since, min_ready, now)
+                                    or _available(view.old_since, min_ready, now)):
                 plan.settled.add(view.name)
             else:
                 counted = True
@@ -357,22 +378,23 @@ def plan_rolling_update(
             plan.unavailable += 1
 
         # Wake up when a Ready-but-not-yet-available pod turns available: no event marks that moment.
-        for pod in (view.new, view.old):
-            if pod is not None and view.ready and min_ready > 0:
-                at = available_at(pod, min_ready)
+        for since in (view.new_since, view.old_since):
+            if view.ready and min_ready > 0:
+                at = _available_at(since, min_ready)
                 if at is not None and at > now:
                     wake = _soonest(wake, at - now)
 
         if settings.max_failed is not None and view.new is not None and not view.excess:
             deadline = progress_deadline_of(view, view.new, settings.progress_deadline)
-            became = available_at(view.new, min_ready)
-            if view.ready and is_available(view.new, min_ready, now) and became is not None and became <= deadline:
+            became = _available_at(view.new_since, min_ready)
+            if view.ready and _available(view.new_since, min_ready, now) and became is not None and \
+                    became <= deadline:
                 plan.proven.add(uid_of(view.new))
             if uid_of(view.new) in proven or uid_of(view.new) in plan.proven or \
                     _worked_in_time(view, view.new, min_ready, deadline):
                 failing = False
             elif view.ready:
-                failing = not is_available(view.new, min_ready, now)
+                failing = not _available(view.new_since, min_ready, now)
             else:
                 changed = node_ready_changed_at(view.node) if view.node else None
                 failing = _went_down_after(view, view.new) and changed is not None and changed <= deadline
@@ -384,24 +406,24 @@ def plan_rolling_update(
 
         if not view.ready or view.excess or view.old is None or view.new is not None:
             continue
-        hold = held_by(view.old)
+        hold = view.hold
         if hold is not None:
             plan.held[view.name] = hold
             continue
         selector = settings.node_selector
         if selector is not None and not selector.matches(view.labels):
             plan.not_selected += 1
-            if not is_available(view.old, min_ready, now):
+            if not _available(view.old_since, min_ready, now):
                 plan.unavailable += 1
             continue
         if may_move is not None and not may_move(view.name):
             plan.waiting_for_wave += 1
-            if not is_available(view.old, min_ready, now):
+            if not _available(view.old_since, min_ready, now):
                 plan.unavailable += 1
             continue
-        if is_available(view.old, min_ready, now):
+        if _available(view.old_since, min_ready, now):
             candidates.append(view.old)
-        elif ready_since(view.old) is not None or _status_predates_node_ready(view, view.old):
+        elif view.old_since is not None or _status_predates_node_ready(view, view.old):
             # Ready but younger than minReadySeconds, or marked unready while its node was away: not
             # broken, so not replaced "for free" — within the budget, like an available pod.
             stale.append(view.old)

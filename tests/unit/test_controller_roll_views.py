@@ -11,7 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edgeagent.contract import held_by
+from edgeagent.controller import rolling
 from edgeagent.controller.pod_index import OwnerPods
+from edgeagent.controller.pods import available_at, is_available, ready_since
 from edgeagent.controller.roll_views import RollViews
 from edgeagent.controller.rolling import node_views, plan_rolling_update
 from edgeagent.controller.settings import roll_settings
@@ -107,3 +110,40 @@ def test_a_pass_regroups_only_the_nodes_whose_pods_changed() -> None:
     third = tracked.views(ds, owned.pods, "h1", nodes)
     assert third[3].old is owned.pods["default/app-3"]
     assert third == node_views(ds, owned.pods.values(), nodes, "h1")
+
+
+ready_pod_strategy = st.builds(
+    lambda ready, since, garbled, held: (
+        pod("p", "n0", "h1", ready=ready, ready_since=T0 - since, extra_conditions=[
+            {"type": "UpgradeHeld", "status": held, "reason": "Window", "message": "closed"}]), garbled),
+    ready=st.booleans(),
+    since=st.sampled_from([0, 1, 4, 5, 6, 1000]),
+    garbled=st.sampled_from([None, "", "soon"]),
+    held=st.sampled_from(["True", "False"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ready_pod_strategy, ready_pod_strategy, st.sampled_from([0, 5]), st.sampled_from([T0, T0 + 0.5, T0 + 10]))
+def test_the_facts_a_view_keeps_of_its_pods_are_what_the_pods_say(
+    new_case: tuple[JSON, str | None], old_case: tuple[JSON, str | None], min_ready: int, now: float,
+) -> None:
+    """The roll reads `ready_since`, `is_available`, `available_at` and `held_by` of a view's live pods from the
+    view (derived once per pod change): the same answers as reading the pods, whatever their Ready condition
+    (missing or garbled time included), minReadySeconds and the moment."""
+    cases = []
+    for (made, garbled), hash_ in ((new_case, "h2"), (old_case, "h1")):
+        made["metadata"]["labels"]["controller-revision-hash"] = hash_
+        made["metadata"]["name"] = f"p-{hash_}"
+        if garbled is not None:
+            made["status"]["conditions"][0]["lastTransitionTime"] = garbled
+        cases.append(made)
+    new, old = cases
+    [view] = node_views(daemonset(generation=9), [new, old], {"n0": node("n0")}, "h2")
+    assert view.new is new and view.old is old
+    for kept, live in ((view.new_since, new), (view.old_since, old)):
+        assert kept == ready_since(live)
+        assert rolling._available(kept, min_ready, now) == is_available(live, min_ready, now)
+        assert rolling._available_at(kept, min_ready) == available_at(live, min_ready)
+    assert view.hold == held_by(old)
+    assert rolling._available(None, min_ready, now) is False and rolling._available_at(None, min_ready) is None
