@@ -597,13 +597,12 @@ def _soonest(a: float | None, b: float | None) -> float | None:
 
 
 def _counts(state: RolloutState, ranking: Ranking, obs: Observation, k: int) -> RolloutState:
-    upgraded = deferred = 0
-    for node in ranking.order:
-        status = obs.status(node)
-        if status == UPGRADED:
-            upgraded += 1
-        elif status == DEFERRED and ranking.reached(node, k):
-            deferred += 1
+    """The state's node counts for wave k. Only a node with a pod of the revision can be upgraded and only a
+    reached one counts as deferred, so those are read, not every node of the ranking: when wave 2 of 100,000
+    nodes starts that is ~10,000 nodes, not 100,000 twice (~550 ms in the pass that started it)."""
+    known = ranking.waves_by_node
+    upgraded = sum(1 for node in obs.pods.new if node in known and obs.status(node) == UPGRADED)
+    deferred = sum(1 for node in ranking.nodes_in_waves(k) if obs.status(node) == DEFERRED)
     return replace(state, nodes=len(ranking.order), upgraded=upgraded, deferred=deferred)
 
 

@@ -225,3 +225,28 @@ def test_a_crashed_pod_gets_no_fresh_deadline_when_it_turns_not_ready() -> None:
     waiting = {**base, "status": {**base["status"], "containerStatuses": [
         {"name": "main", "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
     assert failure_deadline(waiting, node("n0"), 30) == T0 + 30
+
+
+def test_a_wave_change_reads_the_reached_nodes_and_those_with_a_new_pod_not_every_node() -> None:
+    """The state's counts: only a node with a pod of the revision can be upgraded and only a reached one counts as
+    deferred. At 100,000 nodes the pass that started wave 2 asked every node's status (~550 ms); now it asks those
+    of waves 1-2 and of the nodes with a new pod, and counts the same."""
+    names = [f"m{i:03d}" for i in range(200)]
+    plan = Plan(steps=(Step(1, True), Step(10, True), Step(100, True)), bake_seconds=0)
+    ranking = rank(plan, {n: {} for n in names})
+    assert ranking.targets == [2, 20, 200]
+    late = ranking.order[-1]  # a node of the last wave already on the new revision (its pod was recreated)
+    upgraded = set(ranking.nodes_of_wave(1)) | {late}
+    not_ready = {ranking.order[5], ranking.order[-2]}  # deferred in wave 2; the other in a wave not reached
+    pods = [pod(n, NEW if n in upgraded else OLD) for n in names]
+    pods.append(pod("joined", NEW))  # a node the ranking does not know: not one of its nodes, not counted
+    nodes = {n: node(n, ready=n not in not_ready) for n in [*names, "joined"]}
+    obs = observe({"metadata": {"name": "app", "namespace": "default"}}, pods, nodes, NEW, 600, T0)
+    started = RolloutState(revision=NEW, stable_revision=OLD, waves=3, wave=1, phase="progressing",
+                           wave_started_at=T0)
+    d = decide(plan=plan, state=started, revision=NEW, ranking=ranking, obs=obs, steering=Steering(),
+               max_failed=1, now=T0, previous=lambda: OLD)
+    assert d.state is not None and (d.state.wave, d.state.phase) == (2, "progressing")
+    assert (d.state.nodes, d.state.upgraded, d.state.deferred) == (200, 3, 1)
+    asked = obs._status.keys()
+    assert asked <= set(ranking.nodes_in_waves(2)) | upgraded | {"joined"}, sorted(asked)
