@@ -170,14 +170,6 @@ def ready_now(pod: JSON) -> bool:
     return False
 
 
-def live_node(pod: JSON) -> str:
-    """The node of a pod that is not being deleted ("" otherwise, or when it has none)."""
-    meta = pod.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
-        return ""
-    return str((pod.get("spec") or {}).get("nodeName") or node_of(pod))
-
-
 class ImagePending(Tracker):
     """Pods whose `PodImageReady` condition is there and not True (a pre-pull requested, running or failed):
     the only pods the pre-puller has anything to do for. Depends on no context."""

@@ -55,7 +55,6 @@ from edgeagent.controller.waves import (
     previous_revision,
     settled_gate,
     steering_of,
-    terminating_nodes,
 )
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
 from edgeagent.kube.client import CONTENT_JSON_PATCH, CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
@@ -714,7 +713,7 @@ class Controller:
         def names() -> set[str]:
             found = obs.pods.names()
             found.update(in_flight)
-            found.update(terminating_nodes(owned.pods.values()))
+            found.update(tracked.dying())
             return found
 
         ranking = self.ranks.get_joined(uid, hash_, plan, None if joined is None else joined | set(in_flight),

@@ -23,6 +23,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,7 +44,7 @@ from edgeagent.contract import (
     LABEL_TEMPLATE_GENERATION,
 )
 from edgeagent.contract import held_by as _held_by
-from edgeagent.controller.pod_index import Tracker, live_node, ready_now
+from edgeagent.controller.pod_index import Tracker, ready_now
 from edgeagent.controller.pods import available_at, created_at, node_of, node_ready_changed_at
 from edgeagent.controller.revisions import template_generation
 from edgeagent.kube.objects import (
@@ -182,7 +183,8 @@ class RankCache:
         fingerprint = plan.fingerprint()
         if cached is not None and cached[0] == revision and cached[1] == fingerprint:
             known = cached[2]
-            if len(names) <= len(known) and all(name in known for name in names):
+            if len(names) <= len(known) and known.keys() >= (
+                    names if isinstance(names, AbstractSet) else set(names)):  # C speed: ~60 ms at 100,000
                 return cached[3]
             merged = {**known, **node_labels((n for n in names if n not in known), nodes)}
         else:
@@ -278,13 +280,6 @@ class Observation:
         return PENDING
 
 
-def terminating_nodes(pods: Iterable[JSON]) -> set[str]:
-    """Nodes of the DaemonSet's pods being deleted. Such a node is between two pods (its agent or the
-    controller is replacing it), not gone: a ranking made without it would move every later node one place
-    forward, into an earlier wave. Only read when a ranking is made."""
-    return {node for pod in pods if is_terminating(pod) and (node := node_of(pod))}
-
-
 def is_held(pod: JSON) -> bool:
     """The agent publishes `UpgradeHeld` True while its node is held or outside its maintenance windows."""
     return _held_by(pod) is not None
@@ -321,7 +316,7 @@ class NodePods(Tracker):
     """`pods_by_node` kept current from the pods that changed (its context: the revision and the template
     generation), plus the nodes that gained a live pod since the ranking last looked (`take_joined`)."""
 
-    __slots__ = ("_generation", "_joined", "_multi", "_new_at", "_old_at", "_rebuilt", "_revision", "view")
+    __slots__ = ("_dying", "_generation", "_joined", "_multi", "_new_at", "_old_at", "_rebuilt", "_revision", "view")
 
     def __init__(self) -> None:
         super().__init__()
@@ -331,6 +326,7 @@ class NodePods(Tracker):
         # (node, new?) -> pods, only where a node has more than one pod of that kind (rare: `excess`).
         self._multi: dict[tuple[str, bool], dict[str, JSON]] = {}
         self._joined: set[str] = set()
+        self._dying: dict[str, str] = {}  # pod key -> node, pods being deleted (`terminating_nodes`)
         self._rebuilt = True
         self._revision = ""
         self._generation: str | None = None
@@ -350,23 +346,38 @@ class NodePods(Tracker):
             return None
         return joined
 
+    def dying(self) -> set[str]:
+        """Nodes of the DaemonSet's pods being deleted. Such a node is between two pods (its agent or the
+        controller is replacing it), not gone: a ranking made without it would move every later node one place
+        forward, into an earlier wave. Kept here from the pods that changed: a restart's first pass read every
+        pod once more for it (~45 ms at 100,000)."""
+        return set(self._dying.values())
+
     def _reset(self) -> None:
         self.view = PodsByNode()
         self._new_at.clear()
         self._old_at.clear()
         self._multi.clear()
         self._joined.clear()
+        self._dying.clear()
         self._rebuilt = True
 
     def _add(self, key: str, pod: JSON) -> None:
-        node = live_node(pod)
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            dying = node_of(pod)
+            if dying:
+                self._dying[key] = dying
+            return
+        node = node_of(pod)
         if not node:
             return
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        labels = meta.get("labels") or {}
         is_new = labels.get(LABEL_REVISION_HASH) == self._revision or (
             self._generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == self._generation)
         view = self.view
-        if node not in view.new and node not in view.old:
+        # After a start over every node counts as joined anyway (`take_joined` answers None).
+        if not self._rebuilt and node not in view.new and node not in view.old:
             self._joined.add(node)
         side = view.new if is_new else view.old
         (self._new_at if is_new else self._old_at)[key] = node
@@ -382,6 +393,8 @@ class NodePods(Tracker):
             self._check_ready(node)
 
     def _remove(self, key: str) -> None:
+        if self._dying and self._dying.pop(key, None) is not None:
+            return
         is_new = True
         node = self._new_at.pop(key, None)
         if node is None:

@@ -92,6 +92,9 @@ def check(owned: OwnerPods, revision: str, gate: Gate | None) -> list[ConditionC
     for node in view.old.keys() - view.excess:
         assert view.old[node] is want.old[node]
     assert view.unready - view.excess == want.unready - want.excess
+    # The nodes of pods being deleted (kept in every ranking made now): as a pass over every pod finds them.
+    assert tracked.dying() == {p["spec"]["nodeName"] for p in owned.pods.values()
+                               if p["metadata"].get("deletionTimestamp")}
 
     pending = owned.tracker(ImagePending)
     pending.refresh(owned.pods)
