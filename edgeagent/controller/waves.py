@@ -326,7 +326,7 @@ class NodePods(Tracker):
         # (node, new?) -> pods, only where a node has more than one pod of that kind (rare: `excess`).
         self._multi: dict[tuple[str, bool], dict[str, JSON]] = {}
         self._joined: set[str] = set()
-        self._dying: dict[str, str] = {}  # pod key -> node, pods being deleted (`terminating_nodes`)
+        self._dying: dict[str, str] = {}  # pod key -> node, pods being deleted (`dying`)
         self._rebuilt = True
         self._revision = ""
         self._generation: str | None = None
