@@ -50,7 +50,6 @@ from edgeagent.controller.revisions import template_generation
 from edgeagent.kube.objects import (
     annotations_of,
     get_condition,
-    is_node_ready,
     is_terminating,
     key_of,
     labels_of,
@@ -251,8 +250,15 @@ class Observation:
     def ready(self, node: str) -> bool:
         found = self._ready.get(node)
         if found is None:
+            # `is_node_ready`, inlined: the pass that starts a late wave asks this of most of the fleet.
+            found = False
             known = self.nodes.get(node)
-            found = self._ready[node] = known is not None and is_node_ready(known)
+            if known is not None:
+                for cond in (known.get("status") or {}).get("conditions") or ():
+                    if cond.get("type") == "Ready":
+                        found = cond.get("status") == "True"
+                        break
+            self._ready[node] = found
         return found
 
     def status(self, node: str) -> str:
@@ -273,7 +279,9 @@ class Observation:
         if not self.ready(node):
             return DEFERRED
         excess = node in self.pods.excess
-        if new is not None and old is None and not excess and ready_now(new) and node not in self.warming:
+        # `unready` holds exactly the nodes whose `new` pod is not Ready (no walk over its conditions here).
+        if (new is not None and old is None and not excess and node not in self.pods.unready
+                and node not in self.warming):
             return UPGRADED
         if old is not None and new is None and not excess and is_held(old):
             return DEFERRED
