@@ -112,3 +112,45 @@ async def test_a_wave_change_re_derives_only_the_pods_it_moves_and_writes_exactl
         state = await plan_state(admin, "ota")
         assert state is not None and state["phase"] == "aborted" and state["wave"] == 3
         assert all(is_pod_ready(p) for p in await pods_of(admin, "ota") if not is_terminating(p))
+
+
+async def test_after_an_ota_rollback_the_conditions_send_the_bad_wave_back_and_leave_the_rest_alone(
+        sim_factory: SimFactory, controllers: Controllers) -> None:
+    """A crashing version in wave 1 with `on-failure: rollback`: once the template is the good revision again,
+    the crashed wave-1 pods are told to upgrade (back) and every other pod has nothing to do. A rollback freezes
+    the gate and changes the revision: both start the OTA tracker over, whatever the wave change does."""
+    sim: SimCluster = await sim_factory(nodes=6)
+    sim.set_image("nginx:crashing", crash=True)
+    plan = {"edgeagent.io/rollout-steps": "2,100%", "edgeagent.io/rollout-bake": "1s",
+            "edgeagent.io/on-failure": "rollback", "edgeagent.io/max-failed": "1",
+            "edgeagent.io/progress-deadline-seconds": "2"}
+    async with admin_client(sim) as admin:
+        await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=plan))
+        await eventually(lambda: all_running(admin, "ota", 6), timeout=30, what="6 pods running")
+        await controllers.start(sim)
+        order = documented_order(list(sim.node_names))
+        wave1 = order[:2]
+        good = await current_hash(admin, "ota")
+        assert good is not None
+        await set_image(admin, "ota", "nginx:crashing")
+        bad = await new_hash(admin, "ota", good)
+
+        async def conditions_are(want: dict[str, tuple[str, str, str]]) -> bool:
+            return await conditions_by_node(admin) == want
+
+        told = {n: ("True", "WaveReached", f"controllerrevision: {bad}") for n in wave1}
+        told.update({n: ("False", "WaitingForWave", f"controllerrevision: {bad}") for n in order[2:]})
+        await eventually(lambda: conditions_are(told), timeout=30, what="wave 1 told to upgrade")
+        for pod in await pods_of(admin, "ota"):
+            if pod["spec"]["nodeName"] in wave1:
+                await admin.delete(f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}")
+
+        async def rolled_back() -> bool:
+            state = await plan_state(admin, "ota")
+            return bool(state and state["phase"] == "rolledBack") and await current_hash(admin, "ota") == good
+
+        await eventually(rolled_back, timeout=30, what="rolled back to the good revision")
+        back = {n: ("True", "WaveReached", f"controllerrevision: {good}") for n in wave1}
+        back.update({n: ("False", "", f"controllerrevision: {good}") for n in order[2:]})
+        await eventually(lambda: conditions_are(back), timeout=30,
+                         what="the crashed wave-1 pods told to go back, the others nothing to do")
