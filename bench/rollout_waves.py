@@ -14,6 +14,8 @@ Figures (`name value unit`):
   to the first deletion of a pod of wave k+1 (goal: median <= 1 s). Both instants are taken from the
   controller's own pod informer (a handler: the same events the controller plans on), so the gap is the
   controller's reaction (queue, planning pass, the DELETE's round trip and its watch event back);
+  `rollout_wave_gap_controller_p50` / `_max`: its part up to the first DELETE sent (the controller's share;
+  each gap's note splits it further: reconcile started, state written, first DELETE sent);
 - writes of the waved roll by kind (`rollout_waved_writes_<kind>`), per wave, next to the pods replaced,
   and `rollout_plan_extra_writes`: the waved roll's writes minus the plain roll's (same pods replaced): the
   plan's own Events and state writes, which must stay a few per wave, never one per node;
@@ -82,6 +84,54 @@ class WaveClock:
             self.ready_at.setdefault(node, now)
         elif not new and (is_terminating(pod) or etype == "DELETED"):
             self.deleted_at.setdefault(node, now)
+
+
+class GapTrace:
+    """When the controller reached each step between a wave's last Ready pod and the next wave's first DELETE:
+    a reconcile of `key` started, a rollout-state write was answered, a DELETE was sent (each a monotonic
+    instant, recorded by wrapping the controller's own methods: one clock read per call). Set against the
+    WaveClock's instants, a gap splits into the controller's share (last Ready seen -> first DELETE sent: queue,
+    the plan's decision and state write, the roll's pass) and the API's (DELETE sent -> its terminating pod seen
+    in the cache: the sim's answer and the watch event)."""
+
+    def __init__(self, controller: Controller, key: str) -> None:
+        self.reconciles: list[float] = []
+        self.state_writes: list[float] = []
+        self.deletes: list[float] = []
+        reconcile, write_plan, delete = controller.reconcile, controller._write_plan, controller._client.delete
+
+        async def traced_reconcile(name: str) -> None:
+            if name == key:
+                self.reconciles.append(time.monotonic())
+            await reconcile(name)
+
+        async def traced_write_plan(*args: Any, **kwargs: Any) -> bool:
+            written = await write_plan(*args, **kwargs)
+            if written:
+                self.state_writes.append(time.monotonic())
+            return written
+
+        async def traced_delete(*args: Any, **kwargs: Any) -> JSON:
+            self.deletes.append(time.monotonic())
+            return await delete(*args, **kwargs)
+
+        setattr(controller, "reconcile", traced_reconcile)  # noqa: B010 (instance attributes, seen by the workers)
+        setattr(controller, "_write_plan", traced_write_plan)  # noqa: B010
+        setattr(controller._client, "delete", traced_delete)  # noqa: B010
+
+    def split(self, ready: float, deleted: float) -> str:
+        """The steps of one gap, from the last Ready pod seen (`ready`) to the first terminating one (`deleted`)."""
+        def after(times: list[float]) -> str:
+            found = next((t for t in times if ready <= t <= deleted), None)
+            return "-" if found is None else f"{(found - ready) * 1e3:.0f}"
+
+        return (f"reconcile started +{after(self.reconciles)} ms, state written +{after(self.state_writes)} ms, "
+                f"first DELETE sent +{after(self.deletes)} ms, "
+                f"its pod seen terminating +{(deleted - ready) * 1e3:.0f} ms")
+
+    def controller_share(self, ready: float, deleted: float) -> float | None:
+        sent = next((t for t in self.deletes if ready <= t <= deleted), None)
+        return None if sent is None else sent - ready
 
 
 class Timeline:
@@ -217,9 +267,9 @@ async def roll(sim: Sim, controller: Controller, timeline: Timeline, name: str, 
 
 
 async def waved_roll(sim: Sim, controller: Controller, timeline: Timeline, ranking: Ranking, n: int,
-                     image: str) -> tuple[float, list[float]]:
+                     image: str, trace: GapTrace) -> tuple[float, list[float], list[float]]:
     """Roll `waved` to `image`: wall time, and per wave boundary the delay from the last Ready pod of wave k
-    to the first deletion in wave k+1."""
+    to the first deletion in wave k+1, and the controller's share of it (to its first DELETE sent)."""
     clock = WaveClock(controller, "waved")
     old = str(labels_of(next(p for p in controller.pods.items.values()
                              if labels_of(p).get("app") == "waved" and not is_terminating(p)))
@@ -244,20 +294,26 @@ async def waved_roll(sim: Sim, controller: Controller, timeline: Timeline, ranki
                  f"{max(readies) - min(deletes):.1f} s (deletes over {max(deletes) - min(deletes):.1f} s, "
                  f"last delete -> last Ready {max(readies) - max(deletes):.1f} s; per node delete -> Ready "
                  f"median {statistics.median(latencies):.2f} s, max {latencies[-1]:.2f} s)")
-    gaps = []
+    gaps, shares = [], []
     for k in range(1, ranking.waves):
         finished = [clock.ready_at.get(node) for node in ranking.nodes_of_wave(k)]
         starts = [clock.deleted_at.get(node) for node in ranking.nodes_of_wave(k + 1)]
         if any(t is None for t in finished) or not any(t is not None for t in starts):
             note(f"wave {k}: incomplete clock ({sum(t is None for t in finished)} nodes never seen Ready)")
             continue
-        gap = min(t for t in starts if t is not None) - max(t for t in finished if t is not None)
-        note(f"wave {k} -> {k + 1}: first delete {gap * 1e3:.0f} ms after the last Ready pod of wave {k}")
+        last_ready = max(t for t in finished if t is not None)
+        first_delete = min(t for t in starts if t is not None)
+        gap = first_delete - last_ready
+        note(f"wave {k} -> {k + 1}: first delete {gap * 1e3:.0f} ms after the last Ready pod of wave {k} "
+             f"({trace.split(last_ready, first_delete)})")
         gaps.append(gap)
+        share = trace.controller_share(last_ready, first_delete)
+        if share is not None:
+            shares.append(share)
     # Where the time went, to set against the plain roll's "deletes over" and "last delete -> last Ready".
     note(f"waved roll to {image}: deletions {spans[0]:.1f} s, tails (last delete -> last Ready) {spans[1]:.1f} s, "
          f"gaps {sum(gaps):.1f} s, summed over the {ranking.waves} waves")
-    return took, gaps
+    return took, gaps, shares
 
 
 async def wait_rolled(sim: Sim, name: str, nodes: int, generation: int, timeout: float) -> None:
@@ -321,6 +377,7 @@ async def run(args: argparse.Namespace) -> None:
                         "every pod cached", interval=1.0)
             await asyncio.sleep(1)
             timeline = Timeline(controller, app.metrics, sim, n, Path(args.timeline) if args.timeline else None)
+            trace = GapTrace(controller, f"{NAMESPACE}/waved")
 
             plain_before = writes_by_kind(app.metrics)
             plain_time, plain_sim, plain_ctl = await roll(sim, controller, timeline, "plain", n, "app:2")
@@ -337,17 +394,19 @@ async def run(args: argparse.Namespace) -> None:
             note(f"waves as ranked: {ranking.targets} cumulative nodes")
             report("rollout_waves", ranking.waves, "waves")
             before = writes_by_kind(app.metrics)
-            waved_time, gaps = await waved_roll(sim, controller, timeline, ranking, n, "app:3")
+            waved_time, gaps, shares = await waved_roll(sim, controller, timeline, ranking, n, "app:3", trace)
             after = writes_by_kind(app.metrics)
             report("rollout_waved_roll_time", waved_time, "s")
             plain_times, waved_times = [plain_time], [waved_time]
             # ABBA: a second waved roll, then a second plain one, so a load that changes during the run (the
             # machine is shared) weighs on both kinds alike.
             for round_ in range(1, args.rounds):
-                more, more_gaps = await waved_roll(sim, controller, timeline, ranking, n, f"app:{2 + 2 * round_ + 1}")
+                more, more_gaps, more_shares = await waved_roll(sim, controller, timeline, ranking, n,
+                                                                f"app:{2 + 2 * round_ + 1}", trace)
                 report(f"rollout_waved_roll_time_{round_ + 1}", more, "s")
                 waved_times.append(more)
                 gaps += more_gaps
+                shares += more_shares
                 again, _, _ = await roll(sim, controller, timeline, "plain", n, f"app:{2 + 2 * round_ + 2}")
                 report(f"rollout_plain_roll_time_{round_ + 1}", again, "s")
                 plain_times.append(again)
@@ -355,6 +414,11 @@ async def run(args: argparse.Namespace) -> None:
             if gaps:
                 report("rollout_wave_gap_p50", statistics.median(gaps) * 1e3, "ms")
                 report("rollout_wave_gap_max", max(gaps) * 1e3, "ms")
+            if shares:
+                # The controller's part of each gap: from the last Ready pod seen to its first DELETE sent (the rest
+                # is the API's answer and the watch event of the terminating pod).
+                report("rollout_wave_gap_controller_p50", statistics.median(shares) * 1e3, "ms")
+                report("rollout_wave_gap_controller_max", max(shares) * 1e3, "ms")
 
             total = 0.0
             for kind in sorted(after):
