@@ -133,7 +133,14 @@ async def test_transitions_decided_offline_arrive_after_reconnect_with_their_tim
     check_event(succeeded, old, "UpgradeSucceeded", "Normal")
     assert queued["firstTimestamp"] == seconds(parse(done["created"]))  # stamped when queued, not when sent
     assert parse(queued["firstTimestamp"]) < int(reconnected_at)
-    assert await agent.outcomes.events.pending() == []
+    # The agent takes an Event's row off its outbox when the create's answer is back, which can be after the Event
+    # is readable from the API: wait for the outbox to empty rather than read it once.
+    outcomes = agent.outcomes
+
+    async def outbox_empty() -> bool:
+        return not await outcomes.events.pending()
+
+    await eventually(outbox_empty, what="the agent's Event outbox to empty")
 
 
 async def test_event_creation_refused_never_fails_the_upgrade(
