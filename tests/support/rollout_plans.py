@@ -142,6 +142,19 @@ async def plan_events(kube: KubeClient, name: str) -> list[JSON]:
     return sorted(events, key=lambda e: (e.get("eventTime") or "", e["metadata"]["name"]))
 
 
+async def plan_events_through(kube: KubeClient, name: str, reason: str, timeout: float = 10.0) -> list[JSON]:
+    """`plan_events` once one of them has `reason`. The controller records a reconcile's plan Events after that
+    reconcile's state write (and its deletions), so a test that saw the state move can read the Events before the
+    last one has been written: wait for it, then check the whole list."""
+    from tests.support.waiting import eventually
+
+    async def through() -> list[JSON] | None:
+        events = await plan_events(kube, name)
+        return events if any(e.get("reason") == reason for e in events) else None
+
+    return await eventually(through, timeout=timeout, what=f"a {reason} Event on {name}")
+
+
 async def plan_reasons(kube: KubeClient, name: str) -> list[str]:
     return [str(e["reason"]) for e in await plan_events(kube, name)]
 

@@ -41,7 +41,7 @@ from tests.integration.controller.conftest import (
     events_for,
     set_image,
 )
-from tests.support.rollout_plans import PlanRecorder, new_hash, plan_events, plan_state
+from tests.support.rollout_plans import PlanRecorder, new_hash, plan_events_through, plan_state
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -115,7 +115,8 @@ async def test_kill_9_mid_bake_keeps_the_wave_and_the_bake_clock(
         wave2 = recorder.first(2, "progressing", revision)
         # A bake started again by the new process would end no earlier than bake_started + KILL_AFTER + BAKE.
         assert bake_started + BAKE <= wave2.time < bake_started + BAKE + KILL_AFTER - 1, (bake_started, wave2.time)
-        reasons = [e["reason"] for e in await plan_events(admin, "web") if e["reason"] != "UpgradingPods"]
+        reasons = [e["reason"] for e in await plan_events_through(admin, "web", "RolloutComplete")
+                   if e["reason"] != "UpgradingPods"]
         assert reasons == ["WaveStarted", "WaveFinished", "WaveStarted", "WaveFinished", "RolloutComplete"], reasons
         await eventually(lambda: all_running(admin, "web", 6, NEW), what="all upgraded")
         deleted_once(sim)
@@ -155,7 +156,8 @@ async def test_leader_change_mid_wave_continues_the_same_wave(
         starts = {s.state["waveStartedAt"] for s in recorder.states
                   if s.state.get("revision") == revision and s.state["wave"] == 2}
         assert starts == {wave2.state["waveStartedAt"]}, starts
-        reasons = [e["reason"] for e in await plan_events(admin, "web") if e["reason"] != "UpgradingPods"]
+        reasons = [e["reason"] for e in await plan_events_through(admin, "web", "RolloutComplete")
+                   if e["reason"] != "UpgradingPods"]
         assert reasons == ["WaveStarted", "WaveFinished", "WaveStarted", "WaveFinished", "RolloutComplete"], reasons
         # Both controllers deleted pods of wave 2: the new leader continued the wave the old one had started.
         deleters = {e.get("reportingInstance") for e in await events_for(admin, "web")

@@ -18,7 +18,7 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
-from tests.support.rollout_plans import PlanRecorder, documented_order, plan_events, plan_state
+from tests.support.rollout_plans import PlanRecorder, documented_order, plan_events_through, plan_state
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -85,7 +85,8 @@ async def run_waves(sim: object, admin: KubeClient, controllers: Controllers) ->
             assert following.time >= bake_started + 3
             assert min(recorder.first_termination(n) for n in waves[index]) >= bake_started + 3
 
-    events = [e for e in await plan_events(admin, "web") if e["reason"] != "UpgradingPods"]
+    events = [e for e in await plan_events_through(admin, "web", "RolloutComplete")
+              if e["reason"] != "UpgradingPods"]
     assert [e["reason"] for e in events] == ["WaveStarted", "WaveFinished", "WaveStarted", "WaveFinished",
                                              "WaveStarted", "WaveFinished", "RolloutComplete"]
     assert all(e["type"] == "Normal" for e in events)
