@@ -27,7 +27,7 @@ from tests.integration.controller.conftest import (
 from tests.support.rollout_plans import (
     documented_order,
     new_hash,
-    plan_events,
+    plan_events_through,
     plan_state,
 )
 from tests.support.waiting import eventually
@@ -118,7 +118,8 @@ async def test_an_agent_reported_failure_counts_once(sim_factory: SimFactory, co
 
         state = await eventually(aborted, what="the rollout stopped at max-failed")
         assert state["counts"]["failed"] == 3 and sorted(f["node"] for f in state["failures"]) == sorted([n1, n2, n3])
-        events = [e for e in await plan_events(admin, "ota") if e["reason"] == "RolloutAborted"]
+        events = [e for e in await plan_events_through(admin, "ota", "RolloutAborted")
+                  if e["reason"] == "RolloutAborted"]
         assert len(events) == 1 and "3 failure(s), max-failed is 3" in events[0]["message"]
         assert all(n in events[0]["message"] for n in (n1, n2, n3))
 

@@ -26,7 +26,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.support.rollout_plans import PlanRecorder, documented_order, plan_events, plan_state
+from tests.support.rollout_plans import PlanRecorder, documented_order, plan_events_through, plan_state
 from tests.support.rollout_plans import new_hash as wait_new_hash
 from tests.support.waiting import eventually
 
@@ -88,7 +88,8 @@ async def test_not_ready_and_held_nodes_are_deferred_and_caught_up(
             # Wave 2 started while the deferred nodes still ran the old revision.
             assert started.pods[held][0] != new_hash and started.pods[offline][0] != new_hash, started.pods
             assert started.pods[normal] == (new_hash, True)
-            finished = next(e for e in await plan_events(admin, "web") if e["reason"] == "WaveFinished")
+            finished = next(e for e in await plan_events_through(admin, "web", "WaveFinished")
+                            if e["reason"] == "WaveFinished")
             assert "2 deferred" in finished["message"] and offline in finished["message"]
             assert held in finished["message"]
             assert state["counts"]["deferred"] >= 2
