@@ -48,21 +48,29 @@ def ready_since(pod: JSON) -> float | None:
     return since if since is not None else 0.0
 
 
-def available_at(pod: JSON, min_ready_seconds: int) -> float | None:
-    """The moment the pod counts as available (Ready for minReadySeconds), None while not Ready."""
-    if is_terminating(pod):
-        return None
-    since = ready_since(pod)
+def available_from(since: float | None, min_ready_seconds: int) -> float | None:
+    """The moment a pod Ready since `since` counts as available (Ready for minReadySeconds); None while not Ready.
+    Apart from `available_at` so that a caller keeping `ready_since` (rolling.NodeView) asks without the pod."""
     if since is None:
         return None
     return since + min_ready_seconds if min_ready_seconds > 0 else since
 
 
-def is_available(pod: JSON, min_ready_seconds: int, now: float) -> bool:
-    at = available_at(pod, min_ready_seconds)
+def available_by(since: float | None, min_ready_seconds: int, now: float) -> bool:
+    """`is_available` of a pod Ready since `since`."""
+    at = available_from(since, min_ready_seconds)
     if at is None:
         return False
     return min_ready_seconds == 0 or at <= now
+
+
+def available_at(pod: JSON, min_ready_seconds: int) -> float | None:
+    """The moment the pod counts as available (Ready for minReadySeconds), None while not Ready."""
+    return None if is_terminating(pod) else available_from(ready_since(pod), min_ready_seconds)
+
+
+def is_available(pod: JSON, min_ready_seconds: int, now: float) -> bool:
+    return available_by(None if is_terminating(pod) else ready_since(pod), min_ready_seconds, now)
 
 
 def created_at(obj: JSON) -> float:

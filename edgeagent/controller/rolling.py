@@ -41,6 +41,8 @@ from typing import Any
 from edgeagent.contract import held_by
 from edgeagent.controller.expectations import Expectations
 from edgeagent.controller.pods import (
+    available_by,
+    available_from,
     created_at,
     group_by_node,
     node_of,
@@ -137,21 +139,6 @@ def view_of(name: str, group: list[JSON], node: JSON | None, updated: Callable[[
     )
 
 
-def _available_at(since: float | None, min_ready_seconds: int) -> float | None:
-    """`pods.available_at` of a view's live pod, from its `ready_since` kept in the view."""
-    if since is None:
-        return None
-    return since + min_ready_seconds if min_ready_seconds > 0 else since
-
-
-def _available(since: float | None, min_ready_seconds: int, now: float) -> bool:
-    """`pods.is_available` of a view's live pod, from its `ready_since` kept in the view."""
-    at = _available_at(since, min_ready_seconds)
-    if at is None:
-        return False
-    return min_ready_seconds == 0 or at <= now
-
-
 def desired_nodes(ds: JSON) -> int:
     """`status.desiredNumberScheduled`: how many nodes the DaemonSet controller says should run a pod (0 if
     unknown). It moves only when nodes or the placement change, so a status that lags is still a good count."""
@@ -174,7 +161,7 @@ def node_state(view: NodeView, min_ready_seconds: int, now: float) -> NodeState:
         return NodeState.HELD
     if view.excess or view.new is None:
         return NodeState.OUTDATED if view.old is not None and not view.excess else NodeState.UNAVAILABLE
-    if view.old is not None or not _available(view.new_since, min_ready_seconds, now):
+    if view.old is not None or not available_by(view.new_since, min_ready_seconds, now):
         return NodeState.UNAVAILABLE
     return NodeState.UP_TO_DATE
 
@@ -193,7 +180,7 @@ def _counts_unavailable(view: NodeView, settings: RollSettings, now: float) -> b
         if view.new is not None and view.old is not None:
             return True
         if view.new is not None:
-            return not _available(view.new_since, settings.min_ready_seconds, now)
+            return not available_by(view.new_since, settings.min_ready_seconds, now)
         # Old pod only, not eligible for replacement: its unavailability is real, count it.
         return False
     # Not Ready: OpenYurt ignores these nodes. We still count replacements in flight on them.
@@ -369,8 +356,8 @@ def plan_rolling_update(
             plan.not_ready += 1
         counted = _counts_unavailable(view, settings, now)
         if view.name in in_flight:
-            if not view.excess and (_available(view.new_since, min_ready, now)
-                                    or _available(view.old_since, min_ready, now)):
+            if not view.excess and (available_by(view.new_since, min_ready, now)
+                                    or available_by(view.old_since, min_ready, now)):
                 plan.settled.add(view.name)
             else:
                 counted = True
@@ -380,21 +367,21 @@ def plan_rolling_update(
         # Wake up when a Ready-but-not-yet-available pod turns available: no event marks that moment.
         for since in (view.new_since, view.old_since):
             if view.ready and min_ready > 0:
-                at = _available_at(since, min_ready)
+                at = available_from(since, min_ready)
                 if at is not None and at > now:
                     wake = _soonest(wake, at - now)
 
         if settings.max_failed is not None and view.new is not None and not view.excess:
             deadline = progress_deadline_of(view, view.new, settings.progress_deadline)
-            became = _available_at(view.new_since, min_ready)
-            if view.ready and _available(view.new_since, min_ready, now) and became is not None and \
+            became = available_from(view.new_since, min_ready)
+            if view.ready and available_by(view.new_since, min_ready, now) and became is not None and \
                     became <= deadline:
                 plan.proven.add(uid_of(view.new))
             if uid_of(view.new) in proven or uid_of(view.new) in plan.proven or \
                     _worked_in_time(view, view.new, min_ready, deadline):
                 failing = False
             elif view.ready:
-                failing = not _available(view.new_since, min_ready, now)
+                failing = not available_by(view.new_since, min_ready, now)
             else:
                 changed = node_ready_changed_at(view.node) if view.node else None
                 failing = _went_down_after(view, view.new) and changed is not None and changed <= deadline
@@ -413,15 +400,15 @@ def plan_rolling_update(
         selector = settings.node_selector
         if selector is not None and not selector.matches(view.labels):
             plan.not_selected += 1
-            if not _available(view.old_since, min_ready, now):
+            if not available_by(view.old_since, min_ready, now):
                 plan.unavailable += 1
             continue
         if may_move is not None and not may_move(view.name):
             plan.waiting_for_wave += 1
-            if not _available(view.old_since, min_ready, now):
+            if not available_by(view.old_since, min_ready, now):
                 plan.unavailable += 1
             continue
-        if _available(view.old_since, min_ready, now):
+        if available_by(view.old_since, min_ready, now):
             candidates.append(view.old)
         elif view.old_since is not None or _status_predates_node_ready(view, view.old):
             # Ready but younger than minReadySeconds, or marked unready while its node was away: not

@@ -12,9 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeagent.contract import held_by
-from edgeagent.controller import rolling
 from edgeagent.controller.pod_index import OwnerPods
-from edgeagent.controller.pods import available_at, is_available, ready_since
+from edgeagent.controller.pods import available_at, available_by, available_from, is_available, ready_since
 from edgeagent.controller.roll_views import RollViews
 from edgeagent.controller.rolling import node_views, plan_rolling_update
 from edgeagent.controller.settings import roll_settings
@@ -143,7 +142,7 @@ def test_the_facts_a_view_keeps_of_its_pods_are_what_the_pods_say(
     assert view.new is new and view.old is old
     for kept, live in ((view.new_since, new), (view.old_since, old)):
         assert kept == ready_since(live)
-        assert rolling._available(kept, min_ready, now) == is_available(live, min_ready, now)
-        assert rolling._available_at(kept, min_ready) == available_at(live, min_ready)
+        assert available_by(kept, min_ready, now) == is_available(live, min_ready, now)
+        assert available_from(kept, min_ready) == available_at(live, min_ready)
     assert view.hold == held_by(old)
-    assert rolling._available(None, min_ready, now) is False and rolling._available_at(None, min_ready) is None
+    assert available_by(None, min_ready, now) is False and available_from(None, min_ready) is None
