@@ -17,7 +17,7 @@ from edgeagent.contract import (
     REASON_WAVE_REACHED,
     version_message,
 )
-from edgeagent.controller.pod_index import Tracker
+from edgeagent.controller.pod_index import Digest, Tracker
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.revisions import is_pod_updated, template_generation, updated_test
 from edgeagent.controller.waves import Gate
@@ -137,12 +137,15 @@ def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
 
 # Per-pod facts kept by `OtaFacts`, as bits of a small int (no object per pod).
 _COUNTED, _UPDATED, _UNAVAILABLE, _WRONG = 1, 2, 4, 8
+# Equal to no label value: what a revision test compares with when the DaemonSet has no hash or generation.
+_NEVER = object()
 
 
-class OtaFacts(Tracker):
+class OtaFacts(Tracker[Digest]):
     """`scan` kept current from the pods that changed: per pod whether it counts (not being deleted), runs the
     current revision, is not Ready, and has a PodNeedUpgrade to write; the sums for `progress`; and the keys of
-    the pods to write. Its context is the revision: a new one makes it look at every pod again.
+    the pods to write. It reads the pods' digests (`OwnerPods.digests`). Its context is the revision: a new one
+    makes it look at every pod again.
 
     The plan's gate (which nodes may move) is not part of that context. A wave change moves only the nodes of
     the waves between the two (`Gate.moved_since`), and only the outdated pods on them can answer differently,
@@ -150,8 +153,8 @@ class OtaFacts(Tracker):
     at most the next wave's (1-50 % of them) could change. A gate change that cannot list its nodes (a freeze,
     a new ranking, a plan that appears or goes) starts over, as a new revision does."""
 
-    __slots__ = ("_at", "_gate", "_may_move", "_message", "_reach", "_updated", "_waves", "facts", "total",
-                 "unavailable", "updated", "wrong")
+    __slots__ = ("_at", "_gate", "_generation", "_hash", "_may_move", "_message", "_reach", "_updated", "_waves",
+                 "facts", "total", "unavailable", "updated", "wrong")
 
     def __init__(self) -> None:
         super().__init__()
@@ -159,6 +162,10 @@ class OtaFacts(Tracker):
         self.wrong: set[str] = set()
         self.total = self.updated = self.unavailable = 0
         self._updated: Callable[[JSON], bool] = lambda _labels: False
+        # `updated_test` as data, for the digests' labels: a pod is updated when its hash label is `_hash` or its
+        # generation label `_generation` (`_NEVER` when the DaemonSet has none).
+        self._hash: object = _NEVER
+        self._generation: object = _NEVER
         self._may_move: Callable[[str], bool] | None = None
         self._gate: Gate | None = None
         self._message = ""
@@ -175,27 +182,19 @@ class OtaFacts(Tracker):
         self._at.clear()
         self.total = self.updated = self.unavailable = 0
 
-    def _add(self, key: str, pod: JSON) -> None:
+    def _add(self, key: str, digest: Digest) -> None:
         # The first pass after a restart or a new revision runs this for every pod (100,000 at the scale issue
-        # 19 names): `_read`, `_desired`, `_right` and `Gate.allows` are inlined here (~30 % of it was calls).
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+        # 19 names): `_desired`, `_right` and `Gate.allows` are inlined here (~30 % of it was calls).
+        _, node, deleting, revision, generation, ready, current = digest
+        if deleting:
             return
-        ready = False
-        current = None
-        for cond in (pod.get("status") or {}).get("conditions") or ():
-            kind = cond.get("type")
-            if kind == "Ready":
-                ready = cond.get("status") == "True"
-            elif kind == CONDITION_POD_NEED_UPGRADE:
-                current = cond
-        is_updated = self._updated(meta.get("labels") or {})
+        is_updated = revision == self._hash or generation == self._generation
         if is_updated:
             status, reason = "False", ""
         elif self._may_move is None:
             status, reason = "True", ""
         else:
-            node = self._at[key] = (pod.get("spec") or {}).get("nodeName") or node_of(pod)
+            self._at[key] = node
             reach = self._reach
             if reach is not None and self._waves.get(node, 0) > reach:
                 status, reason = "False", REASON_WAITING_FOR_WAVE
@@ -208,8 +207,7 @@ class OtaFacts(Tracker):
         if not ready:
             fact |= _UNAVAILABLE
             self.unavailable += 1
-        if (current is None or current.get("status") != status or current.get("message") != self._message
-                or (current.get("reason") or "") != reason):
+        if current != (status, self._message, reason):
             fact |= _WRONG
             self.wrong.add(key)
         self.facts[key] = fact
@@ -238,14 +236,18 @@ class OtaFacts(Tracker):
             nodes = set(moved)
             self._dirty.update(key for key, node in self._at.items() if node in nodes)
 
-    def scan(self, ds: JSON, pods: Mapping[str, JSON], current_hash: str, now: float, gate: Gate | None = None,
+    def scan(self, ds: JSON, digests: Mapping[str, Digest], current_hash: str, now: float, gate: Gate | None = None,
              skip: Callable[[JSON], bool] | None = None) -> tuple[list[ConditionChange], dict[str, int]]:
-        """What `scan` answers for `pods` (the DaemonSet's pods by key, those this tracker is marked for) with
-        `gate.allows` as `may_move` (no plan: None). `skip(pod)`: a pod to leave out of the changes this time (a
-        write of ours not seen yet), before its patch is built: while 100,000 conditions are being written, a
-        pass builds patches only for the pods not written yet."""
+        """What `scan` answers for the pods of `digests` (the DaemonSet's pods' digests by key,
+        `OwnerPods.digests`, those this tracker is marked for) with `gate.allows` as `may_move` (no plan: None).
+        `skip(pod)`: a pod to leave out of the changes this time (a write of ours not seen yet), before its patch
+        is built: while 100,000 conditions are being written, a pass builds patches only for the pods not written
+        yet."""
         may_move = gate.allows if gate is not None else None
         self._updated = updated_test(ds, current_hash)
+        generation = template_generation(ds)
+        self._hash = current_hash if current_hash else _NEVER
+        self._generation = generation if generation is not None else _NEVER
         self._may_move = may_move
         self._waves, self._reach = {}, None
         if gate is not None and gate.frozen:
@@ -253,13 +255,13 @@ class OtaFacts(Tracker):
         elif gate is not None and gate.ranking is not None:
             self._waves, self._reach = gate.ranking.waves_by_node, gate.wave
         self._message = message = version_message(current_hash)
-        context = (current_hash, template_generation(ds))
+        context = (current_hash, generation)
         self._follow(gate, context)
-        self.refresh(pods, context)
+        self.refresh(digests, context)
         changes: list[ConditionChange] = []
         stamp = format_time(now)
         for key in self.wrong:
-            pod = pods[key]
+            pod = digests[key][0]
             if skip is not None and skip(pod):
                 continue
             _, status, reason = _desired((pod.get("metadata") or {}).get("labels") or {}, pod, self._updated,

@@ -37,7 +37,7 @@ from edgeagent.controller.events import EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.ota import OtaFacts
-from edgeagent.controller.pod_index import ImagePending, OwnerPods
+from edgeagent.controller.pod_index import OwnerPods
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import PrePuller, PrepullSettings
 from edgeagent.controller.revisions import current_hash, revision_hash
@@ -439,10 +439,8 @@ class Controller:
         prepull_errors: list[BaseException] = []
         if self.prepull is not None:
             template = (ds.get("spec") or {}).get("template") or {}
-            pending = owned.tracker(ImagePending)
-            pending.refresh(owned.pods)
             prepull_errors = await self.prepull.sync(ds, owned.pods, hash_, template, self.nodes.items,
-                                                     pending=pending.keys)
+                                                     pending=owned.image_pending)
         if strategy is Strategy.OTA:
             await self._sync_conditions(ds, owned, hash_, gate)
         else:
@@ -483,7 +481,7 @@ class Controller:
     async def _sync_conditions(self, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
         changes, counts = owned.tracker(OtaFacts).scan(
-            ds, owned.pods, hash_, self._clock(), gate,
+            ds, owned.digests, hash_, self._clock(), gate,
             skip=lambda pod: self.condition_writes.pending(uid_of(pod), _rv(pod)))
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
         self.metrics.planning_cpu.inc(time.process_time() - started)
@@ -704,7 +702,7 @@ class Controller:
         settings, _ = roll_settings(ds)
         now = self._clock()
         tracked = owned.tracker(NodePods)
-        by_node = tracked.update(ds, owned.pods, hash_)
+        by_node = tracked.update(ds, owned.digests, hash_)
         obs = observe(ds, (), self.nodes.items, hash_, settings.progress_deadline, now,
                       self.failure_events_in(namespace_of(ds)), settings.min_ready_seconds, by_node=by_node)
         in_flight = self.expectations.in_flight(key)

@@ -29,7 +29,7 @@ def _never(_labels: JSON) -> bool:
     return False
 
 
-class RollViews(Tracker):
+class RollViews(Tracker[JSON]):
     """Per node the DaemonSet's pods and its `NodeView`; the UIDs of the pods not being deleted (`live`, what the
     roll's expectations are checked against). Context: the revision and the template generation (what decides
     whether a pod is updated)."""

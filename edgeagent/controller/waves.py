@@ -44,7 +44,7 @@ from edgeagent.contract import (
     LABEL_TEMPLATE_GENERATION,
 )
 from edgeagent.contract import held_by as _held_by
-from edgeagent.controller.pod_index import Tracker, ready_now
+from edgeagent.controller.pod_index import Digest, Tracker, ready_now
 from edgeagent.controller.pods import available_at, created_at, node_of, node_ready_changed_at
 from edgeagent.controller.revisions import template_generation
 from edgeagent.kube.objects import (
@@ -320,9 +320,10 @@ def pods_by_node(ds: JSON, pods: Iterable[JSON], revision: str) -> PodsByNode:
     return out
 
 
-class NodePods(Tracker):
+class NodePods(Tracker[Digest]):
     """`pods_by_node` kept current from the pods that changed (its context: the revision and the template
-    generation), plus the nodes that gained a live pod since the ranking last looked (`take_joined`)."""
+    generation), plus the nodes that gained a live pod since the ranking last looked (`take_joined`). It reads
+    the pods' digests (`OwnerPods.digests`)."""
 
     __slots__ = ("_dying", "_generation", "_joined", "_multi", "_new_at", "_old_at", "_rebuilt", "_revision", "view")
 
@@ -339,9 +340,9 @@ class NodePods(Tracker):
         self._revision = ""
         self._generation: str | None = None
 
-    def update(self, ds: JSON, pods: Mapping[str, JSON], revision: str) -> PodsByNode:
+    def update(self, ds: JSON, digests: Mapping[str, Digest], revision: str) -> PodsByNode:
         self._revision, self._generation = revision, template_generation(ds)
-        self.refresh(pods, (revision, self._generation))
+        self.refresh(digests, (revision, self._generation))
         self.view.all_updated = not self.view.old
         return self.view
 
@@ -370,19 +371,15 @@ class NodePods(Tracker):
         self._dying.clear()
         self._rebuilt = True
 
-    def _add(self, key: str, pod: JSON) -> None:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            dying = node_of(pod)
-            if dying:
-                self._dying[key] = dying
+    def _add(self, key: str, digest: Digest) -> None:
+        pod, node, deleting, revision, generation, ready, _ = digest
+        if deleting:
+            if node:
+                self._dying[key] = node
             return
-        node = node_of(pod)
         if not node:
             return
-        labels = meta.get("labels") or {}
-        is_new = labels.get(LABEL_REVISION_HASH) == self._revision or (
-            self._generation is not None and labels.get(LABEL_TEMPLATE_GENERATION) == self._generation)
+        is_new = revision == self._revision or (self._generation is not None and generation == self._generation)
         view = self.view
         # After a start over every node counts as joined anyway (`take_joined` answers None).
         if not self._rebuilt and node not in view.new and node not in view.old:
@@ -398,7 +395,11 @@ class NodePods(Tracker):
             group[key] = pod
             view.excess.add(node)
         if is_new:
-            self._check_ready(node)
+            # This pod is the node's `new` one now: its readiness is the node's (`_check_ready`, read already).
+            if ready:
+                view.unready.discard(node)
+            else:
+                view.unready.add(node)
 
     def _remove(self, key: str) -> None:
         if self._dying and self._dying.pop(key, None) is not None:

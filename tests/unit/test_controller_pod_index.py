@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeagent.controller.ota import ConditionChange, OtaFacts, scan
-from edgeagent.controller.pod_index import ImagePending, OwnerPods
+from edgeagent.controller.pod_index import OwnerPods, digest_of
 from edgeagent.controller.waves import OPEN_GATE, Gate, NodePods, pods_by_node
 from edgeagent.kube.timeutil import format_time
 from edgeagent.rollout_plan import Plan, Step, rank
@@ -31,7 +31,7 @@ GATES = [None, Gate(RANKING, 1), Gate(RANKING, 2), FROZEN, Gate(RANKING, 0), Gat
 
 
 def make_pod(index: int, node: str, revision: str, ready: bool, need: str | None, image: str | None,
-             terminating: bool, version: int, said: str = "r1") -> JSON:
+             terminating: bool, version: int, said: str = "r1", generation: str | None = None) -> JSON:
     conditions: list[JSON] = [{"type": "Ready", "status": "True" if ready else "False",
                                "lastTransitionTime": format_time(T0)}]
     if need is not None:
@@ -42,6 +42,8 @@ def make_pod(index: int, node: str, revision: str, ready: bool, need: str | None
         conditions.append({"type": "PodImageReady", "status": image})
     meta: JSON = {"name": f"app-{index}", "namespace": "default", "uid": f"u{index}-{version}",
                   "resourceVersion": str(version), "labels": {"controller-revision-hash": revision}}
+    if generation is not None:
+        meta["labels"]["pod-template-generation"] = generation
     if terminating:
         meta["deletionTimestamp"] = format_time(T0)
     return {"metadata": meta, "spec": {"nodeName": node}, "status": {"conditions": conditions}}
@@ -58,32 +60,39 @@ pod_strategy = st.builds(
     terminating=st.booleans(),
     version=st.integers(0, 3),
     said=st.sampled_from(REVISIONS),
+    generation=st.sampled_from([None, "1", "2"]),
 )
 # An event on a pod (put: added or changed, drop: deleted), or a pass of the controller under a context.
 step_strategy = st.one_of(
     st.tuples(st.just("put"), pod_strategy),
     st.tuples(st.just("drop"), st.integers(0, 4)),
-    st.tuples(st.just("pass"), st.sampled_from(REVISIONS), st.integers(0, len(GATES) - 1), st.booleans()),
+    # The DaemonSet's template generation (None: not annotated): a pod whose generation label matches it is on the
+    # current revision whatever its hash label says.
+    st.tuples(st.just("pass"), st.sampled_from(REVISIONS), st.integers(0, len(GATES) - 1), st.booleans(),
+              st.sampled_from([None, "1", "2"])),
 )
 
 
-def ds(revision: str) -> JSON:
-    return {"metadata": {"name": "app", "namespace": "default", "uid": "ds", "generation": 1},
+def ds(revision: str, generation: str | None = None) -> JSON:
+    meta: JSON = {"name": "app", "namespace": "default", "uid": "ds", "generation": 1}
+    if generation is not None:
+        meta["annotations"] = {"deprecated.daemonset.template.generation": generation}
+    return {"metadata": meta,
             "spec": {"template": {"spec": {"containers": [{"name": "main", "image": f"app:{revision}"}]}}}}
 
 
-def check(owned: OwnerPods, revision: str, gate: Gate | None) -> list[ConditionChange]:
-    daemonset = ds(revision)
+def check(owned: OwnerPods, revision: str, gate: Gate | None, generation: str | None = None) -> list[ConditionChange]:
+    daemonset = ds(revision, generation)
     may_move = gate.allows if gate is not None else None
 
-    changes, counts = owned.tracker(OtaFacts).scan(daemonset, owned.pods, revision, T0, gate)
+    changes, counts = owned.tracker(OtaFacts).scan(daemonset, owned.digests, revision, T0, gate)
     want_changes, want_counts = scan(daemonset, owned.pods.values(), revision, T0, may_move)
     assert counts == want_counts
     assert [(c.pod["metadata"]["name"], c.status, c.reason, c.patch) for c in changes] == [
         (c.pod["metadata"]["name"], c.status, c.reason, c.patch) for c in want_changes]
 
     tracked = owned.tracker(NodePods)
-    view = tracked.update(daemonset, owned.pods, revision)
+    view = tracked.update(daemonset, owned.digests, revision)
     want = pods_by_node(daemonset, owned.pods.values(), revision)
     assert (view.new.keys(), view.old.keys(), view.excess, view.all_updated) == (
         want.new.keys(), want.old.keys(), want.excess, want.all_updated)
@@ -96,9 +105,7 @@ def check(owned: OwnerPods, revision: str, gate: Gate | None) -> list[ConditionC
     assert tracked.dying() == {p["spec"]["nodeName"] for p in owned.pods.values()
                                if p["metadata"].get("deletionTimestamp")}
 
-    pending = owned.tracker(ImagePending)
-    pending.refresh(owned.pods)
-    assert pending.keys == {key for key, p in owned.pods.items() if any(
+    assert owned.image_pending == {key for key, p in owned.pods.items() if any(
         c["type"] == "PodImageReady" and c["status"] != "True" for c in p["status"]["conditions"])}
     return changes
 
@@ -126,11 +133,11 @@ def test_trackers_answer_what_a_pass_over_every_pod_answers(steps: list[tuple[An
         elif step[0] == "drop":
             owned.drop(f"default/app-{step[1]}")
         else:
-            changes = check(owned, step[1], GATES[step[2]])
+            changes = check(owned, step[1], GATES[step[2]], step[4])
             if step[3]:  # the writes land and the next pass sees them: now right, under this gate only
                 for change in changes:
                     owned.put(f"default/{change.pod['metadata']['name']}", written(change.pod, change))
-                assert check(owned, step[1], GATES[step[2]]) == []
+                assert check(owned, step[1], GATES[step[2]], step[4]) == []
             tracked = owned.tracker(NodePods)
             joined = tracked.take_joined()
             names = tracked.view.names()
@@ -147,25 +154,26 @@ def test_a_change_between_passes_is_seen_and_nothing_else_is_read() -> None:
     for index, node in enumerate(NODES):
         owned.put(f"default/app-{index}", make_pod(index, node, "r1", True, "False/", None, False, 1))
     tracker = owned.tracker(OtaFacts)
-    changes, counts = tracker.scan(ds("r1"), owned.pods, "r1", T0)
+    changes, counts = tracker.scan(ds("r1"), owned.digests, "r1", T0)
     assert changes == [] and counts["total"] == len(NODES)
     # Someone else writes the condition on one pod: the next pass writes it back, and only it.
     owned.put("default/app-2", make_pod(2, "n2", "r1", True, "True/", None, False, 1))
-    changes, _ = tracker.scan(ds("r1"), owned.pods, "r1", T0)
+    changes, _ = tracker.scan(ds("r1"), owned.digests, "r1", T0)
     assert [(c.pod["metadata"]["name"], c.status) for c in changes] == [("app-2", "False")]
     # A pod the tracker was not told about is not read: the pass costs the changed pods only.
-    owned.pods["default/app-3"] = make_pod(3, "n3", "r1", True, "True/", None, False, 1)
-    changes, _ = tracker.scan(ds("r1"), owned.pods, "r1", T0)
+    sneaked = make_pod(3, "n3", "r1", True, "True/", None, False, 1)
+    owned.pods["default/app-3"], owned.digests["default/app-3"] = sneaked, digest_of(sneaked)[0]
+    changes, _ = tracker.scan(ds("r1"), owned.digests, "r1", T0)
     assert [c.pod["metadata"]["name"] for c in changes] == ["app-2"]
     # A new revision is a new context: every pod is looked at again (app-3 too).
-    changes, _ = tracker.scan(ds("r2"), owned.pods, "r2", T0)
+    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0)
     assert {(c.pod["metadata"]["name"], c.status) for c in changes} == {(f"app-{i}", "True") for i in range(4)}
     for index, node in enumerate(NODES):  # written
         owned.put(f"default/app-{index}", make_pod(index, node, "r1", True, "True/", None, False, 3, said="r2"))
-    changes, _ = tracker.scan(ds("r2"), owned.pods, "r2", T0)
+    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0)
     assert changes == []
     # So is a gate that lets fewer nodes move, though no pod changed.
-    changes, _ = tracker.scan(ds("r2"), owned.pods, "r2", T0, FROZEN)
+    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, FROZEN)
     assert {(c.status, c.reason) for c in changes} == {("False", "WaitingForWave")} and len(changes) == 4
 
 
@@ -197,7 +205,7 @@ def test_a_wave_change_re_derives_only_the_pods_of_the_nodes_it_moves() -> None:
 
     def derived(gate: Gate) -> tuple[int, set[tuple[str, str, str]]]:
         before = tracker.derived
-        changes, _ = tracker.scan(ds("r2"), owned.pods, "r2", T0, gate)
+        changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, gate)
         want, _ = scan(ds("r2"), owned.pods.values(), "r2", T0, gate.allows)
         assert [c.patch for c in changes] == [c.patch for c in want]
         for change in changes:  # written, as the controller does
@@ -206,7 +214,7 @@ def test_a_wave_change_re_derives_only_the_pods_of_the_nodes_it_moves() -> None:
             index = int(pod["metadata"]["name"].split("-")[1])
             need = f"{change.status}/{change.reason}"
             owned.put(key, make_pod(index, pod["spec"]["nodeName"], "r1", True, need, None, False, 2, said="r2"))
-        tracker.scan(ds("r2"), owned.pods, "r2", T0, gate)
+        tracker.scan(ds("r2"), owned.digests, "r2", T0, gate)
         return tracker.derived - before, {(c.pod["spec"]["nodeName"], c.status, c.reason) for c in changes}
 
     first = RANKING.order[0]
@@ -225,11 +233,11 @@ def test_a_node_with_two_pods_of_a_kind_is_excess_until_one_goes() -> None:
     owned = OwnerPods()
     tracked = owned.tracker(NodePods)
     owned.put("default/app-0", make_pod(0, "n0", "r2", True, None, None, False, 1))
-    tracked.update(ds("r2"), owned.pods, "r2")
+    tracked.update(ds("r2"), owned.digests, "r2")
     owned.put("default/app-1", make_pod(1, "n0", "r2", False, None, None, False, 1))
-    assert tracked.update(ds("r2"), owned.pods, "r2").excess == {"n0"}
+    assert tracked.update(ds("r2"), owned.digests, "r2").excess == {"n0"}
     owned.put("default/app-1", make_pod(1, "n0", "r2", False, None, None, True, 2))  # being deleted
-    view = tracked.update(ds("r2"), owned.pods, "r2")
+    view = tracked.update(ds("r2"), owned.digests, "r2")
     assert view.excess == set() and view.new["n0"] is owned.pods["default/app-0"] and view.unready == set()
 
 
