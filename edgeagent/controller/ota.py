@@ -135,8 +135,6 @@ def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
     return changes, counts
 
 
-# Per-pod facts kept by `OtaFacts`, as bits of a small int (no object per pod).
-_COUNTED, _UPDATED, _UNAVAILABLE, _WRONG = 1, 2, 4, 8
 # Equal to no label value: what a revision test compares with when the DaemonSet has no hash or generation.
 _NEVER = object()
 
@@ -154,11 +152,10 @@ class OtaFacts(Tracker[Digest]):
     a new ranking, a plan that appears or goes) starts over, as a new revision does."""
 
     __slots__ = ("_at", "_gate", "_generation", "_hash", "_may_move", "_message", "_reach", "_updated", "_waves",
-                 "facts", "total", "unavailable", "updated", "wrong")
+                 "total", "unavailable", "updated", "wrong")
 
     def __init__(self) -> None:
         super().__init__()
-        self.facts: dict[str, int] = {}
         self.wrong: set[str] = set()
         self.total = self.updated = self.unavailable = 0
         self._updated: Callable[[JSON], bool] = lambda _labels: False
@@ -177,54 +174,57 @@ class OtaFacts(Tracker[Digest]):
         self._reach: int | None = None
 
     def _reset(self) -> None:
-        self.facts.clear()
         self.wrong.clear()
         self._at.clear()
         self.total = self.updated = self.unavailable = 0
 
     def _add(self, key: str, digest: Digest) -> None:
-        # The first pass after a restart or a new revision runs this for every pod (100,000 at the scale issue
-        # 19 names): `_desired`, `_right` and `Gate.allows` are inlined here (~30 % of it was calls).
-        _, node, deleting, revision, generation, ready, current = digest
+        self._add_all(((key, digest),))
+
+    def _add_all(self, items: Iterable[tuple[str, Digest]]) -> None:
+        # The first pass after a restart or a new revision runs this over every pod (100,000 at the scale issue
+        # 19 names) in one call: `_desired`, `_right` and `Gate.allows` are inlined and the sums kept in locals
+        # (calls and attribute writes were a third of it); a condition is right when it equals one of four.
+        wrong, at, waves, reach, hash_, generation = (self.wrong, self._at, self._waves, self._reach, self._hash,
+                                                      self._generation)
+        plan = self._may_move is not None
+        message = self._message
+        current_right, open_right = ("False", message, ""), ("True", message, "")
+        reached_right, waiting_right = ("True", message, REASON_WAVE_REACHED), (
+            "False", message, REASON_WAITING_FOR_WAVE)
+        total = updated = unavailable = 0
+        for key, (_, node, deleting, revision, its_generation, ready, current) in items:
+            if deleting:
+                continue
+            total += 1
+            if revision == hash_ or its_generation == generation:
+                updated += 1
+                right = current_right
+            elif not plan:
+                right = open_right
+            else:
+                at[key] = node
+                right = waiting_right if reach is not None and waves.get(node, 0) > reach else reached_right
+            if not ready:
+                unavailable += 1
+            if current != right:
+                wrong.add(key)
+        self.total += total
+        self.updated += updated
+        self.unavailable += unavailable
+
+    def _remove(self, key: str, before: Digest) -> None:
+        _, _, deleting, revision, generation, ready, _ = before
         if deleting:
             return
-        is_updated = revision == self._hash or generation == self._generation
-        if is_updated:
-            status, reason = "False", ""
-        elif self._may_move is None:
-            status, reason = "True", ""
-        else:
-            self._at[key] = node
-            reach = self._reach
-            if reach is not None and self._waves.get(node, 0) > reach:
-                status, reason = "False", REASON_WAITING_FOR_WAVE
-            else:
-                status, reason = "True", REASON_WAVE_REACHED
-        fact = _COUNTED
-        if is_updated:
-            fact |= _UPDATED
-            self.updated += 1
-        if not ready:
-            fact |= _UNAVAILABLE
-            self.unavailable += 1
-        if current != (status, self._message, reason):
-            fact |= _WRONG
-            self.wrong.add(key)
-        self.facts[key] = fact
-        self.total += 1
-
-    def _remove(self, key: str) -> None:
-        fact = self.facts.pop(key, 0)
-        if not fact:
-            return
         self.total -= 1
-        self.updated -= bool(fact & _UPDATED)
-        self.unavailable -= bool(fact & _UNAVAILABLE)
-        if fact & _WRONG:
-            self.wrong.discard(key)
+        # Under the context of the last refresh (a new one starts over instead): what `_add` counted.
+        self.updated -= revision == self._hash or generation == self._generation
+        self.unavailable -= not ready
+        self.wrong.discard(key)
         self._at.pop(key, None)
 
-    def _follow(self, gate: Gate | None, context: tuple[str, str | None]) -> None:
+    def _follow(self, gate: Gate | None, context: tuple[str, str | None], digests: Mapping[str, Digest]) -> None:
         """Mark the pods whose answer the change from the last gate to `gate` can change (or start over)."""
         before, self._gate = self._gate, gate
         if before is gate or not self._started or context != self._context:
@@ -234,7 +234,10 @@ class OtaFacts(Tracker[Digest]):
             self.start_over()
         elif moved:
             nodes = set(moved)
-            self._dirty.update(key for key, node in self._at.items() if node in nodes)
+            dirty = self._dirty
+            for key, node in self._at.items():
+                if node in nodes and key not in dirty:
+                    dirty[key] = digests[key]  # unchanged since the last refresh (else marked already)
 
     def scan(self, ds: JSON, digests: Mapping[str, Digest], current_hash: str, now: float, gate: Gate | None = None,
              skip: Callable[[JSON], bool] | None = None) -> tuple[list[ConditionChange], dict[str, int]]:
@@ -256,7 +259,7 @@ class OtaFacts(Tracker[Digest]):
             self._waves, self._reach = gate.ranking.waves_by_node, gate.wave
         self._message = message = version_message(current_hash)
         context = (current_hash, generation)
-        self._follow(gate, context)
+        self._follow(gate, context, digests)
         self.refresh(digests, context)
         changes: list[ConditionChange] = []
         stamp = format_time(now)

@@ -22,7 +22,7 @@ change matters is always marked; the trackers never read a pod the handler did n
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from edgeagent.contract import (
@@ -67,22 +67,27 @@ def digest_of(pod: JSON) -> tuple[Digest, bool]:
 
 class Tracker(Generic[V]):
     """Facts derived from one DaemonSet's pods (`V`: each pod's JSON, or its `Digest`) under a context; `refresh`
-    brings them up to date."""
+    brings them up to date.
+
+    A marked pod comes with the digest it had when the tracker last derived it (`before`), so a tracker takes back
+    what that pod added from the digest itself, not from a per-pod record of its own: at 100,000 pods, filling
+    such records (key -> facts, key -> node) was a third of a start over."""
 
     __slots__ = ("_context", "_dirty", "_started", "derived", "starts")
 
     def __init__(self) -> None:
         self._context: Hashable = None
-        self._dirty: set[str] = set()
+        self._dirty: dict[str, Digest | None] = {}  # pod key -> its digest when last derived (None: not there)
         self._started = False
         # Pods derived (`_add` asked) and start-overs since this tracker was made: how tests tell a pass that
         # read the changed pods from one that started over.
         self.derived = self.starts = 0
 
-    def mark(self, key: str) -> None:
-        """The pod with this key was added, changed or removed (called by the informer handler)."""
-        if self._started:
-            self._dirty.add(key)
+    def mark(self, key: str, before: Digest | None) -> None:
+        """The pod with this key was added, changed or removed (called by the informer handler); `before`: its
+        digest until now (None: it was not there). A pod marked twice between two refreshes keeps the first."""
+        if self._started and key not in self._dirty:
+            self._dirty[key] = before
 
     def refresh(self, pods: Mapping[str, V], context: Hashable = None) -> bool:
         """Re-derive the facts of the pods marked since the last call (all of them when `context` differs from
@@ -94,14 +99,14 @@ class Tracker(Generic[V]):
             self._dirty.clear()
             self.derived += len(pods)
             self.starts += 1
-            for key, pod in pods.items():
-                self._add(key, pod)
+            self._add_all(pods.items())
             return True
         if self._dirty:
-            dirty, self._dirty = self._dirty, set()
+            dirty, self._dirty = self._dirty, {}
             self.derived += len(dirty)
-            for key in dirty:
-                self._remove(key)
+            for key, before in dirty.items():
+                if before is not None:
+                    self._remove(key, before)
                 found = pods.get(key)
                 if found is not None:
                     self._add(key, found)
@@ -117,7 +122,13 @@ class Tracker(Generic[V]):
     def _add(self, key: str, item: V) -> None:
         raise NotImplementedError
 
-    def _remove(self, key: str) -> None:
+    def _add_all(self, items: Iterable[tuple[str, V]]) -> None:
+        """`_add` of each; a tracker whose start over is hot does it in one loop."""
+        for key, item in items:
+            self._add(key, item)
+
+    def _remove(self, key: str, before: Digest) -> None:
+        """Take back what `_add` derived from the pod with this key when its digest was `before`."""
         raise NotImplementedError
 
 
@@ -168,7 +179,7 @@ class OwnerPods:
             self._per_node[node] = self._per_node.get(node, 0) + 1
             self.vacated.pop(node, None)
         for tracker in self._trackers.values():
-            tracker.mark(key)
+            tracker.mark(key, before)
 
     def drop(self, key: str) -> None:
         self.pods.pop(key, None)
@@ -177,7 +188,7 @@ class OwnerPods:
             self._left(before[1])
         self.image_pending.discard(key)
         for tracker in self._trackers.values():
-            tracker.mark(key)
+            tracker.mark(key, before)
 
     def _left(self, node: str) -> None:
         if not node:

@@ -16,7 +16,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from edgeagent.controller.pod_index import Tracker
+from edgeagent.controller.pod_index import Digest, Tracker
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.revisions import template_generation, updated_test
 from edgeagent.controller.rolling import NodeView, view_of
@@ -95,7 +95,7 @@ class RollViews(Tracker[JSON]):
         group[key] = pod
         self._stale.add(node)
 
-    def _remove(self, key: str) -> None:
+    def _remove(self, key: str, before: Digest) -> None:
         uid = self._live_uid.pop(key, None)
         if uid is not None:
             left = self._live[uid] - 1

@@ -325,13 +325,11 @@ class NodePods(Tracker[Digest]):
     generation), plus the nodes that gained a live pod since the ranking last looked (`take_joined`). It reads
     the pods' digests (`OwnerPods.digests`)."""
 
-    __slots__ = ("_dying", "_generation", "_joined", "_multi", "_new_at", "_old_at", "_rebuilt", "_revision", "view")
+    __slots__ = ("_dying", "_generation", "_joined", "_multi", "_rebuilt", "_revision", "view")
 
     def __init__(self) -> None:
         super().__init__()
         self.view = PodsByNode()
-        self._new_at: dict[str, str] = {}  # pod key -> node, live pods of the revision
-        self._old_at: dict[str, str] = {}  # pod key -> node, live pods of other revisions
         # (node, new?) -> pods, only where a node has more than one pod of that kind (rare: `excess`).
         self._multi: dict[tuple[str, bool], dict[str, JSON]] = {}
         self._joined: set[str] = set()
@@ -364,8 +362,6 @@ class NodePods(Tracker[Digest]):
 
     def _reset(self) -> None:
         self.view = PodsByNode()
-        self._new_at.clear()
-        self._old_at.clear()
         self._multi.clear()
         self._joined.clear()
         self._dying.clear()
@@ -385,7 +381,6 @@ class NodePods(Tracker[Digest]):
         if not self._rebuilt and node not in view.new and node not in view.old:
             self._joined.add(node)
         side = view.new if is_new else view.old
-        (self._new_at if is_new else self._old_at)[key] = node
         present = side.get(node)
         side[node] = pod
         if present is not None:
@@ -401,16 +396,15 @@ class NodePods(Tracker[Digest]):
             else:
                 view.unready.add(node)
 
-    def _remove(self, key: str) -> None:
-        if self._dying and self._dying.pop(key, None) is not None:
+    def _remove(self, key: str, before: Digest) -> None:
+        _, node, deleting, revision, generation, _, _ = before
+        if deleting:
+            self._dying.pop(key, None)
             return
-        is_new = True
-        node = self._new_at.pop(key, None)
-        if node is None:
-            is_new = False
-            node = self._old_at.pop(key, None)
-            if node is None:
-                return
+        if not node:
+            return
+        # Under the context of the last refresh (a new one starts over instead): the side `_add` put it on.
+        is_new = revision == self._revision or (self._generation is not None and generation == self._generation)
         view = self.view
         side = view.new if is_new else view.old
         group = self._multi.get((node, is_new))

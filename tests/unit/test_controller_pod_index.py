@@ -229,6 +229,21 @@ def test_a_wave_change_re_derives_only_the_pods_of_the_nodes_it_moves() -> None:
     count, changes = derived(Gate(RANKING, 3, frozen=True))  # aborted: every pod again
     assert count == len(NODES) + len(NODES) and changes == {(n, "False", "WaitingForWave") for n in NODES}
 
+def test_a_pod_changed_twice_between_two_passes_is_taken_back_as_it_was_derived() -> None:
+    """A tracker takes back a changed pod's facts from the digest it derived them from (`Tracker.mark`'s
+    `before`), not from a later one it never saw: here the pod moves n0 -> n1 -> n2 and Ready -> not -> Ready."""
+    owned = OwnerPods()
+    owned.put("default/app-0", make_pod(0, "n0", "r1", True, "True/", None, False, 1))
+    owned.put("default/app-1", make_pod(1, "n3", "r1", True, "True/", None, False, 1))
+    check(owned, "r2", Gate(RANKING, 1))
+    owned.put("default/app-0", make_pod(0, "n1", "r2", False, "False/", None, False, 2))
+    owned.put("default/app-0", make_pod(0, "n2", "r1", True, "True/", None, False, 3))
+    check(owned, "r2", Gate(RANKING, 1))
+    owned.drop("default/app-0")
+    owned.put("default/app-0", make_pod(0, "n1", "r2", False, None, None, False, 4))
+    check(owned, "r2", Gate(RANKING, 1))
+
+
 def test_a_node_with_two_pods_of_a_kind_is_excess_until_one_goes() -> None:
     owned = OwnerPods()
     tracked = owned.tracker(NodePods)
