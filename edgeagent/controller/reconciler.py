@@ -51,6 +51,7 @@ from edgeagent.controller.waves import (
     RankCache,
     Steering,
     decide,
+    node_ready,
     observe,
     previous_revision,
     settled_gate,
@@ -199,6 +200,9 @@ class Controller:
         self._pods_by_owner: dict[str, OwnerPods] = {}
         self._owners_by_node: dict[str, dict[str, str]] = {}  # node -> pod key -> DaemonSet key
         self._revisions_by_owner: dict[str, dict[str, JSON]] = {}
+        # The cached nodes that are not Ready (`waves.node_ready`): a wave change at 100,000 nodes asks the
+        # readiness of every node of the reached waves, a set lookup with this.
+        self._not_ready_nodes: set[str] = set()
         # Warnings already reported, per DaemonSet UID and topic, so each distinct bad value is reported once.
         self._warned: dict[str, dict[str, str]] = {}
         self.daemonsets.add_handler(self._on_daemonset)
@@ -274,6 +278,11 @@ class Controller:
                 del self._owners_by_node[node]
 
     def _on_node(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        # First, before anything that could raise: `_not_ready_nodes` must follow every change of the cache.
+        if etype == DELETED or node_ready(obj):
+            self._not_ready_nodes.discard(key_of(obj))
+        else:
+            self._not_ready_nodes.add(key_of(obj))
         if self.prepull is not None and etype != DELETED:
             self.prepull.on_node(obj, old)
         # Heartbeats rewrite node status every few seconds; only readiness and labels matter to a roll.
@@ -704,7 +713,8 @@ class Controller:
         tracked = owned.tracker(NodePods)
         by_node = tracked.update(ds, owned.digests, hash_)
         obs = observe(ds, (), self.nodes.items, hash_, settings.progress_deadline, now,
-                      self.failure_events_in(namespace_of(ds)), settings.min_ready_seconds, by_node=by_node)
+                      self.failure_events_in(namespace_of(ds)), settings.min_ready_seconds, by_node=by_node,
+                      not_ready=self._not_ready_nodes)
         in_flight = self.expectations.in_flight(key)
         joined = tracked.take_joined()
 
