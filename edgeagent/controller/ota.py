@@ -8,8 +8,7 @@ can undo a readiness change. The patch carries the pod's UID, so it never lands 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from edgeagent.contract import (
     CONDITION_POD_NEED_UPGRADE,
@@ -27,13 +26,22 @@ from edgeagent.kube.timeutil import format_time
 JSON = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ConditionChange:
+class ConditionChange(NamedTuple):
+    """One pod's PodNeedUpgrade to write. A tuple, and the patch body built only when it is sent (`patch`): a
+    wave change at 100,000 nodes lists 40,000-50,000 of these in one planning pass, where a frozen dataclass and
+    its patch each cost more than the rest of that list (3 -> 4: ~410 ms, now ~150 ms in a scratch script)."""
+
     pod: JSON
     status: str
     message: str
-    patch: JSON
     reason: str = ""
+    # The transition time a status flip writes: epoch seconds, or already formatted (`condition_patch`).
+    now: float | str = 0.0
+
+    @property
+    def patch(self) -> JSON:
+        """The strategic-merge patch, from the pod as it was when the change was listed."""
+        return condition_patch(self.pod, self.status, self.message, self.now, self.reason)
 
 
 def desired_condition(ds: JSON, pod: JSON, current_hash: str,
@@ -127,8 +135,7 @@ def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
         updated_count += is_updated
         if _right(current, status, message, reason):
             continue
-        changes.append(ConditionChange(pod, status, message, condition_patch(pod, status, message, now, reason),
-                                       reason))
+        changes.append(ConditionChange(pod, status, message, reason, now))
     changes.sort(key=lambda change: name_of(change.pod))
     counts = {"total": total, "updated": updated_count, "outdated": total - updated_count,
               "unavailable": unavailable}
@@ -137,6 +144,10 @@ def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
 
 # Equal to no label value: what a revision test compares with when the DaemonSet has no hash or generation.
 _NEVER = object()
+
+
+def _name_of_key(key: str) -> str:
+    return key.rpartition("/")[2]
 
 
 class OtaFacts(Tracker[Digest]):
@@ -243,9 +254,9 @@ class OtaFacts(Tracker[Digest]):
              skip: Callable[[JSON], bool] | None = None) -> tuple[list[ConditionChange], dict[str, int]]:
         """What `scan` answers for the pods of `digests` (the DaemonSet's pods' digests by key,
         `OwnerPods.digests`, those this tracker is marked for) with `gate.allows` as `may_move` (no plan: None).
-        `skip(pod)`: a pod to leave out of the changes this time (a write of ours not seen yet), before its patch
-        is built: while 100,000 conditions are being written, a pass builds patches only for the pods not written
-        yet."""
+        `skip(pod)`: a pod to leave out of the changes this time (a write of ours not seen yet): while 100,000
+        conditions are being written, a pass lists only the pods not written yet. The patches are built when they
+        are sent (`ConditionChange.patch`)."""
         may_move = gate.allows if gate is not None else None
         self._updated = updated_test(ds, current_hash)
         generation = template_generation(ds)
@@ -263,15 +274,22 @@ class OtaFacts(Tracker[Digest]):
         self.refresh(digests, context)
         changes: list[ConditionChange] = []
         stamp = format_time(now)
-        for key in self.wrong:
-            pod = digests[key][0]
+        hash_, updated_generation, waves, reach = self._hash, self._generation, self._waves, self._reach
+        # In name order, as `scan` lists them: the keys sorted by their names (a key is `namespace/name`) instead
+        # of the changes by a name read from each pod; the desired condition from the digest, as `_add_all`
+        # derives it (a late wave change lists 40,000-50,000 pods at 100,000 nodes).
+        for key in sorted(self.wrong, key=_name_of_key):
+            pod, node, _, revision, its_generation, _, _ = digests[key]
             if skip is not None and skip(pod):
                 continue
-            _, status, reason = _desired((pod.get("metadata") or {}).get("labels") or {}, pod, self._updated,
-                                         may_move)
-            changes.append(ConditionChange(pod, status, message,
-                                           condition_patch(pod, status, message, stamp, reason), reason))
-        changes.sort(key=lambda change: name_of(change.pod))
+            if revision == hash_ or its_generation == updated_generation:
+                changes.append(ConditionChange(pod, "False", message, "", stamp))
+            elif may_move is None:
+                changes.append(ConditionChange(pod, "True", message, "", stamp))
+            elif reach is not None and waves.get(node, 0) > reach:
+                changes.append(ConditionChange(pod, "False", message, REASON_WAITING_FOR_WAVE, stamp))
+            else:
+                changes.append(ConditionChange(pod, "True", message, REASON_WAVE_REACHED, stamp))
         counts = {"total": self.total, "updated": self.updated, "outdated": self.total - self.updated,
                   "unavailable": self.unavailable}
         return changes, counts

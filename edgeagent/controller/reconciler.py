@@ -36,7 +36,7 @@ from edgeagent.controller import trim
 from edgeagent.controller.events import EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.metrics import ControllerMetrics
-from edgeagent.controller.ota import OtaFacts
+from edgeagent.controller.ota import ConditionChange, OtaFacts
 from edgeagent.controller.pod_index import OwnerPods
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.prepull import PrePuller, PrepullSettings
@@ -495,12 +495,14 @@ class Controller:
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
         self.metrics.planning_cpu.inc(time.process_time() - started)
 
-        def patcher(pod: JSON, patch: JSON) -> Callable[[], Awaitable[None]]:
+        def patcher(change: ConditionChange) -> Callable[[], Awaitable[None]]:
             async def call() -> None:
+                pod = change.pod
                 path = f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}/status"
                 self.metrics.write("condition_patch")
                 try:
-                    await self._client.patch(path, patch)
+                    # Built here, as it is sent, not in the planning pass that listed 50,000 of them.
+                    await self._client.patch(path, change.patch)
                 except (NotFound, Conflict, Invalid):
                     # Gone, or replaced by a same-named pod (UID guard): nothing to do for this one.
                     self.metrics.condition_patches.labels("gone").inc()
@@ -516,7 +518,7 @@ class Controller:
 
             return call
 
-        errors = await self._bounded([patcher(c.pod, c.patch) for c in changes])
+        errors = await self._bounded([patcher(c) for c in changes])
         if changes:
             self._log.info("PodNeedUpgrade updated", daemonset=key_of(ds), revision=hash_,
                            patched=len(changes) - len(errors), failed=len(errors))

@@ -56,3 +56,17 @@ def test_status_flip_sets_the_transition_time() -> None:
 def test_terminating_pods_are_left_alone() -> None:
     ds = daemonset(generation=2)
     assert condition_changes(ds, [pod("a", "n1", "old", terminating=True)], "new", T0) == []
+
+
+def test_a_listed_change_builds_the_patch_it_is_sent_with() -> None:
+    """The patch is built when the write is sent (`ConditionChange.patch`), not when the change is listed: it is
+    the pod's as listed, with the reason and the scan's transition time."""
+    ds = daemonset(generation=2)
+    p = pod("a", "n1", "old", generation=1, extra_conditions=[cond("True", "controllerrevision: new")])
+    (change,) = condition_changes(ds, [p], "new", T0, may_move=lambda node: False)
+    assert (change.status, change.reason) == ("False", "WaitingForWave")
+    assert change.patch == condition_patch(p, "False", "controllerrevision: new", T0, "WaitingForWave") == {
+        "metadata": {"uid": "uid-a"},
+        "status": {"conditions": [{"type": NEED, "status": "False", "message": "controllerrevision: new",
+                                   "reason": "WaitingForWave", "lastTransitionTime": ts(T0)}]},
+    }
