@@ -29,9 +29,9 @@ Figures (`name value unit`):
   (`rollout_scale_wave_change_patches`) and whatever this process did while they were in flight;
 - `rollout_scale_cpu_wave_change_2_3` and `..._3_4` (with their `_pass` and `rollout_scale_wave_change_2_3_patches`
   ...): the same for the later wave changes, which move far more nodes (at 100,000: 40,000 and 50,000 pods, against
-  9,000 for 1 -> 2), and `rollout_scale_cpu_wave_change_max`, the largest of them. The later waves' pods are
-  deleted and recreated by the sim as wave 1's; `--wave-changes 1` times 1 -> 2 only (each later change costs
-  the sim's recreation of those pods in wall-clock time).
+  9,000 for 1 -> 2), and `rollout_scale_cpu_wave_change_max`, the largest of them. Wave k's pods are deleted and
+  recreated by the sim as wave 1's (9,000 for 2 -> 3 and 40,000 for 3 -> 4 at 100,000 nodes; at 20,000 nodes
+  8,000 took the sim 155-183 s, the whole bench ~6 min); `--wave-changes N` times the first N changes only.
 
     .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3]
 """
