@@ -14,7 +14,9 @@ Figures (`name value unit`):
 - `rollout_scale_cpu_ota_noop`: one OTA reconcile pass, every condition already right (goal <= 300 ms); the
   controller re-reads only the pods that changed since its last pass (none here), and
   `rollout_scale_cpu_ota_start_over`: the same pass deriving every pod's facts again (what the first pass after
-  a new revision or wave costs);
+  a restart or a new revision costs), from the pods' digests, which the informer handler made when each pod
+  last changed: `rollout_scale_cpu_digests` is what making them for every pod costs (spread over the pods'
+  events, and over the informer's list after a restart);
 - `rollout_scale_cpu_wave_planning`: one reconcile pass of the waved revision (ranking reused), its
   `..._start_over` as above, and
   `rollout_scale_cpu_rank`: ranking every node and cutting the waves from scratch, which the controller
@@ -31,7 +33,11 @@ Figures (`name value unit`):
   ...): the same for the later wave changes, which move far more nodes (at 100,000: 40,000 and 50,000 pods, against
   9,000 for 1 -> 2), and `rollout_scale_cpu_wave_change_max`, the largest of them. Wave k's pods are deleted and
   recreated by the sim as wave 1's (9,000 for 2 -> 3 and 40,000 for 3 -> 4 at 100,000 nodes; at 20,000 nodes
-  8,000 took the sim 155-183 s, the whole bench ~6 min); `--wave-changes N` times the first N changes only.
+  8,000 took the sim 155-183 s, the whole bench ~6 min); `--wave-changes N` times the first N changes only;
+- `rollout_scale_gc_wave_change_pass` (and `..._2_3_pass`, ...): the CPU the garbage collector took during that
+  whole pass (a `gc.callbacks` hook). A full collection at this scale pauses the process for 0.5-2 s wherever it
+  lands; when one lands in a timed pass, the pass's figures include it. The start-over passes are noted with the
+  collector's share of each.
 
     .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3]
 """
@@ -58,6 +64,7 @@ from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
 from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, REASON_WAITING_FOR_WAVE
 from edgeagent.controller.app import ControllerApp
+from edgeagent.controller.pod_index import digest_of
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.objects import get_condition, labels_of, name_of, uid_of
@@ -86,15 +93,55 @@ async def ready_count(sim: Sim, name: str) -> int:
     return int(status.get("numberReady") or 0)
 
 
-async def start_over_cpu(controller: Controller, key: str, passes: int) -> float:
+class Collector:
+    """CPU spent in CPython's garbage collector (a `gc.callbacks` hook). At 100,000 nodes a full collection walks
+    the whole cache and pauses this process for 0.5-2 s; one that lands in a timed pass is counted in that pass's
+    CPU though the pass did not cause it, so each timed window reports the collector's share beside it."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self.full = 0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.process_time()
+        else:
+            self.spent += time.process_time() - self._began
+            self.full += info.get("generation") == 2
+
+
+COLLECTOR = Collector()
+
+
+async def start_over_cpu(controller: Controller, key: str, passes: int, what: str) -> float:
     """Median CPU seconds of a reconcile whose per-pod facts are derived again from every pod (what the first
-    pass after a new revision or wave costs; the passes in between re-read only the pods that changed)."""
+    pass after a restart or a new revision costs; the passes in between re-read only the pods that changed).
+    The pods' digests stay: the informer handler made them as the pods arrived (`rollout_scale_cpu_digests`)."""
     samples = []
+    collected = []
     for _ in range(passes):
         for owned in controller._pods_by_owner.values():
             owned.forget_facts()
+        gc_before = COLLECTOR.spent
         started = time.process_time()
         await controller.reconcile(key)
+        samples.append(time.process_time() - started)
+        collected.append(COLLECTOR.spent - gc_before)
+    note(f"{what}: passes " + ", ".join(f"{s * 1e3:.0f}" for s in samples) + " ms, of which the garbage collector "
+         + ", ".join(f"{c * 1e3:.0f}" for c in collected) + " ms")
+    return statistics.median(samples)
+
+
+def digests_cpu(controller: Controller, passes: int) -> float:
+    """Median CPU seconds of making every cached pod's digest (`pod_index.digest_of`): what the informer handler
+    does once per pod event, so what a restarted controller spends on it while the informer lists the pods."""
+    pods = [pod for owned in controller._pods_by_owner.values() for pod in owned.pods.values()]
+    samples = []
+    for _ in range(passes):
+        started = time.process_time()
+        for pod in pods:
+            digest_of(pod)
         samples.append(time.process_time() - started)
     return statistics.median(samples)
 
@@ -125,18 +172,19 @@ async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: 
     assert gate is not None and gate.ranking is not None and gate.wave == k, gate
     reached = set(gate.ranking.nodes_of_wave(k))
     moved = len(gate.ranking.nodes_of_wave(k + 1))
-    passes: list[tuple[int | None, int | None, float, float, float]] = []
+    passes: list[tuple[int | None, int | None, float, float, float, float]] = []
     reconcile = controller.reconcile
 
     async def timed(key: str) -> None:
         before, planned, cpu = wave_of(controller, uid), planning_cpu(app), time.process_time()
         patched = writes_by_kind(app.metrics).get("condition_patch", 0.0)
+        collected = COLLECTOR.spent
         try:
             await reconcile(key)
         finally:
             passes.append((before, wave_of(controller, uid), planning_cpu(app) - planned,
                            time.process_time() - cpu, writes_by_kind(app.metrics).get("condition_patch", 0.0)
-                           - patched))
+                           - patched, COLLECTOR.spent - collected))
 
     setattr(controller, "reconcile", timed)  # noqa: B010 -- the worker looks the method up on the instance
     try:
@@ -155,9 +203,10 @@ async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: 
              f"later, {len(passes)} reconcile(s) in between")
     finally:
         setattr(controller, "reconcile", reconcile)  # noqa: B010
-    _, _, planned, whole, patches = next(p for p in passes if p[0] == k and p[1] == k + 1)
+    _, _, planned, whole, patches, collected = next(p for p in passes if p[0] == k and p[1] == k + 1)
     report(wave_change_name(k), planned * 1e3, "ms")
     report(wave_change_name(k, suffix="_pass"), whole * 1e3, "ms")
+    report(wave_change_name(k, "rollout_scale_gc_", "_pass"), collected * 1e3, "ms")
     report(wave_change_name(k, "rollout_scale_", "_patches"), patches, "writes")
     note(f"wave {k + 1} moves {moved} nodes")
     return planned
@@ -166,6 +215,7 @@ async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: 
 async def run(args: argparse.Namespace) -> None:
     log.configure(LogConfig(level="error"))
     n = args.nodes
+    gc.callbacks.append(COLLECTOR)
     async with workdir("rollout-scale") as work:
         sim = Sim(work, nodes=n, extra=["--heartbeat-interval", "600", "--node-grace", "6000", "--no-node-links",
                                         "--no-control-plane-events",
@@ -202,8 +252,9 @@ async def run(args: argparse.Namespace) -> None:
             note(f"this process before the controller started: {rss_base:.0f} MiB")
             key = f"{NAMESPACE}/fleet"
             report("rollout_scale_cpu_ota_noop", await cpu_per_pass(controller, key, args.passes) * 1e3, "ms")
-            report("rollout_scale_cpu_ota_start_over", await start_over_cpu(controller, key, args.passes) * 1e3,
-                   "ms")
+            report("rollout_scale_cpu_ota_start_over",
+                   await start_over_cpu(controller, key, args.passes, "OTA start over") * 1e3, "ms")
+            report("rollout_scale_cpu_digests", digests_cpu(controller, args.passes) * 1e3, "ms")
 
             before = writes_by_kind(app.metrics)
             flag_from = time.monotonic()
@@ -223,7 +274,7 @@ async def run(args: argparse.Namespace) -> None:
             note(f"PodNeedUpgrade (status, reason) -> pods: {conditions(controller, 'fleet')}")
             report("rollout_scale_cpu_wave_planning", await cpu_per_pass(controller, key, args.passes) * 1e3, "ms")
             report("rollout_scale_cpu_wave_planning_start_over",
-                   await start_over_cpu(controller, key, args.passes) * 1e3, "ms")
+                   await start_over_cpu(controller, key, args.passes, "wave planning start over") * 1e3, "ms")
             after = writes_by_kind(app.metrics)
             for kind in sorted(after):
                 delta = after[kind] - before.get(kind, 0.0)
@@ -250,12 +301,14 @@ async def run(args: argparse.Namespace) -> None:
                 samples.append(time.process_time() - cpu)
             note(f"waves: {ranking.targets} cumulative nodes")
             report("rollout_scale_cpu_rank", statistics.median(samples) * 1e3, "ms")
+            note(f"garbage collector: {COLLECTOR.spent:.1f} s of CPU in all, {COLLECTOR.full} full collections")
         finally:
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await sim.stop()
+            gc.callbacks.remove(COLLECTOR)
 
 
 def main() -> None:
