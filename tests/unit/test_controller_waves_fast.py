@@ -65,7 +65,7 @@ world = st.fixed_dictionaries({
     "warming": st.sets(st.sampled_from(NAMES), max_size=2),
     "wave": st.integers(1, 5),
     "index": st.booleans(),  # readiness from the controller's NotReady set, or from the node cache
-    "order": st.permutations(range(4)),  # which question is asked first (each fills caches the others read)
+    "order": st.permutations(range(7)),  # which question is asked first (each fills caches the others read)
 })
 
 
@@ -117,6 +117,13 @@ def test_fast_answers_are_the_per_node_answers(w: dict[str, Any]) -> None:
          [n for n in ranking.nodes_in_waves(k) if want[n] == DEFERRED]),
         ("deferred later", lambda: obs.deferred_among(ranking.nodes_in_waves(k + 1)),
          [n for n in ranking.nodes_in_waves(k + 1) if want[n] == DEFERRED]),
+        # Remembered per ranking and prefix: asked for waves 1..k, 1..k + 1, 1..k again, in any order.
+        ("deferred in waves", lambda: obs.deferred_in_waves(ranking, k),
+         [n for n in ranking.nodes_in_waves(k) if want[n] == DEFERRED]),
+        ("deferred in later waves", lambda: obs.deferred_in_waves(ranking, k + 1),
+         [n for n in ranking.nodes_in_waves(k + 1) if want[n] == DEFERRED]),
+        ("deferred in earlier waves", lambda: obs.deferred_in_waves(ranking, k - 1),
+         [n for n in ranking.nodes_in_waves(k - 1) if want[n] == DEFERRED]),
     ]
     for i in w["order"]:
         name, ask, expected = questions[i]
