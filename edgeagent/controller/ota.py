@@ -204,7 +204,7 @@ class OtaFacts(Tracker[Digest]):
         reached_right, waiting_right = ("True", message, REASON_WAVE_REACHED), (
             "False", message, REASON_WAITING_FOR_WAVE)
         total = updated = unavailable = 0
-        for key, (_, node, deleting, revision, its_generation, ready, current) in items:
+        for key, (_, node, deleting, revision, its_generation, ready, current, _) in items:
             if deleting:
                 continue
             total += 1
@@ -225,7 +225,7 @@ class OtaFacts(Tracker[Digest]):
         self.unavailable += unavailable
 
     def _remove(self, key: str, before: Digest) -> None:
-        _, _, deleting, revision, generation, ready, _ = before
+        _, _, deleting, revision, generation, ready, _, _ = before
         if deleting:
             return
         self.total -= 1
@@ -279,7 +279,7 @@ class OtaFacts(Tracker[Digest]):
         # of the changes by a name read from each pod; the desired condition from the digest, as `_add_all`
         # derives it (a late wave change lists 40,000-50,000 pods at 100,000 nodes).
         for key in sorted(self.wrong, key=_name_of_key):
-            pod, node, _, revision, its_generation, _, _ = digests[key]
+            pod, node, _, revision, its_generation, _, _, _ = digests[key]
             if skip is not None and skip(pod):
                 continue
             if revision == hash_ or its_generation == updated_generation:

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from edgeagent.contract import (
     CONDITION_POD_IMAGE_READY,
     CONDITION_POD_NEED_UPGRADE,
+    CONDITION_UPGRADE_HELD,
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
@@ -40,16 +41,19 @@ T = TypeVar("T", bound="Tracker[Any]")
 # What the trackers read of one pod, as a plain tuple (no object with attributes: 100,000 of them are built while
 # the informer lists a fleet, and a tracker that starts over unpacks every one):
 #   (the pod, its node (`node_of`; "" when none), being deleted, its `controller-revision-hash` label, its
-#    `pod-template-generation` label, Ready, its PodNeedUpgrade as (status, message, reason or "") or None)
-Digest = tuple[JSON, str, bool, Any, Any, bool, "tuple[Any, Any, Any] | None"]
+#    `pod-template-generation` label, Ready, its PodNeedUpgrade as (status, message, reason or "") or None,
+#    its UpgradeHeld is True: its node's agent said no upgrade now)
+Digest = tuple[JSON, str, bool, Any, Any, bool, "tuple[Any, Any, Any] | None", bool]
 
 
 def digest_of(pod: JSON) -> tuple[Digest, bool]:
     """The pod's `Digest`, and whether its `PodImageReady` is there and not True (a pre-pull requested, running
-    or failed), in one walk over its conditions. Ready is the first Ready condition's status, as `ready_now`."""
+    or failed), in one walk over its conditions. Ready and held are the first such condition's status, as
+    `ready_now` and `contract.held_by` read them."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     ready: bool | None = None
+    held: bool | None = None
     need = None
     image_pending = False
     for cond in (pod.get("status") or {}).get("conditions") or ():
@@ -61,8 +65,10 @@ def digest_of(pod: JSON) -> tuple[Digest, bool]:
             need = (cond.get("status"), cond.get("message"), cond.get("reason") or "")
         elif kind == CONDITION_POD_IMAGE_READY:
             image_pending = cond.get("status") != "True"
+        elif kind == CONDITION_UPGRADE_HELD and held is None:
+            held = cond.get("status") == "True"
     return ((pod, node_of(pod), bool(meta.get("deletionTimestamp")), labels.get(LABEL_REVISION_HASH),
-             labels.get(LABEL_TEMPLATE_GENERATION), bool(ready), need), image_pending)
+             labels.get(LABEL_TEMPLATE_GENERATION), bool(ready), need, bool(held)), image_pending)
 
 
 class Tracker(Generic[V]):

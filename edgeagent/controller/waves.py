@@ -216,7 +216,7 @@ class PodsByNode:
     (`old`), and the nodes with more than one of either (`excess`, a DaemonSet controller still sorting them out).
     Plain dicts, no object per node: at 100,000 nodes this is built on every reconcile."""
 
-    __slots__ = ("all_updated", "excess", "new", "old", "unready")
+    __slots__ = ("all_updated", "excess", "held", "new", "old", "unready")
 
     def __init__(self) -> None:
         self.new: dict[str, JSON] = {}
@@ -225,6 +225,9 @@ class PodsByNode:
         # Nodes whose `new` pod is not Ready now: the only new pods `observe` must look at (without
         # minReadySeconds), so a pass late in a rollout does not read every upgraded pod.
         self.unready: set[str] = set()
+        # Nodes whose `old` pod is held (`is_held`): the pass that starts a wave asks it of every old pod of
+        # that wave (50,000 at 100,000 nodes, ~125 ms of condition walks), a set lookup with this.
+        self.held: set[str] = set()
         self.all_updated = True
 
     def names(self) -> set[str]:
@@ -289,7 +292,7 @@ class Observation:
         if (new is not None and old is None and not excess and node not in pods.unready
                 and node not in self.warming):
             return UPGRADED
-        if old is not None and new is None and not excess and is_held(old):
+        if old is not None and new is None and not excess and node in pods.held:
             return DEFERRED
         return PENDING
 
@@ -370,7 +373,7 @@ class Observation:
         deferred = self._clean_split()[1]
         known, work_out = self._status, self._work_out
         pods, failures, not_ready, cached = self.pods, self.failures, self.not_ready, self.nodes
-        new, old_pod, excess = pods.new, pods.old.get, pods.excess
+        new, old_pod, excess, held = pods.new, pods.old.get, pods.excess, pods.held
         out = []
         for node in nodes:
             if node in clean:
@@ -383,7 +386,7 @@ class Observation:
                 if (old is not None and not_ready is not None and node not in new and node not in failures
                         and node not in excess and node in cached and node not in not_ready):
                     # `_work_out` of the node of an old pod alone (most of a wave that just started), inlined.
-                    found = DEFERRED if is_held(old) else PENDING
+                    found = DEFERRED if node in held else PENDING
                 else:
                     found = work_out(node)
                 known[node] = found
@@ -434,6 +437,7 @@ def pods_by_node(ds: JSON, pods: Iterable[JSON], revision: str) -> PodsByNode:
             old[node] = pod
     out.all_updated = not old
     out.unready = {node for node, pod in new.items() if not ready_now(pod)}
+    out.held = {node for node, pod in old.items() if is_held(pod)}
     return out
 
 
@@ -485,7 +489,7 @@ class NodePods(Tracker[Digest]):
         self._rebuilt = True
 
     def _add(self, key: str, digest: Digest) -> None:
-        pod, node, deleting, revision, generation, ready, _ = digest
+        pod, node, deleting, revision, generation, ready, _, held = digest
         if deleting:
             if node:
                 self._dying[key] = node
@@ -506,15 +510,19 @@ class NodePods(Tracker[Digest]):
                 group = self._multi[(node, is_new)] = {key_of(present): present}
             group[key] = pod
             view.excess.add(node)
+        # This pod is the node's `new` (`old`) one now: its readiness (hold) is the node's, read already.
         if is_new:
-            # This pod is the node's `new` one now: its readiness is the node's (`_check_ready`, read already).
             if ready:
                 view.unready.discard(node)
             else:
                 view.unready.add(node)
+        elif held:
+            view.held.add(node)
+        else:
+            view.held.discard(node)
 
     def _remove(self, key: str, before: Digest) -> None:
-        _, node, deleting, revision, generation, _, _ = before
+        _, node, deleting, revision, generation, _, _, _ = before
         if deleting:
             self._dying.pop(key, None)
             return
@@ -536,6 +544,12 @@ class NodePods(Tracker[Digest]):
                     view.excess.discard(node)
         if is_new:
             self._check_ready(node)
+        else:
+            old = view.old.get(node)
+            if old is not None and is_held(old):
+                view.held.add(node)
+            else:
+                view.held.discard(node)
 
     def _check_ready(self, node: str) -> None:
         pod = self.view.new.get(node)

@@ -31,7 +31,8 @@ GATES = [None, Gate(RANKING, 1), Gate(RANKING, 2), FROZEN, Gate(RANKING, 0), Gat
 
 
 def make_pod(index: int, node: str, revision: str, ready: bool, need: str | None, image: str | None,
-             terminating: bool, version: int, said: str = "r1", generation: str | None = None) -> JSON:
+             terminating: bool, version: int, said: str = "r1", generation: str | None = None,
+             held: str | None = None) -> JSON:
     conditions: list[JSON] = [{"type": "Ready", "status": "True" if ready else "False",
                                "lastTransitionTime": format_time(T0)}]
     if need is not None:
@@ -40,6 +41,8 @@ def make_pod(index: int, node: str, revision: str, ready: bool, need: str | None
                            "message": f"controllerrevision: {said}"})
     if image is not None:
         conditions.append({"type": "PodImageReady", "status": image})
+    if held is not None:
+        conditions.append({"type": "UpgradeHeld", "status": held, "reason": "HeldByOperator"})
     meta: JSON = {"name": f"app-{index}", "namespace": "default", "uid": f"u{index}-{version}",
                   "resourceVersion": str(version), "labels": {"controller-revision-hash": revision}}
     if generation is not None:
@@ -61,6 +64,7 @@ pod_strategy = st.builds(
     version=st.integers(0, 3),
     said=st.sampled_from(REVISIONS),
     generation=st.sampled_from([None, "1", "2"]),
+    held=st.sampled_from([None, "True", "False"]),
 )
 # An event on a pod (put: added or changed, drop: deleted), or a pass of the controller under a context.
 step_strategy = st.one_of(
@@ -101,6 +105,7 @@ def check(owned: OwnerPods, revision: str, gate: Gate | None, generation: str | 
     for node in view.old.keys() - view.excess:
         assert view.old[node] is want.old[node]
     assert view.unready - view.excess == want.unready - want.excess
+    assert view.held - view.excess == want.held - want.excess
     # The nodes of pods being deleted (kept in every ranking made now): as a pass over every pod finds them.
     assert tracked.dying() == {p["spec"]["nodeName"] for p in owned.pods.values()
                                if p["metadata"].get("deletionTimestamp")}
@@ -254,6 +259,21 @@ def test_a_node_with_two_pods_of_a_kind_is_excess_until_one_goes() -> None:
     owned.put("default/app-1", make_pod(1, "n0", "r2", False, None, None, True, 2))  # being deleted
     view = tracked.update(ds("r2"), owned.digests, "r2")
     assert view.excess == set() and view.new["n0"] is owned.pods["default/app-0"] and view.unready == set()
+
+
+def test_a_node_is_held_while_its_old_pod_is_and_after_the_other_old_pod_goes() -> None:
+    """`PodsByNode.held` follows the node's `old` pod: when one of two old pods goes, the one left says."""
+    owned = OwnerPods()
+    tracked = owned.tracker(NodePods)
+    owned.put("default/app-0", make_pod(0, "n0", "r1", True, None, None, False, 1, held="True"))
+    assert tracked.update(ds("r2"), owned.digests, "r2").held == {"n0"}
+    owned.put("default/app-1", make_pod(1, "n0", "r1", True, None, None, False, 1))
+    assert tracked.update(ds("r2"), owned.digests, "r2").held == set()
+    owned.drop("default/app-1")
+    view = tracked.update(ds("r2"), owned.digests, "r2")
+    assert view.excess == set() and view.held == {"n0"}
+    owned.put("default/app-0", make_pod(0, "n0", "r1", True, None, None, False, 2, held="False"))
+    assert tracked.update(ds("r2"), owned.digests, "r2").held == set()
 
 
 def test_a_node_is_vacated_when_its_last_pod_leaves_and_until_a_pod_shows_up_there_again() -> None:
