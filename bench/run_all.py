@@ -100,8 +100,10 @@ GOALS = (
     Goal("wave planning pass at 100,000 nodes <= 300 ms CPU", "rollout_scale_cpu_wave_planning",
          lambda v: v <= 300),
     Goal("ranking 100,000 nodes into waves <= 300 ms CPU", "rollout_scale_cpu_rank", lambda v: v <= 300),
-    Goal("first wave-planning pass after a restart or a new revision at 100,000 nodes <= 300 ms CPU",
+    Goal("wave-planning pass deriving every pod's facts again at 100,000 nodes <= 300 ms CPU",
          "rollout_scale_cpu_wave_planning_start_over", lambda v: v <= 300),
+    Goal("first wave-planning pass after a restart (every pod's facts, the nodes ranked) at 100,000 nodes "
+         "<= 300 ms CPU", "rollout_scale_cpu_wave_planning_first_pass", lambda v: v <= 300),
     Goal("planning of every wave change at 100,000 nodes <= 300 ms CPU", "rollout_scale_cpu_wave_change_max",
          lambda v: v <= 300),
     # Issue 20 (at 10,000 nodes; 2,000 with --quick).

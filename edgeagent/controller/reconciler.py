@@ -76,6 +76,7 @@ from edgeagent.rollout_plan import (
     PHASE_ABORTED,
     PHASE_ROLLED_BACK,
     parse_plan,
+    stable_hash,
     state_of,
 )
 
@@ -285,6 +286,11 @@ class Controller:
             self._not_ready_nodes.add(key_of(obj))
         if self.prepull is not None and etype != DELETED:
             self.prepull.on_node(obj, old)
+        if old is None and etype != DELETED:
+            # A node's place in every ranking starts with the sha256 of its name, which never changes: worked out
+            # (and remembered) as the node arrives, not by the first ranking after a restart (~60 ms of the
+            # ~200 ms it took at 100,000 nodes, in the pass that also derives every pod's facts).
+            stable_hash(name_of(obj))
         # Heartbeats rewrite node status every few seconds; only readiness and labels matter to a roll.
         if etype not in (DELETED, "ADDED") and old is not None and (
             _ready_state(obj) == _ready_state(old) and labels_of(obj) == labels_of(old)

@@ -8,6 +8,7 @@ from typing import Any
 
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.client import KubeClient
+from edgeagent.rollout_plan import stable_hash
 from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision, ts
 
 JSON = dict[str, Any]
@@ -116,3 +117,15 @@ async def test_roll_waits_while_the_revision_of_the_template_is_not_seen() -> No
     assert ctl.expectations.pending(KEY) == 0
     assert ctl.metrics.registry.get_sample_value(
         "edgeagent_controller_rollout_nodes", {"namespace": "default", "daemonset": "web", "state": "total"}) is None
+
+
+def test_a_node_name_is_hashed_for_the_rankings_as_the_node_arrives() -> None:
+    """The first ranking after a restart orders every node by the sha256 of its name; the node handler works it
+    out as each node is cached (the ranking then finds it remembered)."""
+    stable_hash.cache_clear()
+    ctl = controller_with(daemonset(annotations=ARU), [], [node("n1"), node("n2")], [])
+    assert ctl.nodes.items.keys() == {"n1", "n2"}
+    before = stable_hash.cache_info()
+    stable_hash("n1"), stable_hash("n2")
+    after = stable_hash.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (2, 0)

@@ -250,3 +250,14 @@ def test_a_wave_change_reads_the_reached_nodes_and_those_with_a_new_pod_not_ever
     assert (d.state.nodes, d.state.upgraded, d.state.deferred) == (200, 3, 1)
     asked = obs._status.keys()
     assert asked <= set(ranking.nodes_in_waves(2)) | upgraded | {"joined"}, sorted(asked)
+
+
+def test_rank_cache_reads_the_node_labels_a_plan_orders_by_and_no_others() -> None:
+    """A plan with groups (or a canary) is ranked on the nodes' labels; one without is ranked without reading
+    them, in the same order as with them."""
+    labels = {f"n{i}": {"site": "a" if i % 3 else "b"} for i in range(12)}
+    nodes: dict[str, JSON] = {name: {"metadata": {"name": name, "labels": site}} for name, site in labels.items()}
+    for plan in (PLAN, Plan(steps=PLAN.steps, bake_seconds=60, group_label="site")):
+        got = RankCache().get("uid", "r", plan, set(nodes), nodes)
+        want = rank(plan, labels)
+        assert (got.order, got.targets) == (want.order, want.targets)
