@@ -37,8 +37,10 @@ Figures (`name value unit`):
   8,000 took the sim 155-183 s, the whole bench ~6 min); `--wave-changes N` times the first N changes only;
 - `rollout_scale_gc_wave_change_pass` (and `..._2_3_pass`, ...): the CPU the garbage collector took during that
   whole pass (a `gc.callbacks` hook). A full collection at this scale pauses the process for 0.5-2 s wherever it
-  lands; when one lands in a timed pass, the pass's figures include it. The start-over passes are noted with the
-  collector's share of each.
+  lands; when one lands in a timed pass, the pass's figures include it. `rollout_scale_gc_wave_change_planning`
+  (and `..._2_3_planning`, ...): the collector's CPU inside the planning steps of that pass (the windows the
+  controller counts as planning CPU), so `..._cpu_wave_change` minus it is the planning's own. The start-over
+  passes are noted with the collector's share of each.
 
     .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3]
 """
@@ -97,19 +99,52 @@ async def ready_count(sim: Sim, name: str) -> int:
 class Collector:
     """CPU spent in CPython's garbage collector (a `gc.callbacks` hook). At 100,000 nodes a full collection walks
     the whole cache and pauses this process for 0.5-2 s; one that lands in a timed pass is counted in that pass's
-    CPU though the pass did not cause it, so each timed window reports the collector's share beside it."""
+    CPU though the pass did not cause it, so each timed window reports the collector's share beside it. While
+    `recording`, each collection's CPU interval is kept, and `planning` (what the controller counts as its
+    planning CPU, `watch_planning`) can be set against them: `in_planning` is the collector's CPU inside it."""
 
     def __init__(self) -> None:
         self.spent = 0.0
         self.full = 0
         self._began = 0.0
+        self.recording = False
+        self.collections: list[tuple[float, float]] = []
+        self.planning: list[tuple[float, float]] = []
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._began = time.process_time()
         else:
-            self.spent += time.process_time() - self._began
+            ended = time.process_time()
+            self.spent += ended - self._began
             self.full += info.get("generation") == 2
+            if self.recording:
+                self.collections.append((self._began, ended))
+
+    def record(self) -> None:
+        self.recording = True
+        self.collections.clear()
+        self.planning.clear()
+
+    def in_planning(self) -> float:
+        """The collector's CPU inside the planning windows recorded since `record`."""
+        return sum(max(0.0, min(end, stop) - max(start, began)) for began, stop in self.collections
+                   for start, end in self.planning)
+
+
+def watch_planning(app: ControllerApp, collector: Collector) -> None:
+    """The controller counts each planning step's CPU (`edgeagent_controller_planning_cpu_seconds`) right after it;
+    the window (now - amount, now) is kept while the collector records, to find the collections inside it."""
+    counter = app.metrics.planning_cpu
+    inc = counter.inc
+
+    def counted(amount: float = 1.0, exemplar: dict[str, str] | None = None) -> None:
+        if collector.recording:
+            now = time.process_time()
+            collector.planning.append((now - amount, now))
+        inc(amount, exemplar)
+
+    setattr(counter, "inc", counted)  # noqa: B010 -- the controller looks the method up on the counter
 
 
 COLLECTOR = Collector()
@@ -178,19 +213,21 @@ async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: 
     assert gate is not None and gate.ranking is not None and gate.wave == k, gate
     reached = set(gate.ranking.nodes_of_wave(k))
     moved = len(gate.ranking.nodes_of_wave(k + 1))
-    passes: list[tuple[int | None, int | None, float, float, float, float]] = []
+    passes: list[tuple[int | None, int | None, float, float, float, float, float]] = []
     reconcile = controller.reconcile
 
     async def timed(key: str) -> None:
         before, planned, cpu = wave_of(controller, uid), planning_cpu(app), time.process_time()
         patched = writes_by_kind(app.metrics).get("condition_patch", 0.0)
         collected = COLLECTOR.spent
+        COLLECTOR.record()
         try:
             await reconcile(key)
         finally:
             passes.append((before, wave_of(controller, uid), planning_cpu(app) - planned,
                            time.process_time() - cpu, writes_by_kind(app.metrics).get("condition_patch", 0.0)
-                           - patched, COLLECTOR.spent - collected))
+                           - patched, COLLECTOR.spent - collected, COLLECTOR.in_planning()))
+            COLLECTOR.recording = False
 
     setattr(controller, "reconcile", timed)  # noqa: B010 -- the worker looks the method up on the instance
     try:
@@ -209,10 +246,11 @@ async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: 
              f"later, {len(passes)} reconcile(s) in between")
     finally:
         setattr(controller, "reconcile", reconcile)  # noqa: B010
-    _, _, planned, whole, patches, collected = next(p for p in passes if p[0] == k and p[1] == k + 1)
+    _, _, planned, whole, patches, collected, in_planning = next(p for p in passes if p[0] == k and p[1] == k + 1)
     report(wave_change_name(k), planned * 1e3, "ms")
     report(wave_change_name(k, suffix="_pass"), whole * 1e3, "ms")
     report(wave_change_name(k, "rollout_scale_gc_", "_pass"), collected * 1e3, "ms")
+    report(wave_change_name(k, "rollout_scale_gc_", "_planning"), in_planning * 1e3, "ms")
     report(wave_change_name(k, "rollout_scale_", "_patches"), patches, "writes")
     note(f"wave {k + 1} moves {moved} nodes")
     return planned
@@ -247,6 +285,7 @@ async def run(args: argparse.Namespace) -> None:
             await until(lambda: app.controller is not None, 120, "the controller started")
             controller = app.controller
             assert controller is not None
+            watch_planning(app, COLLECTOR)
             await until(lambda: len(controller.pods.items) == n and with_status(controller, "False") == n
                         and len(controller.queue) == 0, 1800,
                         "every pod cached and its PodNeedUpgrade written", interval=2.0)
