@@ -16,7 +16,7 @@ from edgeagent.contract import (
     REASON_WAVE_REACHED,
     version_message,
 )
-from edgeagent.controller.pod_index import Digest, Tracker
+from edgeagent.controller.pod_index import Digest, Tracker, revision_keys
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.revisions import is_pod_updated, template_generation, updated_test
 from edgeagent.controller.waves import Gate
@@ -142,8 +142,6 @@ def scan(ds: JSON, pods: Iterable[JSON], current_hash: str, now: float,
     return changes, counts
 
 
-# Equal to no label value: what a revision test compares with when the DaemonSet has no hash or generation.
-_NEVER = object()
 
 
 def _name_of_key(key: str) -> str:
@@ -162,19 +160,17 @@ class OtaFacts(Tracker[Digest]):
     at most the next wave's (1-50 % of them) could change. A gate change that cannot list its nodes (a freeze,
     a new ranking, a plan that appears or goes) starts over, as a new revision does."""
 
-    __slots__ = ("_at", "_gate", "_generation", "_hash", "_may_move", "_message", "_reach", "_updated", "_waves",
-                 "total", "unavailable", "updated", "wrong")
+    __slots__ = ("_at", "_gate", "_gated", "_generation", "_hash", "_message", "_reach", "_waves", "total",
+                 "unavailable", "updated", "wrong")
 
     def __init__(self) -> None:
         super().__init__()
         self.wrong: set[str] = set()
         self.total = self.updated = self.unavailable = 0
-        self._updated: Callable[[JSON], bool] = lambda _labels: False
-        # `updated_test` as data, for the digests' labels: a pod is updated when its hash label is `_hash` or its
-        # generation label `_generation` (`_NEVER` when the DaemonSet has none).
-        self._hash: object = _NEVER
-        self._generation: object = _NEVER
-        self._may_move: Callable[[str], bool] | None = None
+        # A pod is updated when its hash label is `_hash` or its generation label `_generation`
+        # (`pod_index.revision_keys`).
+        self._hash, self._generation = revision_keys("", None)
+        self._gated = False  # under a plan's gate: an outdated pod's answer depends on its node's wave
         self._gate: Gate | None = None
         self._message = ""
         # Pod key -> node, for the pods whose condition depends on the gate (outdated ones, under a plan).
@@ -198,7 +194,7 @@ class OtaFacts(Tracker[Digest]):
         # (calls and attribute writes were a third of it); a condition is right when it equals one of four.
         wrong, at, waves, reach, hash_, generation = (self.wrong, self._at, self._waves, self._reach, self._hash,
                                                       self._generation)
-        plan = self._may_move is not None
+        plan = self._gated
         message = self._message
         current_right, open_right = ("False", message, ""), ("True", message, "")
         reached_right, waiting_right = ("True", message, REASON_WAVE_REACHED), (
@@ -258,11 +254,9 @@ class OtaFacts(Tracker[Digest]):
         conditions are being written, a pass lists only the pods not written yet. The patches are built when they
         are sent (`ConditionChange.patch`)."""
         may_move = gate.allows if gate is not None else None
-        self._updated = updated_test(ds, current_hash)
         generation = template_generation(ds)
-        self._hash = current_hash if current_hash else _NEVER
-        self._generation = generation if generation is not None else _NEVER
-        self._may_move = may_move
+        self._hash, self._generation = revision_keys(current_hash, generation)
+        self._gated = gate is not None
         self._waves, self._reach = {}, None
         if gate is not None and gate.frozen:
             self._reach = -1

@@ -46,6 +46,17 @@ T = TypeVar("T", bound="Tracker[Any]")
 Digest = tuple[JSON, str, bool, Any, Any, bool, "tuple[Any, Any, Any] | None", bool]
 
 
+# Equal to no label value: what a revision test compares with when the DaemonSet has no hash or generation.
+_NO_LABEL = object()
+
+
+def revision_keys(revision: str, generation: str | None) -> tuple[object, object]:
+    """`revisions.updated_test` as data for the trackers' loops over digests: a pod is on the current revision when
+    its hash label equals the first value or its generation label the second; a missing hash or generation
+    matches no label."""
+    return (revision if revision else _NO_LABEL, _NO_LABEL if generation is None else generation)
+
+
 def digest_of(pod: JSON) -> tuple[Digest, bool]:
     """The pod's `Digest`, and whether its `PodImageReady` is there and not True (a pre-pull requested, running
     or failed), in one walk over its conditions. Ready and held are the first such condition's status, as

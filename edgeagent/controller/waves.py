@@ -44,7 +44,7 @@ from edgeagent.contract import (
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
-from edgeagent.controller.pod_index import Digest, Tracker, ready_now
+from edgeagent.controller.pod_index import Digest, Tracker, ready_now, revision_keys
 from edgeagent.controller.pods import available_at, created_at, node_of, node_ready_changed_at
 from edgeagent.controller.revisions import template_generation
 from edgeagent.kube.objects import (
@@ -446,7 +446,7 @@ class NodePods(Tracker[Digest]):
     generation), plus the nodes that gained a live pod since the ranking last looked (`take_joined`). It reads
     the pods' digests (`OwnerPods.digests`)."""
 
-    __slots__ = ("_dying", "_generation", "_joined", "_multi", "_rebuilt", "_revision", "view")
+    __slots__ = ("_dying", "_generation", "_hash", "_joined", "_multi", "_rebuilt", "view")
 
     def __init__(self) -> None:
         super().__init__()
@@ -456,12 +456,13 @@ class NodePods(Tracker[Digest]):
         self._joined: set[str] = set()
         self._dying: dict[str, str] = {}  # pod key -> node, pods being deleted (`dying`)
         self._rebuilt = True
-        self._revision = ""
-        self._generation: str | None = None
+        # What a digest's labels are compared with (`pod_index.revision_keys`).
+        self._hash, self._generation = revision_keys("", None)
 
     def update(self, ds: JSON, digests: Mapping[str, Digest], revision: str) -> PodsByNode:
-        self._revision, self._generation = revision, template_generation(ds)
-        self.refresh(digests, (revision, self._generation))
+        generation = template_generation(ds)
+        self._hash, self._generation = revision_keys(revision, generation)
+        self.refresh(digests, (revision, generation))
         self.view.all_updated = not self.view.old
         return self.view
 
@@ -496,7 +497,7 @@ class NodePods(Tracker[Digest]):
             return
         if not node:
             return
-        is_new = revision == self._revision or (self._generation is not None and generation == self._generation)
+        is_new = revision == self._hash or generation == self._generation
         view = self.view
         # After a start over every node counts as joined anyway (`take_joined` answers None).
         if not self._rebuilt and node not in view.new and node not in view.old:
@@ -529,7 +530,7 @@ class NodePods(Tracker[Digest]):
         if not node:
             return
         # Under the context of the last refresh (a new one starts over instead): the side `_add` put it on.
-        is_new = revision == self._revision or (self._generation is not None and generation == self._generation)
+        is_new = revision == self._hash or generation == self._generation
         view = self.view
         side = view.new if is_new else view.old
         group = self._multi.get((node, is_new))
