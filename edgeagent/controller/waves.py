@@ -259,6 +259,7 @@ class Observation:
     _clean: set[str] | None = field(default=None, repr=False)
     _split: tuple[set[str], set[str]] | None = field(default=None, repr=False)
     _deferred_memo: tuple[Ranking, int, list[str]] | None = field(default=None, repr=False)
+    _deferred: set[str] | None = field(default=None, repr=False)
 
     def ready(self, node: str) -> bool:
         if self.not_ready is not None:
@@ -367,32 +368,35 @@ class Observation:
         return found
 
     def deferred_among(self, nodes: Sequence[str]) -> list[str]:
-        """Those of `nodes` (in their order) whose `status` is DEFERRED, asking `status` only of those not
-        clean."""
+        """Those of `nodes` (in their order) whose `status` is DEFERRED.
+
+        With the controller's NotReady set, by definition and without asking `status`: a node not failed is
+        deferred when it is not Ready (NotReady or gone from the cache), or when its old pod alone is there, held
+        (`_work_out`). Those are a few sets, so each node costs two lookups: the pass that starts wave 4 at
+        100,000 nodes asks this of wave 4's 50,000 nodes, old pods all, which `status` worked out one by one
+        (~90 ms). Without that set, `status` is asked of the nodes that are not clean."""
+        if self.not_ready is not None:
+            found = self._deferred_set()
+            cached, failures = self.nodes, self.failures
+            return [node for node in nodes if node in found or (node not in cached and node not in failures)]
         clean = self.clean()
         deferred = self._clean_split()[1]
-        known, work_out = self._status, self._work_out
-        pods, failures, not_ready, cached = self.pods, self.failures, self.not_ready, self.nodes
-        new, old_pod, excess, held = pods.new, pods.old.get, pods.excess, pods.held
-        out = []
-        for node in nodes:
-            if node in clean:
-                if node in deferred:
-                    out.append(node)
-                continue
-            found = known.get(node)  # `status`, inlined
-            if found is None:
-                old = old_pod(node)
-                if (old is not None and not_ready is not None and node not in new and node not in failures
-                        and node not in excess and node in cached and node not in not_ready):
-                    # `_work_out` of the node of an old pod alone (most of a wave that just started), inlined.
-                    found = DEFERRED if node in held else PENDING
-                else:
-                    found = work_out(node)
-                known[node] = found
-            if found == DEFERRED:
-                out.append(node)
-        return out
+        status = self.status
+        return [node for node in nodes if (node in deferred if node in clean else status(node) == DEFERRED)]
+
+    def _deferred_set(self) -> set[str]:
+        """The deferred nodes among the cached ones (`deferred_among`): NotReady or held with their old pod alone,
+        and not failed. Worked out once per observation."""
+        found = self._deferred
+        if found is None:
+            pods = self.pods
+            new, excess = pods.new, pods.excess
+            # (`held` holds nodes of `old` only.)
+            found = {node for node in pods.held if node not in new and node not in excess}
+            found.update(self.not_ready or ())
+            found.difference_update(self.failures)
+            self._deferred = found
+        return found
 
 
 def node_ready(node: JSON) -> bool:
