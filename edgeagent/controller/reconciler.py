@@ -188,7 +188,6 @@ class Controller:
             self.prepull = PrePuller(client, prepull, self.events, self.metrics.registry, self.metrics.write,
                                      self.queue.add, self.queue.add_after, clock)
         self.expectations = Expectations()
-        self.condition_writes = UnobservedWrites()
         self.pause_writes = UnobservedWrites()
         # Rollout plans: the ranking per DaemonSet and revision, state writes not yet seen in the cache, and
         # the gate decided with each (reused while the cache still shows the DaemonSet before the write).
@@ -243,10 +242,8 @@ class Controller:
         if self.prepull is not None and self.prepull.on_job_pod(etype, obj):
             return
         key = key_of(obj)
-        if etype == DELETED:
-            self.condition_writes.forget(uid_of(obj))
-            if self.prepull is not None:
-                self.prepull.forget_pod(uid_of(obj))
+        if etype == DELETED and self.prepull is not None:
+            self.prepull.forget_pod(uid_of(obj))
         if old is not None:
             self._unindex_pod(key, old)
         if etype != DELETED:
@@ -495,9 +492,8 @@ class Controller:
 
     async def _sync_conditions(self, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
-        changes, counts = owned.tracker(OtaFacts).scan(
-            ds, owned.digests, hash_, self._clock(), gate,
-            skip=lambda pod: self.condition_writes.pending(uid_of(pod), _rv(pod)))
+        changes, counts = owned.tracker(OtaFacts).scan(ds, owned.digests, hash_, self._clock(), gate,
+                                                       skip=owned.unobserved)
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
         self.metrics.planning_cpu.inc(time.process_time() - started)
 
@@ -519,7 +515,7 @@ class Controller:
                 except KubeUnreachable:
                     self.metrics.condition_patches.labels("error").inc()
                     raise
-                self.condition_writes.record(uid_of(pod), _rv(pod))
+                owned.wrote(key_of(pod), pod)
                 self.metrics.condition_patches.labels("patched").inc()
 
             return call

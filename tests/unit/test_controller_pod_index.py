@@ -295,3 +295,58 @@ def test_a_node_is_vacated_when_its_last_pod_leaves_and_until_a_pod_shows_up_the
     owned.drop("default/app-3")
     now[0] += 61  # never recreated (placement changed): forgotten, desiredNumberScheduled judges again
     assert owned.vacated_nodes() == set() and owned.vacated == {}
+
+
+def test_a_written_pod_is_left_out_until_any_later_version_of_it_arrives() -> None:
+    """The answer to the controller's condition patch can come before the patch's own watch event: a pass in
+    between decides on the cached pod as it was, and would write it again. From the answer (`wrote`) until any later
+    version of the pod arrives, its key is `unobserved` and `scan` leaves it out. An answer that comes after the later
+    version keeps nothing (that version is what the next pass decides on)."""
+    owned = OwnerPods()
+    for index, node in enumerate(NODES[:3]):
+        owned.put(f"default/app-{index}", make_pod(index, node, "r1", True, None, None, False, 1))
+    tracker = owned.tracker(OtaFacts)
+
+    def listed() -> list[str]:
+        changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, skip=owned.unobserved)
+        return [c.pod["metadata"]["name"] for c in changes]
+
+    first = check(owned, "r2", None)
+    assert [c.pod["metadata"]["name"] for c in first] == ["app-0", "app-1", "app-2"]
+    owned.wrote("default/app-0", first[0].pod)
+    owned.wrote("default/app-1", first[1].pod)
+    assert owned.unobserved == {"default/app-0", "default/app-1"}
+    assert listed() == ["app-2"]
+    owned.put("default/app-0", written(first[0].pod, first[0]))  # its event: the cache shows the write
+    assert owned.unobserved == {"default/app-1"}
+    assert listed() == ["app-2"]
+    owned.drop("default/app-1")  # deleted before its event came
+    assert owned.unobserved == set()
+    owned.put("default/app-2", written(first[2].pod, first[2]))  # the event first, then the answer
+    owned.wrote("default/app-2", first[2].pod)
+    assert owned.unobserved == set()
+    assert listed() == []
+
+
+def test_a_wave_change_judges_the_moved_pods_where_they_stand() -> None:
+    """A wave change works out again only whether each moved pod's condition is right (`OtaFacts._move`): one the
+    earlier gate made wrong is right again when its wave is reached again, with nothing written in between. A
+    moved pod changed or deleted since the last pass is left to `refresh`, which derives it whole."""
+    owned = OwnerPods()
+    second, third = RANKING.nodes_of_wave(2)[0], RANKING.nodes_of_wave(3)[0]
+    for node in (second, third):
+        index = NODES.index(node)
+        owned.put(f"default/app-{index}", make_pod(index, node, "r1", True, "True/WaveReached", None, False, 1,
+                                                   said="r2"))
+
+    def listed(gate: Gate) -> list[tuple[str, str, str]]:
+        return [(c.pod["spec"]["nodeName"], c.status, c.reason) for c in check(owned, "r2", gate)]
+
+    assert listed(Gate(RANKING, 3)) == []
+    assert sorted(listed(Gate(RANKING, 1))) == sorted([(second, "False", "WaitingForWave"),
+                                                       (third, "False", "WaitingForWave")])
+    assert listed(Gate(RANKING, 3)) == []  # back where the conditions are right
+    owned.drop(f"default/app-{NODES.index(third)}")
+    owned.put(f"default/app-{NODES.index(second)}", make_pod(NODES.index(second), second, "r1", False,
+                                                             "True/WaveReached", None, False, 2, said="r2"))
+    assert listed(Gate(RANKING, 1)) == [(second, "False", "WaitingForWave")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import get_condition, is_terminating, name_of, uid_of
 from edgeagent.sim.cluster import SimCluster
@@ -17,6 +19,8 @@ from tests.integration.controller.conftest import (
     set_image,
 )
 from tests.support.waiting import eventually
+
+JSON = dict[str, Any]
 
 
 async def conditions(kube: KubeClient, name: str) -> dict[str, tuple[str, str] | None]:
@@ -72,6 +76,51 @@ async def test_ota_flags_outdated_pods_and_clears_the_flag_on_replacement(
     assert app.metrics.writes("pod_delete") == 0  # OTA never deletes
     # One write per condition change: 3 False, 3 True, 1 False on the replacement; none repeated.
     assert app.metrics.writes("condition_patch") == 7
+
+
+async def test_a_pass_before_the_writes_own_events_arrive_writes_nothing_again(
+    sim: SimCluster, admin: KubeClient, controllers: Controllers
+) -> None:
+    """A condition patch's answer can come before its watch event (two connections), and every write enqueues the
+    DaemonSet again: a pass in between decides on the pods as cached before the writes and must not repeat them
+    (`OwnerPods.unobserved`). Here the pod events are held back, as a slow watch would, while passes run."""
+    await create_daemonset(admin, daemonset_manifest("nginx", strategy="OTA"))
+    await eventually(lambda: all_running(admin, "nginx", 3), what="3 pods running")
+    app = await controllers.start(sim)
+    controller = app.controller
+    assert controller is not None
+    first = await eventually(lambda: current_hash(admin, "nginx"), what="first revision")
+    await eventually(lambda: app.metrics.writes("condition_patch") == 3 and len(controller.queue) == 0,
+                     what="PodNeedUpgrade False written on the 3 pods")
+
+    held: list[tuple[str, JSON, JSON | None]] = []
+    handlers = controller.pods._handlers
+    index = handlers.index(controller._on_pod)
+    handlers[index] = lambda etype, obj, old: held.append((etype, obj, old))
+    try:
+        await set_image(admin, "nginx", "nginx:1.19.5")
+
+        async def second_revision() -> str | None:
+            found = await current_hash(admin, "nginx")
+            return found if found != first else None
+
+        second = await eventually(second_revision, what="second revision")
+        await eventually(lambda: app.metrics.writes("condition_patch") == 6, what="PodNeedUpgrade True written")
+        for _ in range(3):
+            await controller.reconcile(f"{NS}/nginx")
+        assert app.metrics.writes("condition_patch") == 6
+    finally:
+        handlers[index] = controller._on_pod
+    for etype, obj, old in held:
+        controller._on_pod(etype, obj, old)
+
+    async def all_true() -> bool:
+        found = await conditions(admin, "nginx")
+        return len(found) == 3 and all(c == ("True", f"controllerrevision: {second}") for c in found.values())
+
+    await eventually(all_true, what="PodNeedUpgrade True on every pod")
+    await controller.reconcile(f"{NS}/nginx")
+    assert app.metrics.writes("condition_patch") == 6
 
 
 async def test_the_controller_caches_trimmed_pods_and_nodes(
