@@ -526,6 +526,34 @@ class NodePods(Tracker[Digest]):
         else:
             view.held.discard(node)
 
+    def _add_all(self, items: Iterable[tuple[str, Digest]]) -> None:
+        # The start over (the view just reset): every pod in one loop with the view's maps in locals, as OTA's
+        # does; at 100,000 pods a call of `_add` per pod was a third of it. A node's second pod of a kind (rare)
+        # goes through `_add`, which keeps the extra ones.
+        view, dying, add = self.view, self._dying, self._add
+        new, old, unready, held_nodes = view.new, view.old, view.unready, view.held
+        hash_, generation = self._hash, self._generation
+        for key, digest in items:
+            pod, node, deleting, revision, its_generation, ready, _, held = digest
+            if deleting:
+                if node:
+                    dying[key] = node
+            elif not node:
+                continue
+            elif revision == hash_ or its_generation == generation:
+                if node in new:
+                    add(key, digest)
+                else:
+                    new[node] = pod
+                    if not ready:
+                        unready.add(node)
+            elif node in old:
+                add(key, digest)
+            else:
+                old[node] = pod
+                if held:
+                    held_nodes.add(node)
+
     def _remove(self, key: str, before: Digest) -> None:
         _, node, deleting, revision, generation, _, _, _ = before
         if deleting:
