@@ -8,17 +8,29 @@ cluster (or vice versa). Every function works on a deep copy: callers keep their
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from . import errors
 
 JSON = dict[str, Any]
+_T = TypeVar("_T")
+
+
+def _copy(value: _T) -> _T:
+    """A copy of a JSON value (dicts and lists copied, scalars shared): what copy.deepcopy gives for JSON, several
+    times faster, and every status patch of the sim's kubelets goes through here (5 % of the sim's CPU while it
+    recreated a wave's pods at 20,000 nodes)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [_copy(v) for v in value]  # type: ignore[return-value]
+    return value
+
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -168,7 +180,7 @@ def _remove(doc: Any, tokens: list[str], path: str, op: str) -> tuple[Any, Any]:
 def _value(operation: Mapping[str, Any], op: str) -> Any:
     if "value" not in operation:
         raise PatchError(f"jsonpatch {op} operation is missing the 'value' member")
-    return copy.deepcopy(operation["value"])
+    return _copy(operation["value"])
 
 
 def _replace(doc: Any, tokens: list[str], value: Any, path: str) -> Any:
@@ -188,7 +200,7 @@ def _move_or_copy(doc: Any, operation: Mapping[str, Any], op: str) -> Any:
     path = _member(operation, "path", op)
     from_tokens, to_tokens = _pointer(source), _pointer(path)
     if op == "copy":
-        return _add(doc, to_tokens, copy.deepcopy(_get(doc, from_tokens, source, op, "from path")), path, op)
+        return _add(doc, to_tokens, _copy(_get(doc, from_tokens, source, op, "from path")), path, op)
     if len(to_tokens) > len(from_tokens) and to_tokens[: len(from_tokens)] == from_tokens:
         raise _apply_failed(f"jsonpatch move operation does not apply: cannot move {source} into its child {path}")
     _get(doc, from_tokens, source, op, "from path")
@@ -222,7 +234,7 @@ def json_patch(doc: JSON, ops: list[Any]) -> JSON:
     """Apply an RFC 6902 patch atomically: either every operation applies or a PatchError is raised."""
     if not isinstance(ops, list):
         raise PatchError(f"json: cannot unmarshal {_json_kind(ops)} into Go value of type jsonpatch.Patch")
-    result: Any = copy.deepcopy(doc)
+    result: Any = _copy(doc)
     for operation in ops:
         if not isinstance(operation, Mapping):
             kind = _json_kind(operation)
@@ -267,8 +279,8 @@ def _json_kind(value: Any) -> str:
 
 def _merge(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result: JSON = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return _copy(patch)
+    result: JSON = _copy(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -372,7 +384,7 @@ class _Strategic:
             return self.map(original if isinstance(original, dict) else {}, patch, path)
         if isinstance(patch, list):
             return self.list(original if isinstance(original, list) else [], patch, path, reorder=reorder)
-        return copy.deepcopy(patch)
+        return _copy(patch)
 
     def map(self, original: JSON, patch: JSON, path: Path) -> JSON:
         directive = patch.get(_PATCH)
@@ -382,7 +394,7 @@ class _Strategic:
             return {}
         if directive is not None:
             raise PatchError(f"Unknown patch type: {directive} in map: {json.dumps(patch, sort_keys=True)}")
-        result = copy.deepcopy(original)
+        result = _copy(original)
         retain = patch.get(_RETAIN_KEYS)
         if retain is not None:
             if not isinstance(retain, list):
@@ -407,17 +419,17 @@ class _Strategic:
     def list(self, original: list[Any], patch: list[Any], path: Path, *, reorder: bool = True) -> list[Any]:
         merge_key = self.keys.get(path)
         if merge_key is None:  # atomic list: the patch replaces it wholesale
-            return copy.deepcopy(patch)
+            return _copy(patch)
         if any(isinstance(item, dict) and item.get(_PATCH) == "replace" for item in patch):
             rest = [item for item in patch if not (isinstance(item, dict) and item.get(_PATCH) == "replace")]
             return self.list([], rest, path)
         if merge_key == PRIMITIVE_MERGE:
-            merged = copy.deepcopy(original)
+            merged = _copy(original)
             for item in patch:
                 if not any(json_equal(item, have) for have in merged):
-                    merged.append(copy.deepcopy(item))
+                    merged.append(_copy(item))
             return merged
-        result = copy.deepcopy(original)
+        result = _copy(original)
         for item in patch:
             if not isinstance(item, dict):
                 raise PatchError(
