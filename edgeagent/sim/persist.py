@@ -157,7 +157,7 @@ class StateFile:
                     (event.resource.plural, str(meta.get("namespace") or ""), str(meta.get("name") or "")),
                 )
             else:
-                self._put(event.resource.plural, event.object, event.object_json())
+                self._put(event.resource.plural, event.object)
             self._set("resourceVersion", str(event.rv))
 
     def save_ports(self, api_port: int, link_ports: dict[str, int]) -> None:
@@ -170,13 +170,11 @@ class StateFile:
         with self._transaction():
             self._set("images", json.dumps(entries, sort_keys=True))
 
-    def _put(self, plural: str, obj: JSON, body: bytes | None = None) -> None:
-        """`body`: the object already encoded (an event's, which its watchers send as they are)."""
+    def _put(self, plural: str, obj: JSON) -> None:
         meta = obj.get("metadata") or {}
         self._db.execute(
             "INSERT OR REPLACE INTO objects (plural, namespace, name, body) VALUES (?, ?, ?, ?)",
-            (plural, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
-             (dumps(obj) if body is None else body).decode()),
+            (plural, str(meta.get("namespace") or ""), str(meta.get("name") or ""), dumps(obj).decode()),
         )
 
     def _set(self, key: str, value: str) -> None:

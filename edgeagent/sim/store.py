@@ -149,14 +149,6 @@ class WatchEvent:
     # Serialised forms, built once per event and shared by every HTTP watcher of it.
     cache: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
-    def object_json(self) -> bytes:
-        """`object` as JSON, encoded once: the state file writes it through and every watcher sends it (the
-        encoding was ~6 % of the sim's CPU each while it recreated a wave's pods at 20,000 nodes)."""
-        encoded = self.cache.get("object")
-        if encoded is None:
-            encoded = self.cache["object"] = dumps(self.object)
-        return encoded
-
 
 @dataclass
 class ListPage:
