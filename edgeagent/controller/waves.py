@@ -260,6 +260,7 @@ class Observation:
     _split: tuple[set[str], set[str]] | None = field(default=None, repr=False)
     _deferred_memo: tuple[Ranking, int, list[str]] | None = field(default=None, repr=False)
     _deferred: set[str] | None = field(default=None, repr=False)
+    _upgraded_memo: tuple[Mapping[str, int], int] | None = field(default=None, repr=False)
 
     def ready(self, node: str) -> bool:
         if self.not_ready is not None:
@@ -344,15 +345,25 @@ class Observation:
         failed, those on a Ready node and the others. Worked out once per observation."""
         found = self._split
         if found is None:
-            alive = self.clean() - self.failures.keys()
+            # Read only, like `clean()`: a set is copied only when something is taken out of it (at a late wave
+            # change each holds half the fleet).
+            alive = self.clean()
+            if self.failures:
+                alive = alive - self.failures.keys()
             deferred = self._not_ready(alive)
-            found = self._split = (alive - deferred, deferred)
+            found = self._split = (alive - deferred if deferred else alive, deferred)
         return found
 
     def upgraded_among(self, ranked: Mapping[str, int]) -> int:
-        """How many nodes of `ranked` have `status` UPGRADED (only clean nodes can)."""
+        """How many nodes of `ranked` have `status` UPGRADED (only clean nodes can). Remembered for the last
+        `ranked`: the pass that starts a wave counts twice (the finished wave's message, the new state)."""
+        memo = self._upgraded_memo
+        if memo is not None and memo[0] is ranked:
+            return memo[1]
         upgraded = self._clean_split()[0]
-        return len(upgraded) if ranked.keys() >= upgraded else len(upgraded.intersection(ranked))
+        found = len(upgraded) if ranked.keys() >= upgraded else len(upgraded.intersection(ranked))
+        self._upgraded_memo = (ranked, found)
+        return found
 
     def deferred_in_waves(self, ranking: Ranking, k: int) -> list[str]:
         """`deferred_among(ranking.nodes_in_waves(k))`, remembered: the pass that starts wave k + 1 asks it for

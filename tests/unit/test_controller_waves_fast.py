@@ -65,7 +65,8 @@ world = st.fixed_dictionaries({
     "warming": st.sets(st.sampled_from(NAMES), max_size=2),
     "wave": st.integers(1, 5),
     "index": st.booleans(),  # readiness from the controller's NotReady set, or from the node cache
-    "order": st.permutations(range(7)),  # which question is asked first (each fills caches the others read)
+    "order": st.permutations(range(8)),  # which question is asked first (each fills caches the others read)
+    "others": st.lists(st.sampled_from(NAMES), min_size=1, max_size=len(NAMES), unique=True),  # another ranking
 })
 
 
@@ -92,6 +93,7 @@ def reference(obs: Observation, nodes: dict[str, JSON], node: str) -> str:
 @given(world)
 def test_fast_answers_are_the_per_node_answers(w: dict[str, Any]) -> None:
     ranking = rank(PLAN, {n: {} for n in w["ranked"]})
+    others = rank(PLAN, {n: {} for n in w["others"]})
     # No Ready condition on n0-n2; n3-n5 gone from the cache instead.
     nodes = {name: make_node(name, ready) for name, ready in zip(NAMES, w["nodes"], strict=True)
              if ready is not None or name < "n3"}
@@ -113,6 +115,9 @@ def test_fast_answers_are_the_per_node_answers(w: dict[str, Any]) -> None:
          all(want[n] != PENDING for n in ranking.nodes_in_waves(last))),
         ("upgraded", lambda: obs.upgraded_among(ranking.waves_by_node),
          sum(1 for n in by_node.new if n in ranking.waves_by_node and want[n] == UPGRADED)),
+        # (remembered for the last ranking asked about: another one gets its own count)
+        ("upgraded among others", lambda: obs.upgraded_among(others.waves_by_node),
+         sum(1 for n in by_node.new if n in others.waves_by_node and want[n] == UPGRADED)),
         ("deferred", lambda: obs.deferred_among(ranking.nodes_in_waves(k)),
          [n for n in ranking.nodes_in_waves(k) if want[n] == DEFERRED]),
         ("deferred later", lambda: obs.deferred_among(ranking.nodes_in_waves(k + 1)),
