@@ -157,7 +157,7 @@ class OtaFacts(Tracker[Digest]):
     at most the next wave's (1-50 % of them) could change. A gate change that cannot list its nodes (a freeze,
     a new ranking, a plan that appears or goes) starts over, as a new revision does."""
 
-    __slots__ = ("_at", "_gate", "_gated", "_generation", "_hash", "_message", "_reach", "_waves", "total",
+    __slots__ = ("_at", "_gate", "_gated", "_generation", "_hash", "_message", "_reach", "_waves", "more", "total",
                  "unavailable", "updated", "wrong")
 
     def __init__(self) -> None:
@@ -168,6 +168,7 @@ class OtaFacts(Tracker[Digest]):
         # of the whole cache sooner.
         self.wrong: dict[str, tuple[str, str, str]] = {}
         self.total = self.updated = self.unavailable = 0
+        self.more = False  # the last `scan` left changes out (its `limit`)
         # A pod is updated when its hash label is `_hash` or its generation label `_generation`
         # (`pod_index.revision_keys`).
         self._hash, self._generation = revision_keys("", None)
@@ -271,12 +272,14 @@ class OtaFacts(Tracker[Digest]):
         self.derived += count
 
     def scan(self, ds: JSON, digests: Mapping[str, Digest], current_hash: str, now: float, gate: Gate | None = None,
-             skip: AbstractSet[str] = frozenset()) -> tuple[list[ConditionChange], dict[str, int]]:
+             skip: AbstractSet[str] = frozenset(), limit: int | None = None,
+             ) -> tuple[list[ConditionChange], dict[str, int]]:
         """What `scan` answers for the pods of `digests` (the DaemonSet's pods' digests by key,
         `OwnerPods.digests`, those this tracker is marked for) with `gate.allows` as `may_move` (no plan: None).
         `skip`: the keys of pods to leave out of the changes this time (a write of ours not seen yet,
         `OwnerPods.unobserved`): while 100,000 conditions are being written, a pass lists only the pods not written
-        yet. The patches are built when they are sent (`ConditionChange.patch`)."""
+        yet. The patches are built when they are sent (`ConditionChange.patch`). `limit`: list at most that many
+        (the first in name order); `more` says whether some were left out."""
         generation = template_generation(ds)
         self._hash, self._generation = revision_keys(current_hash, generation)
         self._gated = gate is not None
@@ -294,8 +297,11 @@ class OtaFacts(Tracker[Digest]):
         # In name order, as `scan` lists them: the keys sorted (a key is `namespace/name`, and a DaemonSet's pods
         # share its namespace) instead of the changes by a name read from each pod (a late wave change lists
         # 40,000-50,000 pods at 100,000 nodes).
-        changes = [ConditionChange(digests[key][0], *wrong[key], stamp)
-                   for key in sorted(wrong.keys() - skip if skip else wrong)]
+        keys = sorted(wrong.keys() - skip if skip else wrong)
+        self.more = limit is not None and len(keys) > limit
+        if self.more:
+            del keys[limit:]
+        changes = [ConditionChange(digests[key][0], *wrong[key], stamp) for key in keys]
         counts = {"total": self.total, "updated": self.updated, "outdated": self.total - self.updated,
                   "unavailable": self.unavailable}
         return changes, counts

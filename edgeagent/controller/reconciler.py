@@ -84,6 +84,11 @@ JSON = dict[str, Any]
 
 # Concurrent API calls within one reconcile (deletions or condition patches of one DaemonSet).
 _WRITE_CONCURRENCY = 32
+# At most this many PodNeedUpgrade writes per reconcile; the DaemonSet is queued again for the rest (as the DaemonSet
+# controller's burst of creates per sync). A new revision at 100,000 nodes, or a plan's late wave (50,000 nodes),
+# is written in batches: each pass plans a batch, not every change, and between two batches the controller looks
+# again, so an abort or a failure seen meanwhile stops the wave before the rest of its nodes are told to upgrade.
+_CONDITION_BURST = 10_000
 # How soon a roll blocked by an unhealthy informer looks again.
 _UNHEALTHY_RETRY = 1.0
 # Names listed in one Event message before "and N more".
@@ -492,8 +497,9 @@ class Controller:
 
     async def _sync_conditions(self, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
-        changes, counts = owned.tracker(OtaFacts).scan(ds, owned.digests, hash_, self._clock(), gate,
-                                                       skip=owned.unobserved)
+        tracker = owned.tracker(OtaFacts)
+        changes, counts = tracker.scan(ds, owned.digests, hash_, self._clock(), gate, skip=owned.unobserved,
+                                       limit=_CONDITION_BURST)
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
         self.metrics.planning_cpu.inc(time.process_time() - started)
 
@@ -523,7 +529,9 @@ class Controller:
         errors = await self._bounded([patcher(c) for c in changes])
         if changes:
             self._log.info("PodNeedUpgrade updated", daemonset=key_of(ds), revision=hash_,
-                           patched=len(changes) - len(errors), failed=len(errors))
+                           patched=len(changes) - len(errors), failed=len(errors), more=tracker.more)
+        if tracker.more:
+            self.queue.add(key_of(ds))
         if errors:
             raise ReconcileError(f"{len(errors)} condition patch(es) failed, first: {errors[0]}")
 

@@ -350,3 +350,14 @@ def test_a_wave_change_judges_the_moved_pods_where_they_stand() -> None:
     owned.put(f"default/app-{NODES.index(second)}", make_pod(NODES.index(second), second, "r1", False,
                                                              "True/WaveReached", None, False, 2, said="r2"))
     assert listed(Gate(RANKING, 1)) == [(second, "False", "WaitingForWave")]
+
+
+def test_a_scan_with_a_limit_lists_the_first_changes_by_name_and_says_more_are_left() -> None:
+    owned = OwnerPods()
+    for index, node in enumerate(NODES):
+        owned.put(f"default/app-{index}", make_pod(index, node, "r1", True, None, None, False, 1))
+    tracker = owned.tracker(OtaFacts)
+    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, skip={"default/app-0"}, limit=2)
+    assert [c.pod["metadata"]["name"] for c in changes] == ["app-1", "app-2"] and tracker.more
+    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, skip={"default/app-0"}, limit=3)
+    assert [c.pod["metadata"]["name"] for c in changes] == ["app-1", "app-2", "app-3"] and not tracker.more

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from edgeagent.controller import reconciler
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import get_condition, is_terminating, name_of, uid_of
 from edgeagent.sim.cluster import SimCluster
@@ -121,6 +124,30 @@ async def test_a_pass_before_the_writes_own_events_arrive_writes_nothing_again(
     await eventually(all_true, what="PodNeedUpgrade True on every pod")
     await controller.reconcile(f"{NS}/nginx")
     assert app.metrics.writes("condition_patch") == 6
+
+
+async def test_conditions_beyond_a_pass_s_burst_are_written_by_the_next_pass(
+    sim: SimCluster, admin: KubeClient, controllers: Controllers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass writes at most `_CONDITION_BURST` conditions and queues the DaemonSet again for the rest: here a burst
+    of 2 for 3 pods. The pod events are held back, so nothing but that requeue brings the DaemonSet back (the
+    events of the first batch would, in a live cluster; not when its patches changed nothing)."""
+    monkeypatch.setattr(reconciler, "_CONDITION_BURST", 2)
+    await create_daemonset(admin, daemonset_manifest("nginx", strategy="OTA"))
+    await eventually(lambda: all_running(admin, "nginx", 3), what="3 pods running")
+    app = await controllers.start(sim)
+    controller = app.controller
+    assert controller is not None
+    await eventually(lambda: app.metrics.writes("condition_patch") == 3 and len(controller.queue) == 0,
+                     what="PodNeedUpgrade False written on the 3 pods, in two passes")
+    handlers = controller.pods._handlers
+    index = handlers.index(controller._on_pod)
+    handlers[index] = lambda etype, obj, old: None
+    try:
+        await set_image(admin, "nginx", "nginx:1.19.5")
+        await eventually(lambda: app.metrics.writes("condition_patch") == 6, what="PodNeedUpgrade True written")
+    finally:
+        handlers[index] = controller._on_pod
 
 
 async def test_the_controller_caches_trimmed_pods_and_nodes(
