@@ -190,6 +190,8 @@ class OtaFacts(Tracker[Digest]):
         return (("False", message, ""), ("True", message, ""), ("True", message, REASON_WAVE_REACHED),
                 ("False", message, REASON_WAITING_FOR_WAVE))
 
+    _adds_in_one_call = True
+
     def _reset(self) -> None:
         self.wrong.clear()
         self._at.clear()

@@ -121,12 +121,34 @@ class Tracker(Generic[V]):
         if self._dirty:
             dirty, self._dirty = self._dirty, {}
             self.derived += len(dirty)
+            if self._adds_in_one_call:
+                added = []
+                for key, before in dirty.items():
+                    if before is not None:
+                        self._remove(key, before)
+                    found = pods.get(key)
+                    if found is not None:
+                        added.append((key, found))
+                self._add_all(added)
+                return False
             for key, before in dirty.items():
-                if before is not None:
-                    self._remove(key, before)
                 found = pods.get(key)
+                if before is not None:
+                    if found is not None and self._replaced(key, before, found):
+                        continue
+                    self._remove(key, before)
                 if found is not None:
                     self._add(key, found)
+        return False
+
+    # A tracker whose facts of a pod depend on that pod alone (no other pod's) can take every changed pod back
+    # first and add them again in one `_add_all`: after a wave change at 100,000 nodes the next passes see 10,000
+    # written conditions come back each, and a call of `_add_all` per pod set its loop up 10,000 times.
+    _adds_in_one_call = False
+
+    def _replaced(self, key: str, before: Digest, after: V) -> bool:
+        """Take the pod's new version in place of `before` when nothing this tracker derives from it changed (True),
+        instead of taking it back and deriving it again; False: derive it again."""
         return False
 
     def start_over(self) -> None:

@@ -565,6 +565,23 @@ class NodePods(Tracker[Digest]):
                 if held:
                     held_nodes.add(node)
 
+    def _replaced(self, key: str, before: Digest, after: Digest) -> bool:
+        # A pod whose node, deletion, revision labels, Ready and hold are as they were (a PodNeedUpgrade written:
+        # 10,000 of them come back after each batch of a wave change) only takes its old version's place.
+        if before[1:6] != after[1:6] or before[7] != after[7]:
+            return False
+        _, node, deleting, revision, generation, _, _, _ = before
+        if deleting or not node:
+            return True
+        is_new = revision == self._hash or generation == self._generation
+        side = self.view.new if is_new else self.view.old
+        group = self._multi.get((node, is_new))
+        if group is not None:
+            group[key] = after[0]
+        if side.get(node) is before[0]:
+            side[node] = after[0]
+        return True
+
     def _remove(self, key: str, before: Digest) -> None:
         _, node, deleting, revision, generation, _, _, _ = before
         if deleting:

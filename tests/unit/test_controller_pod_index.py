@@ -361,3 +361,23 @@ def test_a_scan_with_a_limit_lists_the_first_changes_by_name_and_says_more_are_l
     assert [c.pod["metadata"]["name"] for c in changes] == ["app-1", "app-2"] and tracker.more
     changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, skip={"default/app-0"}, limit=3)
     assert [c.pod["metadata"]["name"] for c in changes] == ["app-1", "app-2", "app-3"] and not tracker.more
+
+
+def test_a_pod_changed_only_in_its_condition_takes_its_old_version_s_place() -> None:
+    """A written PodNeedUpgrade changes nothing the pods-by-node view derives, so the new version only takes the old
+    one's place (`NodePods._replaced`), also among two pods of a kind on one node: when the other one goes, the node's
+    pod is the new version, not the old one."""
+    owned = OwnerPods()
+    owned.put("default/app-0", make_pod(0, "n0", "r1", True, None, None, False, 1))
+    owned.put("default/app-1", make_pod(1, "n0", "r1", True, None, None, False, 1))
+    owned.put("default/app-2", make_pod(2, "n1", "r1", True, None, None, False, 1))
+    check(owned, "r2", None)
+    tracker = owned.tracker(NodePods)
+    assert tracker.take_joined() is None  # (a start over)
+    owned.put("default/app-0", make_pod(0, "n0", "r1", True, "True/", None, False, 2, said="r2"))
+    owned.put("default/app-2", make_pod(2, "n1", "r1", True, "True/", None, False, 2, said="r2"))
+    check(owned, "r2", None)
+    assert tracker.take_joined() == set()  # replaced in place: no node left and came back
+    owned.drop("default/app-1")
+    check(owned, "r2", None)
+    assert tracker.view.old["n0"] is owned.pods["default/app-0"]
