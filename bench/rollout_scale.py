@@ -32,7 +32,11 @@ Figures (`name value unit`):
   (`rollout_scale_wave_change_patches`) and whatever this process did while they were in flight;
 - `rollout_scale_cpu_wave_change_2_3` and `..._3_4` (with their `_pass` and `rollout_scale_wave_change_2_3_patches`
   ...): the same for the later wave changes, which move far more nodes (at 100,000: 40,000 and 50,000 pods, against
-  9,000 for 1 -> 2), and `rollout_scale_cpu_wave_change_max`, the largest of them. Wave k's pods are deleted and
+  9,000 for 1 -> 2). A pass writes at most 10,000 conditions (`_CONDITION_BURST`), so the later passes of a wave
+  change write the rest: `..._rest_max` (`rollout_scale_cpu_wave_change_rest_max`, ...) is the largest planning
+  CPU among them, and `rollout_scale_cpu_wave_change_max` the largest of all those passes of every wave change;
+  `rollout_scale_cpu_flag_pass_max` is the same for the passes that start the new revision (the first derives
+  every pod again and ranks the nodes; together they write 100,000 conditions). Wave k's pods are deleted and
   recreated by the sim as wave 1's (9,000 for 2 -> 3 and 40,000 for 3 -> 4 at 100,000 nodes; at 20,000 nodes
   8,000 took the sim 155-183 s, the whole bench ~6 min); `--wave-changes N` times the first N changes only;
 - `rollout_scale_gc_wave_change_pass` (and `..._2_3_pass`, ...): the CPU the garbage collector took during that
@@ -56,7 +60,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -67,6 +71,7 @@ from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
 from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, REASON_WAITING_FOR_WAVE
 from edgeagent.controller.app import ControllerApp
+from edgeagent.controller.ota import OtaFacts
 from edgeagent.controller.pod_index import digest_of
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.reconciler import Controller
@@ -204,33 +209,70 @@ def wave_change_name(k: int, prefix: str = "rollout_scale_cpu_", suffix: str = "
     return f"{prefix}wave_change{waves}{suffix}"
 
 
+class Pass(NamedTuple):
+    """One reconcile run by the controller's own worker, as `PassLog` saw it."""
+
+    wave_before: int | None
+    wave_after: int | None
+    planning: float  # the controller's planning CPU in it (seconds)
+    whole: float  # its CPU, writes included
+    patches: float  # condition patches it sent
+    collected: float  # the garbage collector's CPU in it
+    collected_in_planning: float
+
+
+class PassLog:
+    """Times the reconciles run by the controller's own worker (a wrapper around `reconcile`, looked up on the
+    instance by the worker) while installed."""
+
+    def __init__(self, app: ControllerApp, controller: Controller, uid: str) -> None:
+        self.app, self.controller, self.uid = app, controller, uid
+        self.passes: list[Pass] = []
+        self._reconcile = controller.reconcile
+
+    def __enter__(self) -> PassLog:
+        reconcile, app, controller, uid = self._reconcile, self.app, self.controller, self.uid
+
+        async def timed(key: str) -> None:
+            before, planned, cpu = wave_of(controller, uid), planning_cpu(app), time.process_time()
+            patched = writes_by_kind(app.metrics).get("condition_patch", 0.0)
+            collected = COLLECTOR.spent
+            COLLECTOR.record()
+            try:
+                await reconcile(key)
+            finally:
+                self.passes.append(Pass(before, wave_of(controller, uid), planning_cpu(app) - planned,
+                                        time.process_time() - cpu,
+                                        writes_by_kind(app.metrics).get("condition_patch", 0.0) - patched,
+                                        COLLECTOR.spent - collected, COLLECTOR.in_planning()))
+                COLLECTOR.recording = False
+
+        setattr(self.controller, "reconcile", timed)  # noqa: B010 -- the worker looks the method up on the instance
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        setattr(self.controller, "reconcile", self._reconcile)  # noqa: B010
+
+
+def conditions_written(controller: Controller, uid: str) -> bool:
+    """Every PodNeedUpgrade of the DaemonSet is right (the OTA tracker lists nothing) and nothing is queued: the
+    batches of a wave change (`_CONDITION_BURST` per pass) are all written."""
+    owned = controller._pods_by_owner.get(uid)
+    return owned is not None and not owned.tracker(OtaFacts).wrong and len(controller.queue) == 0
+
+
 async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: JSON, k: int) -> float:
-    """Wave k -> k + 1 as it happens: the reconciles run by the controller's own worker are timed (a wrapper
-    around `reconcile`), and the one whose gate went from wave k to k + 1 is reported. Returns its planning CPU
-    (seconds)."""
+    """Wave k -> k + 1 as it happens: the reconciles run by the controller's own worker are timed (`PassLog`),
+    and the one whose gate went from wave k to k + 1 is reported; then the passes that write the rest of the new
+    wave's conditions (a pass writes at most `_CONDITION_BURST`), whose largest planning CPU is `..._rest_max`.
+    Returns the largest planning CPU of all those passes (seconds)."""
     uid = uid_of(ds)
     gate = controller._plan_gates.get(uid)
     assert gate is not None and gate.ranking is not None and gate.wave == k, gate
     reached = set(gate.ranking.nodes_of_wave(k))
     moved = len(gate.ranking.nodes_of_wave(k + 1))
-    passes: list[tuple[int | None, int | None, float, float, float, float, float]] = []
-    reconcile = controller.reconcile
-
-    async def timed(key: str) -> None:
-        before, planned, cpu = wave_of(controller, uid), planning_cpu(app), time.process_time()
-        patched = writes_by_kind(app.metrics).get("condition_patch", 0.0)
-        collected = COLLECTOR.spent
-        COLLECTOR.record()
-        try:
-            await reconcile(key)
-        finally:
-            passes.append((before, wave_of(controller, uid), planning_cpu(app) - planned,
-                           time.process_time() - cpu, writes_by_kind(app.metrics).get("condition_patch", 0.0)
-                           - patched, COLLECTOR.spent - collected, COLLECTOR.in_planning()))
-            COLLECTOR.recording = False
-
-    setattr(controller, "reconcile", timed)  # noqa: B010 -- the worker looks the method up on the instance
-    try:
+    with PassLog(app, controller, uid) as log:
+        passes = log.passes
         doomed = [p for p in pods_of(controller, "fleet") if node_of(p) in reached]
         semaphore = asyncio.Semaphore(32)
 
@@ -240,20 +282,27 @@ async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: 
 
         started = time.monotonic()
         await asyncio.gather(*(delete(p) for p in doomed))
-        await until(lambda: any(b == k and a == k + 1 for b, a, *_ in passes), 3600, f"wave {k + 1} started",
-                    interval=0.5)
+        await until(lambda: any(p.wave_before == k and p.wave_after == k + 1 for p in passes), 3600,
+                    f"wave {k + 1} started", interval=0.5)
         note(f"wave {k}'s {len(doomed)} pods deleted; wave {k + 1} started {time.monotonic() - started:.0f} s "
              f"later, {len(passes)} reconcile(s) in between")
-    finally:
-        setattr(controller, "reconcile", reconcile)  # noqa: B010
-    _, _, planned, whole, patches, collected, in_planning = next(p for p in passes if p[0] == k and p[1] == k + 1)
-    report(wave_change_name(k), planned * 1e3, "ms")
-    report(wave_change_name(k, suffix="_pass"), whole * 1e3, "ms")
-    report(wave_change_name(k, "rollout_scale_gc_", "_pass"), collected * 1e3, "ms")
-    report(wave_change_name(k, "rollout_scale_gc_", "_planning"), in_planning * 1e3, "ms")
-    report(wave_change_name(k, "rollout_scale_", "_patches"), patches, "writes")
-    note(f"wave {k + 1} moves {moved} nodes")
-    return planned
+        at = next(i for i, p in enumerate(passes) if p.wave_before == k and p.wave_after == k + 1)
+        await until(lambda: conditions_written(controller, uid), 1800, f"wave {k + 1}'s conditions written",
+                    interval=0.5)
+    change, rest = passes[at], passes[at + 1:]
+    report(wave_change_name(k), change.planning * 1e3, "ms")
+    report(wave_change_name(k, suffix="_pass"), change.whole * 1e3, "ms")
+    report(wave_change_name(k, "rollout_scale_gc_", "_pass"), change.collected * 1e3, "ms")
+    report(wave_change_name(k, "rollout_scale_gc_", "_planning"), change.collected_in_planning * 1e3, "ms")
+    report(wave_change_name(k, "rollout_scale_", "_patches"), change.patches, "writes")
+    worst = max([change.planning, *(p.planning for p in rest)])
+    rest_max = max((p.planning for p in rest), default=0.0)
+    report(wave_change_name(k, suffix="_rest_max"), rest_max * 1e3, "ms")
+    collected = max((p.collected_in_planning for p in rest), default=0.0)
+    note(f"wave {k + 1} moves {moved} nodes; {len(rest)} later pass(es) until its conditions were written, "
+         f"{sum(p.patches for p in rest):.0f} patches, the collector {collected * 1e3:.0f} ms at most inside one's "
+         "planning")
+    return worst
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -302,9 +351,8 @@ async def run(args: argparse.Namespace) -> None:
             report("rollout_scale_cpu_digests", digests_cpu(controller, args.passes) * 1e3, "ms")
 
             before = writes_by_kind(app.metrics)
+            ds = next(d for d in controller.daemonsets.items.values() if name_of(d) == "fleet")
             flag_from = time.monotonic()
-            await sim.request("PATCH", f"{DS_PATH}/fleet", {"spec": {"template": {"spec": {"containers": [
-                {"name": "main", "image": "app:2"}]}}}}, MERGE_PATCH)
             wave1 = -(-n // 100)
 
             def flagged() -> bool:
@@ -312,8 +360,19 @@ async def run(args: argparse.Namespace) -> None:
                 return bool(sum(v for (status, _), v in counts.items() if status == "True") == wave1
                         and counts.get(("False", REASON_WAITING_FOR_WAVE), 0) == n - wave1)
 
-            await until(flagged, 1800, "wave 1 flagged and the others WaitingForWave", interval=2.0)
+            with PassLog(app, controller, uid_of(ds)) as flag_log:
+                await sim.request("PATCH", f"{DS_PATH}/fleet", {"spec": {"template": {"spec": {"containers": [
+                    {"name": "main", "image": "app:2"}]}}}}, MERGE_PATCH)
+                await until(flagged, 1800, "wave 1 flagged and the others WaitingForWave", interval=2.0)
+                await until(lambda: conditions_written(controller, uid_of(ds)), 120, "the conditions written")
             report("rollout_scale_flag_time", time.monotonic() - flag_from, "s")
+            # The passes that start the new revision: the first derives every pod again and ranks the nodes, and
+            # each writes at most `_CONDITION_BURST` of the 100,000 conditions.
+            report("rollout_scale_cpu_flag_pass_max", max(p.planning for p in flag_log.passes) * 1e3, "ms")
+            note(f"template change: {len(flag_log.passes)} pass(es), planning "
+                 + ", ".join(f"{p.planning * 1e3:.0f}" for p in flag_log.passes if p.patches) + " ms in those that "
+                 "wrote, the collector at most "
+                 f"{max(p.collected_in_planning for p in flag_log.passes) * 1e3:.0f} ms inside one's planning")
             await until(lambda: len(controller.queue) == 0, 120, "the queue drained")
             await asyncio.sleep(2)
             note(f"PodNeedUpgrade (status, reason) -> pods: {conditions(controller, 'fleet')}")
@@ -329,7 +388,6 @@ async def run(args: argparse.Namespace) -> None:
                 if delta:
                     report(f"rollout_scale_writes_{kind}", delta, "writes")
 
-            ds = next(d for d in controller.daemonsets.items.values() if name_of(d) == "fleet")
             gate = controller._plan_gates.get(uid_of(ds))
             assert gate is not None and gate.ranking is not None, gate
             changes = min(args.wave_changes, gate.ranking.waves - 1)
