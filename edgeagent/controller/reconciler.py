@@ -87,7 +87,8 @@ _WRITE_CONCURRENCY = 32
 # At most this many PodNeedUpgrade writes per reconcile; the DaemonSet is queued again for the rest (as the DaemonSet
 # controller's burst of creates per sync). A new revision at 100,000 nodes, or a plan's late wave (50,000 nodes),
 # is written in batches: each pass plans a batch, not every change, and between two batches the controller looks
-# again, so an abort or a failure seen meanwhile stops the wave before the rest of its nodes are told to upgrade.
+# again, so an abort (or failures reaching max-failed) seen meanwhile stops the wave before the rest of its nodes
+# are told to upgrade.
 _CONDITION_BURST = 10_000
 # How soon a roll blocked by an unhealthy informer looks again.
 _UNHEALTHY_RETRY = 1.0
