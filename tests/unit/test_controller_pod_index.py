@@ -352,15 +352,20 @@ def test_a_wave_change_judges_the_moved_pods_where_they_stand() -> None:
     assert listed(Gate(RANKING, 1)) == [(second, "False", "WaitingForWave")]
 
 
-def test_a_scan_with_a_limit_lists_the_first_changes_by_name_and_says_more_are_left() -> None:
+def test_a_scan_with_a_limit_lists_a_batch_in_name_order_and_says_more_are_left() -> None:
+    """With more changes than `limit`, a batch: the first to have become wrong (not those first by name, which
+    would sort every key in each pass), in name order among themselves, leaving out `skip`."""
     owned = OwnerPods()
-    for index, node in enumerate(NODES):
+    for index, node in reversed(list(enumerate(NODES))):
         owned.put(f"default/app-{index}", make_pod(index, node, "r1", True, None, None, False, 1))
     tracker = owned.tracker(OtaFacts)
-    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, skip={"default/app-0"}, limit=2)
+    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, skip={"default/app-3"}, limit=2)
     assert [c.pod["metadata"]["name"] for c in changes] == ["app-1", "app-2"] and tracker.more
-    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, skip={"default/app-0"}, limit=3)
-    assert [c.pod["metadata"]["name"] for c in changes] == ["app-1", "app-2", "app-3"] and not tracker.more
+    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, skip={"default/app-3"}, limit=3)
+    assert [c.pod["metadata"]["name"] for c in changes] == ["app-0", "app-1", "app-2"] and not tracker.more
+    changes, _ = tracker.scan(ds("r2"), owned.digests, "r2", T0, None, limit=4)
+    assert [c.pod["metadata"]["name"] for c in changes] == ["app-0", "app-1", "app-2", "app-3"]
+    assert not tracker.more
 
 
 def test_a_pod_changed_only_in_its_condition_takes_its_old_version_s_place() -> None:
