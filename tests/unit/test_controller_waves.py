@@ -176,6 +176,22 @@ def test_rank_cache_keeps_a_ranking_while_nodes_only_leave() -> None:
     assert cache.get("uid", "other", PLAN, set(NAMES), nodes).order == first.order
 
 
+def test_a_new_revision_over_the_same_nodes_keeps_a_ranking_by_name_alone() -> None:
+    """rank() of a plan without groups or canary depends on the node names only: a new revision over the same names
+    keeps the ranking (what it would make again); other names, or a plan ordering by labels, make a new one."""
+    nodes = {n: node(n) for n in NAMES}
+    cache = RankCache()
+    first = cache.get("uid", NEW, PLAN, set(NAMES), nodes)
+    again = cache.get("uid", "r3", PLAN, set(NAMES), nodes)
+    assert again is first and (again.order, again.targets) == (rank(PLAN, {n: {} for n in NAMES}).order,
+                                                               rank(PLAN, {n: {} for n in NAMES}).targets)
+    fewer = cache.get("uid", "r4", PLAN, set(NAMES[1:]), nodes)
+    assert fewer is not first and fewer.order == rank(PLAN, {n: {} for n in NAMES[1:]}).order
+    grouped = Plan(steps=PLAN.steps, bake_seconds=PLAN.bake_seconds, group_label="site")
+    by_group = cache.get("uid", "r5", grouped, set(NAMES), nodes)
+    assert cache.get("uid", "r6", grouped, set(NAMES), nodes) is not by_group
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 10), st.floats(0, 200), st.booleans()), min_size=1, max_size=25))
 def test_waves_never_skip_or_go_back(steps: list[tuple[int, float, bool]]) -> None:
