@@ -37,8 +37,8 @@ Figures (`name value unit`):
   CPU among them, and `rollout_scale_cpu_wave_change_max` the largest of all those passes of every wave change;
   `rollout_scale_cpu_flag_pass_max` is the same for the passes that start the new revision (the first derives
   every pod again and ranks the nodes; together they write 100,000 conditions). Wave k's pods are deleted and
-  recreated by the sim as wave 1's (9,000 for 2 -> 3 and 40,000 for 3 -> 4 at 100,000 nodes; at 20,000 nodes
-  8,000 took the sim 155-183 s, the whole bench ~6 min); `--wave-changes N` times the first N changes only;
+  recreated by the sim as wave 1's (9,000 for 2 -> 3 and 40,000 for 3 -> 4 at 100,000 nodes: the 40,000 took the
+  sim 247 s, the whole bench 16 min); `--wave-changes N` times the first N changes only;
 - `rollout_scale_gc_wave_change_pass` (and `..._2_3_pass`, ...): the CPU the garbage collector took during that
   whole pass (a `gc.callbacks` hook). A full collection at this scale pauses the process for 0.5-2 s wherever it
   lands; when one lands in a timed pass, the pass's figures include it. `rollout_scale_gc_wave_change_planning`
