@@ -160,6 +160,7 @@ class OtaFacts(Tracker[Digest]):
 
     __slots__ = ("_at", "_gate", "_gated", "_generation", "_hash", "_message", "_reach", "_waves", "more", "total",
                  "unavailable", "updated", "wrong")
+    _adds_in_one_call = True  # a pod's facts depend on that pod alone (`Tracker.refresh`)
 
     def __init__(self) -> None:
         super().__init__()
@@ -190,8 +191,6 @@ class OtaFacts(Tracker[Digest]):
         message = self._message
         return (("False", message, ""), ("True", message, ""), ("True", message, REASON_WAVE_REACHED),
                 ("False", message, REASON_WAITING_FOR_WAVE))
-
-    _adds_in_one_call = True
 
     def _reset(self) -> None:
         self.wrong.clear()

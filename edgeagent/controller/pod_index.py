@@ -22,7 +22,7 @@ change matters is always marked; the trackers never read a pod the handler did n
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from edgeagent.contract import (
@@ -122,14 +122,7 @@ class Tracker(Generic[V]):
             dirty, self._dirty = self._dirty, {}
             self.derived += len(dirty)
             if self._adds_in_one_call:
-                added = []
-                for key, before in dirty.items():
-                    if before is not None:
-                        self._remove(key, before)
-                    found = pods.get(key)
-                    if found is not None:
-                        added.append((key, found))
-                self._add_all(added)
+                self._add_all(self._taken_back(dirty, pods))
                 return False
             for key, before in dirty.items():
                 found = pods.get(key)
@@ -140,6 +133,16 @@ class Tracker(Generic[V]):
                 if found is not None:
                     self._add(key, found)
         return False
+
+    def _taken_back(self, dirty: dict[str, Digest | None], pods: Mapping[str, V]) -> Iterator[tuple[str, V]]:
+        """Each changed pod taken back, then handed over to be added (a generator, so no list of 10,000 pairs is
+        held: at 100,000 pods every object kept alive brings a full collection of the whole cache closer)."""
+        for key, before in dirty.items():
+            if before is not None:
+                self._remove(key, before)
+            found = pods.get(key)
+            if found is not None:
+                yield key, found
 
     # A tracker whose facts of a pod depend on that pod alone (no other pod's) can take every changed pod back
     # first and add them again in one `_add_all`: after a wave change at 100,000 nodes the next passes see 10,000

@@ -575,9 +575,11 @@ class NodePods(Tracker[Digest]):
     def _replaced(self, key: str, before: Digest, after: Digest) -> bool:
         # A pod whose node, deletion, revision labels, Ready and hold are as they were (a PodNeedUpgrade written:
         # 10,000 of them come back after each batch of a wave change) only takes its old version's place.
-        if before[1:6] != after[1:6] or before[7] != after[7]:
+        _, node, deleting, revision, generation, ready, _, held = before
+        # (Compared field by field: slices would make two tuples per pod.)
+        if (node != after[1] or deleting != after[2] or revision != after[3] or generation != after[4]
+                or ready != after[5] or held != after[7]):
             return False
-        _, node, deleting, revision, generation, _, _, _ = before
         if deleting or not node:
             return True
         is_new = revision == self._hash or generation == self._generation

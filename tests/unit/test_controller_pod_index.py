@@ -386,3 +386,24 @@ def test_a_pod_changed_only_in_its_condition_takes_its_old_version_s_place() -> 
     owned.drop("default/app-1")
     check(owned, "r2", None)
     assert tracker.view.old["n0"] is owned.pods["default/app-0"]
+
+
+def test_a_pod_whose_ready_or_hold_changed_is_derived_again_not_replaced() -> None:
+    """Only a change the pods-by-node view does not derive is taken in place: a new pod turning not Ready, an old
+    pod turning held, or a pod relabelled to the current revision (hash or template generation) changes the node's
+    `unready`, `held` or side."""
+    owned = OwnerPods()
+    owned.put("default/app-0", make_pod(0, "n0", "r2", True, None, None, False, 1))
+    owned.put("default/app-1", make_pod(1, "n1", "r1", True, None, None, False, 1))
+    owned.put("default/app-2", make_pod(2, "n2", "r1", True, None, None, False, 1))
+    owned.put("default/app-3", make_pod(3, "n3", "r1", True, None, None, False, 1))
+    check(owned, "r2", None, generation="2")
+    owned.put("default/app-3", make_pod(3, "n3", "r1", True, None, None, False, 2, generation="2"))
+    check(owned, "r2", None, generation="2")
+    assert "n3" in owned.tracker(NodePods).view.new  # its generation label says the current template
+    owned.put("default/app-0", make_pod(0, "n0", "r2", False, None, None, False, 2))
+    owned.put("default/app-1", make_pod(1, "n1", "r1", True, None, None, False, 2, held="True"))
+    owned.put("default/app-2", make_pod(2, "n2", "r2", True, None, None, False, 2))
+    check(owned, "r2", None, generation="2")
+    view = owned.tracker(NodePods).view
+    assert (view.unready, view.held, set(view.new), set(view.old)) == ({"n0"}, {"n1"}, {"n0", "n2", "n3"}, {"n1"})
