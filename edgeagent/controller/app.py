@@ -2,8 +2,8 @@
 
 The standby keeps its caches warm, so a takeover starts reconciling at once instead of listing the
 cluster first. One TaskGroup owns the informers, the elector (or the workers directly without
-`--leader-elect`) and the metrics server; SIGTERM releases the Lease so the standby need not wait for
-it to expire.
+`--leader-elect`), the garbage collector's schedule (gc_schedule.py) and the metrics server; SIGTERM
+releases the Lease so the standby need not wait for it to expire.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from aiohttp import web
 
 from edgeagent import log
 from edgeagent.config import ControllerConfig
+from edgeagent.controller import gc_schedule
 from edgeagent.controller.leader import LeaderElector
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.prepull import PrepullSettings
@@ -107,6 +108,7 @@ class ControllerApp:
             try:
                 async with asyncio.TaskGroup() as group:
                     group.create_task(controller.run_informers(), name="informers")
+                    group.create_task(gc_schedule.run(), name="gc-schedule")
                     if self.elector is not None:
                         group.create_task(self.elector.run(controller.run_workers), name="leader-election")
                     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import aiohttp
@@ -18,6 +19,7 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
+from tests.support.gc_watch import collections, heavy_step, tracked
 from tests.support.waiting import eventually
 
 
@@ -48,3 +50,19 @@ async def test_missing_kubeconfig_is_a_clear_start_up_error(tmp_path: Path) -> N
         await ControllerApp(ControllerConfig(kubeconfig=missing, metrics_port=0)).run()
     assert str(caught.value) == f"kubeconfig not found: {missing}"
     assert caught.value.exit_code == 2  # like a missing --token-file (issue 22 item 7)
+
+
+async def test_a_running_controller_does_full_collections_between_steps_only(
+        sim: SimCluster, controllers: Controllers) -> None:
+    """At 100,000 nodes a full collection takes a second; the controller's own task does them (gc_schedule.py),
+    never CPython in the middle of a planning step, and gives the collector back when it stops."""
+    before = gc.get_threshold()
+    app = await controllers.start(sim)
+    with collections() as seen:
+        kept = heavy_step()
+    assert 2 not in seen.seen, seen.seen
+    with collections() as later:
+        await eventually(lambda: 2 in later.seen, what="the controller's full collection, after the step")
+    assert not tracked(kept)
+    await controllers.stop(app)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
