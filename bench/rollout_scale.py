@@ -19,9 +19,10 @@ Figures (`name value unit`):
   events, and over the informer's list after a restart);
 - `rollout_scale_cpu_wave_planning`: one reconcile pass of the waved revision (ranking reused), its
   `..._start_over` as above, its `..._first_pass` (the first pass after a restart: also ranking every node
-  again), and
+  again, by filtering the controller's node order), and
   `rollout_scale_cpu_rank`: ranking every node and cutting the waves from scratch, which the controller
-  does once per revision (goal <= 300 ms each);
+  does once per revision (goal <= 300 ms each); `rollout_scale_cpu_node_order`: sorting every cached node by
+  the hash of its name, which the controller does once its caches have synced, before its first reconcile;
 - `rollout_scale_flag_time` and the writes of the template change (conditions changed, Events, DaemonSet
   state writes);
 - `rollout_scale_cpu_wave_change`: the planning CPU (the plan's decision and the OTA conditions derived,
@@ -44,7 +45,8 @@ Figures (`name value unit`):
   lands; when one lands in a timed pass, the pass's figures include it. `rollout_scale_gc_wave_change_planning`
   (and `..._2_3_planning`, ...): the collector's CPU inside the planning steps of that pass (the windows the
   controller counts as planning CPU), so `..._cpu_wave_change` minus it is the planning's own. The start-over
-  passes are noted with the collector's share of each.
+  passes are noted with the collector's share of each. The controller does the full collections itself, between
+  steps of the event loop (controller/gc_schedule.py): the last line counts them, and the deep ones.
 
     .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3]
 """
@@ -70,7 +72,9 @@ from bench.rollout_waves import patient, writes_by_kind
 from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
 from edgeagent.contract import CONDITION_POD_NEED_UPGRADE, REASON_WAITING_FOR_WAVE
+from edgeagent.controller import gc_schedule
 from edgeagent.controller.app import ControllerApp
+from edgeagent.controller.node_order import NodeOrder
 from edgeagent.controller.ota import OtaFacts
 from edgeagent.controller.pod_index import digest_of
 from edgeagent.controller.pods import node_of
@@ -407,7 +411,18 @@ async def run(args: argparse.Namespace) -> None:
                 samples.append(time.process_time() - cpu)
             note(f"waves: {ranking.targets} cumulative nodes")
             report("rollout_scale_cpu_rank", statistics.median(samples) * 1e3, "ms")
-            note(f"garbage collector: {COLLECTOR.spent:.1f} s of CPU in all, {COLLECTOR.full} full collections")
+            samples = []
+            for _ in range(args.passes):
+                order = NodeOrder()
+                for name in node_labels:
+                    order.add(name)
+                cpu = time.process_time()
+                order.settle()
+                samples.append(time.process_time() - cpu)
+            report("rollout_scale_cpu_node_order", statistics.median(samples) * 1e3, "ms")
+            note(f"garbage collector: {COLLECTOR.spent:.1f} s of CPU in all, {COLLECTOR.full} full collections "
+                 f"({gc_schedule.SCHEDULE.collections} by the controller's schedule, "
+                 f"{gc_schedule.SCHEDULE.deep_collections} of them deep)")
         finally:
             if task is not None:
                 task.cancel()

@@ -9,7 +9,8 @@ What lives here:
 
 - `parse_plan(ds)`: the plan annotations, or the problems that make them unusable. A DaemonSet with any
   problem is rolled as if it had no plan: a typo must never half-apply a plan (waves but no bake, ...).
-- `rank_nodes(plan, nodes)`: the order nodes receive a revision (documented in `rank_key`).
+- `rank_nodes(plan, nodes)`: the order nodes receive a revision (documented in `rank_key`); `rank_in_order` makes
+  the same ranking from names already in hash order.
 - `wave_targets(plan, n, block_ends)`: cumulative wave sizes; with a group label, waves take whole groups.
 - `Ranking`: the two together, with `wave_of(node)` and `nodes_in_waves(k)`.
 - `RolloutState`: the controller's `edgeagent.io/rollout-state` annotation (JSON), read tolerantly.
@@ -377,6 +378,18 @@ def rank(plan: Plan, nodes: Mapping[str, Mapping[str, str]]) -> Ranking:
         if order:
             block_ends.append(len(order))
     return Ranking(order, wave_targets(plan, len(order), block_ends))
+
+
+def rank_in_order(plan: Plan, nodes: Mapping[str, Mapping[str, str]], by_hash: Sequence[str]) -> Ranking:
+    """`rank`, given names already sorted by `stable_hash`, each once, among them every one of `nodes`: for a plan
+    that orders by name alone the ranking is then a filter of them, not a sort (the controller keeps every cached
+    node in that order). Anything else is ranked by `rank`."""
+    if plan.uses_labels:
+        return rank(plan, nodes)
+    order = [name for name in by_hash if name in nodes]
+    if len(order) != len(nodes):  # a name the order does not know (a pod on a node not cached)
+        return rank(plan, nodes)
+    return Ranking(order, wave_targets(plan, len(order)))
 
 
 # ------------------------------------------------------------------------------------------------- state

@@ -71,6 +71,7 @@ from edgeagent.rollout_plan import (
     RolloutState,
     format_duration,
     rank,
+    rank_in_order,
 )
 
 JSON = dict[str, Any]
@@ -174,8 +175,10 @@ class RankCache:
     whose pod is being replaced drops out of the pod cache for a moment, and re-ranking without it would
     shift every later node into an earlier wave. New nodes make a new ranking over old and new together."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_hash: Callable[[], Sequence[str]] | None = None) -> None:
         self._by_uid: dict[str, tuple[str, tuple[object, ...], dict[str, dict[str, str]], Ranking]] = {}
+        # Every cached node's name in hash order (controller/node_order.py): a ranking by name is a filter of it.
+        self._by_hash = by_hash
 
     def get(self, uid: str, revision: str, plan: Plan, names: Collection[str], nodes: Mapping[str, JSON]) -> Ranking:
         """The ranking of `names` (nodes running a pod of the DaemonSet); their labels are read from `nodes`
@@ -197,7 +200,7 @@ class RankCache:
                 # that starts the revision.
                 self._by_uid[uid] = (revision, fingerprint, merged, cached[3])
                 return cached[3]
-        ranking = rank(plan, merged)
+        ranking = rank(plan, merged) if self._by_hash is None else rank_in_order(plan, merged, self._by_hash())
         self._by_uid[uid] = (revision, fingerprint, merged, ranking)
         return ranking
 

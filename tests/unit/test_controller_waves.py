@@ -22,7 +22,7 @@ from edgeagent.controller.waves import (
     settled_gate,
 )
 from edgeagent.kube.timeutil import format_time
-from edgeagent.rollout_plan import Plan, RolloutState, Step, rank
+from edgeagent.rollout_plan import Plan, RolloutState, Step, rank, stable_hash
 
 JSON = dict[str, Any]
 T0 = 1_800_000_000.0
@@ -190,6 +190,21 @@ def test_a_new_revision_over_the_same_nodes_keeps_a_ranking_by_name_alone() -> N
     grouped = Plan(steps=PLAN.steps, bake_seconds=PLAN.bake_seconds, group_label="site")
     by_group = cache.get("uid", "r5", grouped, set(NAMES), nodes)
     assert cache.get("uid", "r6", grouped, set(NAMES), nodes) is not by_group
+
+
+def test_rank_cache_ranks_by_name_from_the_node_order_it_is_given() -> None:
+    """After a restart every ranking is made anew: for a plan ordering by name alone it filters the controller's
+    node order (every cached node by hash) instead of sorting the names, and answers what rank() does."""
+    nodes = {n: node(n) for n in NAMES}
+    asked: list[int] = []
+
+    def by_hash() -> list[str]:
+        asked.append(1)
+        return sorted([*NAMES, "elsewhere"], key=stable_hash)
+
+    ranking = RankCache(by_hash).get("uid", NEW, PLAN, set(NAMES), nodes)
+    assert asked and (ranking.order, ranking.targets) == (rank(PLAN, {n: {} for n in NAMES}).order,
+                                                          rank(PLAN, {n: {} for n in NAMES}).targets)
 
 
 @settings(max_examples=60, deadline=None)

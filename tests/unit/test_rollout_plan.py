@@ -28,7 +28,9 @@ from edgeagent.rollout_plan import (
     parse_plan,
     parse_steps,
     rank,
+    rank_in_order,
     rank_nodes,
+    stable_hash,
     state_of,
     wave_targets,
 )
@@ -179,6 +181,20 @@ step_lists = st.lists(st.tuples(st.integers(min_value=1, max_value=100), st.bool
 
 def plan_from(steps: list[tuple[int, bool]], group: bool) -> Plan:
     return Plan(steps=tuple(Step(v, p) for v, p in steps), group_label=ZONE if group else None)
+
+
+@given(node_names, node_names, step_lists, st.booleans())
+def test_a_ranking_from_names_in_hash_order_is_the_ranking(names: list[str], others: list[str],
+                                                          steps: list[tuple[int, bool]], group: bool) -> None:
+    """Given every known name in hash order (the controller's node order, a superset of the DaemonSet's nodes),
+    `rank_in_order` answers what `rank` does; a name the order lacks, or a plan ordering by labels, is ranked."""
+    plan = plan_from(steps, group)
+    nodes = {n: ({ZONE: str(len(n) % 3)} if group and len(n) % 4 else {}) for n in names}
+    expected = rank(plan, nodes)
+    known = sorted({*names, *others}, key=stable_hash)
+    for by_hash in (known, known[1:], known[:-1]):
+        got = rank_in_order(plan, nodes, by_hash)
+        assert (got.order, got.targets) == (expected.order, expected.targets)
 
 
 @given(node_names, step_lists, st.booleans(), st.randoms(use_true_random=False))
