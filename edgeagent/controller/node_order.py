@@ -40,6 +40,10 @@ class NodeOrder:
 
     def remove(self, name: str) -> None:
         """A node gone from the cache (unknown names are ignored)."""
+        if len(self._pending) > _ONE_BY_ONE:
+            # Many new names (a standby, which runs no reconcile, settles only when it takes over): sorted in
+            # first, so that a burst of deletions is a binary search each, not a scan of them.
+            self.settle()
         if self._pending and name in self._pending:
             self._pending = [other for other in self._pending if other != name]
         index = self._index(name)

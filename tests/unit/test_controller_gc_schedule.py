@@ -3,7 +3,6 @@ the event loop, and cyclic garbage still reclaimed, frozen or not."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import weakref
@@ -14,20 +13,16 @@ from hypothesis import strategies as st
 
 from edgeagent.controller import gc_schedule
 from tests.support.gc_watch import Cycle, collections, heavy_step, tracked
+from tests.support.tasks import running
 from tests.support.waiting import eventually
 
 
 @contextlib.asynccontextmanager
 async def schedule(tick: float = 0.01) -> AsyncIterator[None]:
     holders = gc_schedule.SCHEDULE.holders
-    task = asyncio.create_task(gc_schedule.run(tick))
-    await eventually(lambda: gc_schedule.SCHEDULE.holders > holders, what="schedule started")
-    try:
+    async with running(gc_schedule.run(tick)):
+        await eventually(lambda: gc_schedule.SCHEDULE.holders > holders, what="schedule started")
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @contextlib.contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
+from tests.support.tasks import running
 from tests.support.waiting import eventually
 
 BAD = "nginx:bad"
@@ -52,13 +52,8 @@ async def pods_never_ready(sim: SimCluster, image: str) -> AsyncIterator[None]:
                 sim.store.patch(PODS, namespace_of(pod), name_of(pod), patch,
                                 "application/strategic-merge-patch+json", subresource="status")
 
-    task = asyncio.create_task(saboteur())
-    try:
+    async with running(saboteur()):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_version_whose_pods_never_become_ready_pauses_the_roll(
