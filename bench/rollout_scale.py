@@ -61,8 +61,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -83,6 +84,7 @@ from edgeagent.kube.objects import get_condition, labels_of, name_of, uid_of
 from edgeagent.rollout_plan import parse_plan, rank
 
 JSON = dict[str, Any]
+T = TypeVar("T")
 STEPS = "1%,10%,50%,100%"
 
 
@@ -183,17 +185,35 @@ async def start_over_cpu(controller: Controller, key: str, passes: int, what: st
     return statistics.median(samples)
 
 
+def median_cpu(passes: int, step: Callable[[T], object], setup: Callable[[], T]) -> float:
+    """Median CPU seconds of `step(setup())` over `passes` runs; `setup` is not timed."""
+    samples = []
+    for _ in range(passes):
+        prepared = setup()
+        started = time.process_time()
+        step(prepared)
+        samples.append(time.process_time() - started)
+    return statistics.median(samples)
+
+
 def digests_cpu(controller: Controller, passes: int) -> float:
     """Median CPU seconds of making every cached pod's digest (`pod_index.digest_of`): what the informer handler
     does once per pod event, so what a restarted controller spends on it while the informer lists the pods."""
     pods = [pod for owned in controller._pods_by_owner.values() for pod in owned.pods.values()]
-    samples = []
-    for _ in range(passes):
-        started = time.process_time()
+
+    def digest_all(_: None) -> None:
         for pod in pods:
             digest_of(pod)
-        samples.append(time.process_time() - started)
-    return statistics.median(samples)
+
+    return median_cpu(passes, digest_all, lambda: None)
+
+
+def unsorted_order(names: Iterable[str]) -> NodeOrder:
+    """A node order told of every name, not settled yet: what the controller has once its caches have synced."""
+    order = NodeOrder()
+    for name in names:
+        order.add(name)
+    return order
 
 
 def planning_cpu(app: ControllerApp) -> float:
@@ -404,22 +424,11 @@ async def run(args: argparse.Namespace) -> None:
             plan, problems = parse_plan(ds)
             assert plan is not None, problems
             node_labels = {name_of(node): labels_of(node) for node in controller.nodes.items.values()}
-            samples = []
-            for _ in range(args.passes):
-                cpu = time.process_time()
-                ranking = rank(plan, node_labels)
-                samples.append(time.process_time() - cpu)
-            note(f"waves: {ranking.targets} cumulative nodes")
-            report("rollout_scale_cpu_rank", statistics.median(samples) * 1e3, "ms")
-            samples = []
-            for _ in range(args.passes):
-                order = NodeOrder()
-                for name in node_labels:
-                    order.add(name)
-                cpu = time.process_time()
-                order.settle()
-                samples.append(time.process_time() - cpu)
-            report("rollout_scale_cpu_node_order", statistics.median(samples) * 1e3, "ms")
+            note(f"waves: {rank(plan, node_labels).targets} cumulative nodes")
+            report("rollout_scale_cpu_rank",
+                   median_cpu(args.passes, lambda _: rank(plan, node_labels), lambda: None) * 1e3, "ms")
+            report("rollout_scale_cpu_node_order",
+                   median_cpu(args.passes, NodeOrder.settle, lambda: unsorted_order(node_labels)) * 1e3, "ms")
             note(f"garbage collector: {COLLECTOR.spent:.1f} s of CPU in all, {COLLECTOR.full} full collections "
                  f"({gc_schedule.SCHEDULE.collections} by the controller's schedule, "
                  f"{gc_schedule.SCHEDULE.deep_collections} of them deep)")
