@@ -18,7 +18,8 @@ milliseconds) and the full collections are taken over by `run`, a task of the co
 - an object frozen alive can later become garbage in a reference cycle (a closed connection, a failed task's
   traceback), which only a collection of the frozen objects finds: when more objects have been frozen since
   the last such *deep* collection than a quarter of what it kept (CPython's own rule for starting a full
-  collection), the task unfreezes everything, collects, and freezes what is left.
+  collection), the next one due is deep instead: the task unfreezes everything, collects, and freezes what is
+  left.
 
 The task runs only between other tasks' steps, and a planning step is synchronous, so no full collection can
 land inside one; a deep collection still pauses the loop (about a second at 100,000 nodes), as CPython's own
@@ -69,10 +70,9 @@ class _Schedule:
         return gc.get_count()[2] >= max(1, self.saved[2])
 
     def collect(self) -> None:
-        """One full collection of what is not frozen (deep when due), and the survivors frozen."""
-        gc.collect()
-        # After a full collection every survivor is in the oldest generation: these are what freeze moves.
-        self.frozen_since += len(gc.get_objects(generation=2))
+        """One full collection, the survivors frozen: of what is not frozen, or of everything (a deep one) when
+        more objects have been frozen since the last deep one than a quarter of what it kept. Decided before
+        collecting, so a deep collection walks the objects once."""
         self.collections += 1
         if deep_due(self.frozen_since, self.kept):
             gc.unfreeze()
@@ -82,6 +82,9 @@ class _Schedule:
             self.frozen_since = 0
             self.deep_collections += 1
             return
+        gc.collect()
+        # After a full collection every survivor is in the oldest generation: these are what freeze moves.
+        self.frozen_since += len(gc.get_objects(generation=2))
         gc.freeze()
 
 

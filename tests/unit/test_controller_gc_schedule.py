@@ -50,7 +50,9 @@ def deep_collection() -> None:
     schedule_ = gc_schedule.SCHEDULE
     deep = schedule_.deep_collections
     ballast = [[i] for i in range(max(0, schedule_.kept // 4 + 1 - schedule_.frozen_since))]
-    schedule_.collect()
+    schedule_.collect()  # freezes the ballast, which makes the next one deep (unless this one already was)
+    if schedule_.deep_collections == deep:
+        schedule_.collect()
     del ballast
     assert schedule_.deep_collections == deep + 1
 
