@@ -57,12 +57,13 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set size of a process in MiB (VmRSS), as `ps` and cgroup memory accounting see it."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident set size of a process in MiB (VmRSS), as `ps` and cgroup memory accounting see it; `VmHWM` is
+    its peak so far, which a figure read between two collections could miss."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    raise RuntimeError(f"no {field} for pid {pid}")
 
 
 def parse_time(text: str) -> float:

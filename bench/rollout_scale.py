@@ -10,7 +10,11 @@ True, the others False/`WaitingForWave`): a steady state whose every pass is a f
 
 Figures (`name value unit`):
 - `rollout_scale_sync_time`: controller start -> every pod cached and every OTA condition written;
-- `rollout_scale_rss`: this process's RSS then (goal <= 1 GiB);
+- `rollout_scale_rss`: this process's RSS then (goal <= 1 GiB); `rollout_scale_rss_end`: its RSS after every
+  wave change, read without a collection of the bench's own, so what the controller's collector schedule has
+  left (frozen garbage included) shows; `rollout_scale_rss_peak`: the most it held up to then (`VmHWM`), the
+  template change's and the wave changes' passes included (the kernel moves that mark at certain points, not on
+  every page, so it can read a fraction of a MiB under an earlier `rollout_scale_rss`: read it to within a MiB);
 - `rollout_scale_cpu_ota_noop`: one OTA reconcile pass, every condition already right (goal <= 300 ms); the
   controller re-reads only the pods that changed since its last pass (none here), and
   `rollout_scale_cpu_ota_start_over`: the same pass deriving every pod's facts again (what the first pass after
@@ -421,6 +425,8 @@ async def run(args: argparse.Namespace) -> None:
                 worst = max(worst, await wave_change(sim, app, controller, ds, k))
                 note(f"wave change {k} -> {k + 1}: {time.monotonic() - began:.0f} s wall clock")
             report("rollout_scale_cpu_wave_change_max", worst * 1e3, "ms")
+            report("rollout_scale_rss_end", rss_mb(os.getpid()), "MiB")
+            report("rollout_scale_rss_peak", rss_mb(os.getpid(), "VmHWM"), "MiB")
             plan, problems = parse_plan(ds)
             assert plan is not None, problems
             node_labels = {name_of(node): labels_of(node) for node in controller.nodes.items.values()}
