@@ -104,10 +104,39 @@ def pod(obj: JSON) -> JSON:
     return dict(share_strings(out))
 
 
+# A kubelet lists up to 50 images in its node's status (`--node-status-max-images`), each named by a tag and
+# a digest reference. Kept per node, that was a dict, a list and a digest string (too long to be interned)
+# per image: about 30 KB a node listing 50, 3 GB at 100,000 nodes, against the controller's 1 GiB. The nodes
+# of a fleet run the same DaemonSets, so they list the same images: nodes that list the same names share one
+# list, and lists share their entries. Forgotten past `_SHARED_IMAGES_MAX` distinct lists (the nodes keep
+# theirs), so a fleet whose images keep changing does not grow the tables. Like every cached object, these
+# are read, never changed.
+_SHARED_IMAGES_MAX = 4096
+_image_lists: dict[tuple[tuple[str, ...], ...], list[JSON]] = {}
+_image_entries: dict[tuple[str, ...], JSON] = {}
+
+
+def _images(images: list[Any]) -> list[JSON]:
+    key = tuple(tuple(n for n in (i.get("names") or []) if isinstance(n, str)) for i in images if isinstance(i, dict))
+    shared = _image_lists.get(key)
+    if shared is None:
+        if len(_image_lists) >= _SHARED_IMAGES_MAX:
+            _image_lists.clear()
+            _image_entries.clear()
+        shared = []
+        for names in key:
+            entry = _image_entries.get(names)
+            if entry is None:
+                entry = _image_entries[names] = {"names": list(names)}
+            shared.append(entry)
+        _image_lists[key] = shared
+    return shared
+
+
 def node(obj: JSON) -> JSON:
     """metadata (no managedFields); spec without the pod CIDRs (taints, unschedulable); status: the
-    conditions other than the resource-pressure ones, and the images' names (capacity, addresses,
-    nodeInfo, image sizes dropped)."""
+    conditions other than the resource-pressure ones, and the images' names, shared with every node that
+    lists the same (capacity, addresses, nodeInfo, image sizes dropped)."""
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     assert isinstance(status, dict)
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
@@ -115,13 +144,14 @@ def node(obj: JSON) -> JSON:
     out: JSON = {"metadata": _metadata(obj),
                  "spec": {k: v for k, v in spec.items() if k not in ("podCIDR", "podCIDRs", "providerID")},
                  "status": {"conditions": _conditions(status, _NODE_CONDITIONS_DROPPED)}}
-    images = status.get("images")
-    if isinstance(images, list):  # prepull.py judges a pre-pull by the node's own image list
-        out["status"]["images"] = [{"names": i.get("names") or []} for i in images if isinstance(i, dict)]
     for field in ("apiVersion", "kind"):
         if field in obj:
             out[field] = obj[field]
-    return dict(share_strings(out))
+    kept: JSON = dict(share_strings(out))
+    images = status.get("images")
+    if isinstance(images, list):  # prepull.py judges a pre-pull by the node's own image list
+        kept["status"]["images"] = _images(images)
+    return kept
 
 
 def strip_managed_fields(obj: JSON) -> JSON:

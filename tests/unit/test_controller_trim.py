@@ -5,9 +5,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from edgeagent.contract import LABEL_PREPULL
 from edgeagent.controller import trim
 from edgeagent.controller.pods import node_of, node_ready_changed_at
+from edgeagent.kube.images import node_has_images
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready
 
 MANAGED = [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {"f:conditions": {}}}}]
@@ -81,6 +85,48 @@ def test_node_keeps_metadata_spec_and_the_ready_condition() -> None:
     assert kept == {"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": {"taints": full["spec"]["taints"]},
                     "status": {"conditions": [full["status"]["conditions"][1]], "images": [{"names": ["x"]}]}}
     assert is_node_ready(kept) and node_ready_changed_at(kept) == node_ready_changed_at(full)
+
+
+def _node_listing(name: str, images: list[list[str]]) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {},
+            "status": {"conditions": [], "images": [{"names": list(names), "sizeBytes": 10} for names in images]}}
+
+
+def _digest(image: str) -> str:
+    return f"docker.io/library/{image}@sha256:{image.encode().hex().ljust(64, '0')[:64]}"
+
+
+def test_nodes_listing_the_same_images_share_one_list() -> None:
+    fifty = [[_digest(f"app:{i}"), f"docker.io/library/app:{i}"] for i in range(50)]
+    first, second = trim.node(_node_listing("n1", fifty)), trim.node(_node_listing("n2", fifty))
+    assert first["status"]["images"] == [{"names": names} for names in fifty]
+    assert first["status"]["images"] is second["status"]["images"]
+    # A node with one image more shares every entry it has in common with them.
+    third = trim.node(_node_listing("n3", [*fifty[:49], [_digest("other:1"), "docker.io/library/other:1"]]))
+    assert third["status"]["images"] is not first["status"]["images"]
+    assert all(a is b for a, b in zip(third["status"]["images"][:49], first["status"]["images"][:49], strict=True))
+
+
+def test_the_shared_image_lists_are_forgotten_past_their_bound() -> None:
+    trim._image_lists.clear()
+    trim._image_entries.clear()
+    for i in range(trim._SHARED_IMAGES_MAX + 10):
+        kept = trim.node(_node_listing(f"n{i}", [[f"docker.io/library/app:{i}"]]))
+        assert kept["status"]["images"] == [{"names": [f"docker.io/library/app:{i}"]}]
+    assert len(trim._image_lists) <= trim._SHARED_IMAGES_MAX
+    assert len(trim._image_entries) <= trim._SHARED_IMAGES_MAX
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["app:1", "app:2", "nginx:1.19.4", "docker.io/library/app:1",
+                                          _digest("app:1"), "registry.local/x/app:1"]), max_size=3),
+                max_size=6),
+       st.lists(st.sampled_from(["app:1", "app:2", "nginx:1.19.4", "app@sha256:" + "0" * 64]), max_size=3))
+def test_a_trimmed_node_lists_the_images_the_full_one_does(images: list[list[str]], wanted: list[str]) -> None:
+    full = _node_listing("n1", images)
+    kept = trim.node(copy.deepcopy(full))
+    assert node_has_images(kept, wanted) == node_has_images(full, wanted)
+    assert kept["status"]["images"] == [{"names": names} for names in images]
 
 
 def test_small_kinds_lose_only_managed_fields() -> None:
