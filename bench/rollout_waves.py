@@ -22,7 +22,10 @@ Figures (`name value unit`):
 - writes of the waved roll by kind (`rollout_waved_writes_<kind>`), per wave, next to the pods replaced,
   and `rollout_plan_extra_writes`: the waved roll's writes minus the plain roll's (same pods replaced): the
   plan's own Events and state writes, which must stay a few per wave, never one per node;
-- the waves' sizes as the controller cut them (`rollout_waves`).
+- the waves' sizes as the controller cut them (`rollout_waves`);
+- `rollout_rss_after_first_round` / `_last_round`: this process's RSS (the controller's, with the bench's few
+  per-node maps) after the first plain and waved rolls and after the last round, read without collecting first,
+  so that `--rounds 10` shows whether the controller's memory grows roll after roll.
 
 Where the time goes (`#` notes): for each roll, how long its deletions took (first to last) and its tail (last
 deletion to last Ready pod, i.e. one pod's replacement when little else is in flight), and the per-node time
@@ -41,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -51,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiohttp
 
-from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, workdir
+from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, rss_mb, workdir
 from bench.controller_scale import DS_PATH, cpu_seconds, manifest, until
 from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
@@ -409,6 +413,7 @@ async def run(args: argparse.Namespace) -> None:
             after = writes_by_kind(app.metrics)
             report("rollout_waved_roll_time", waved_time, "s")
             plain_times, waved_times = [plain_time], [waved_time]
+            rss = [rss_mb(os.getpid())]  # this process (the controller) after each round, no collection forced
             # ABBA: a second waved roll, then a second plain one, so a load that changes during the run (the
             # machine is shared) weighs on both kinds alike.
             for round_ in range(1, args.rounds):
@@ -421,6 +426,10 @@ async def run(args: argparse.Namespace) -> None:
                 again, _, _ = await roll(sim, controller, timeline, "plain", n, f"app:{2 + 2 * round_ + 2}")
                 report(f"rollout_plain_roll_time_{round_ + 1}", again, "s")
                 plain_times.append(again)
+                rss.append(rss_mb(os.getpid()))
+            note("this process's RSS after each round: " + ", ".join(f"{mib:.0f}" for mib in rss) + " MiB")
+            report("rollout_rss_after_first_round", rss[0], "MiB")
+            report("rollout_rss_after_last_round", rss[-1], "MiB")
             report("rollout_waved_to_plain_ratio", sum(waved_times) / sum(plain_times), "x")
             per_round = max(1, parse_int_or_percent(args.max_unavailable).scaled(n, round_up=True))
             report("rollout_waved_to_plain_floor", budget_floor(ranking.targets, per_round), "x")
