@@ -81,6 +81,12 @@ class WaveClock:
         self.deleted_at: dict[str, float] = {}
         controller.pods.add_handler(self.on_pod)
 
+    def restart(self) -> None:
+        """For the next roll: no revision yet (events are ignored until it is known), no instants."""
+        self.revision = ""
+        self.ready_at.clear()
+        self.deleted_at.clear()
+
     def on_pod(self, etype: str, pod: JSON, old: JSON | None) -> None:
         labels = labels_of(pod)
         if labels.get("app") != self.app or not self.revision:
@@ -275,10 +281,10 @@ async def roll(sim: Sim, controller: Controller, timeline: Timeline, name: str, 
 
 
 async def waved_roll(sim: Sim, controller: Controller, timeline: Timeline, ranking: Ranking, n: int,
-                     image: str, trace: GapTrace) -> tuple[float, list[float], list[float]]:
+                     image: str, trace: GapTrace, clock: WaveClock) -> tuple[float, list[float], list[float]]:
     """Roll `waved` to `image`: wall time, and per wave boundary the delay from the last Ready pod of wave k
     to the first deletion in wave k+1, and the controller's share of it (to its first DELETE sent)."""
-    clock = WaveClock(controller, "waved")
+    clock.restart()
     old = str(labels_of(next(p for p in controller.pods.items.values()
                              if labels_of(p).get("app") == "waved" and not is_terminating(p)))
               .get(LABEL_REVISION_HASH))
@@ -393,6 +399,9 @@ async def run(args: argparse.Namespace) -> None:
             await asyncio.sleep(1)
             timeline = Timeline(controller, app.metrics, sim, n, Path(args.timeline) if args.timeline else None)
             trace = GapTrace(controller, f"{NAMESPACE}/waved")
+            # One clock for every waved roll: an informer keeps its handlers, so a clock per roll kept every
+            # earlier roll's instants alive (the process's RSS grew by them).
+            clock = WaveClock(controller, "waved")
 
             plain_before = writes_by_kind(app.metrics)
             plain_time, plain_sim, plain_ctl = await roll(sim, controller, timeline, "plain", n, "app:2")
@@ -409,7 +418,7 @@ async def run(args: argparse.Namespace) -> None:
             note(f"waves as ranked: {ranking.targets} cumulative nodes")
             report("rollout_waves", ranking.waves, "waves")
             before = writes_by_kind(app.metrics)
-            waved_time, gaps, shares = await waved_roll(sim, controller, timeline, ranking, n, "app:3", trace)
+            waved_time, gaps, shares = await waved_roll(sim, controller, timeline, ranking, n, "app:3", trace, clock)
             after = writes_by_kind(app.metrics)
             report("rollout_waved_roll_time", waved_time, "s")
             plain_times, waved_times = [plain_time], [waved_time]
@@ -418,7 +427,7 @@ async def run(args: argparse.Namespace) -> None:
             # machine is shared) weighs on both kinds alike.
             for round_ in range(1, args.rounds):
                 more, more_gaps, more_shares = await waved_roll(sim, controller, timeline, ranking, n,
-                                                                f"app:{2 + 2 * round_ + 1}", trace)
+                                                                f"app:{2 + 2 * round_ + 1}", trace, clock)
                 report(f"rollout_waved_roll_time_{round_ + 1}", more, "s")
                 waved_times.append(more)
                 gaps += more_gaps
