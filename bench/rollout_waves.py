@@ -25,7 +25,8 @@ Figures (`name value unit`):
 - the waves' sizes as the controller cut them (`rollout_waves`);
 - `rollout_rss_after_first_round` / `_last_round`: this process's RSS (the controller's, with the bench's few
   per-node maps) after the first plain and waved rolls and after the last round, read without collecting first,
-  so that `--rounds 10` shows whether the controller's memory grows roll after roll.
+  so that `--rounds 10` shows whether the controller's memory grows roll after roll (a note lists each round's
+  RSS and `sys.getallocatedblocks()`, which a leak grows and the allocator's high water does not).
 
 Where the time goes (`#` notes): for each roll, how long its deletions took (first to last) and its tail (last
 deletion to last Ready pod, i.e. one pod's replacement when little else is in flight), and the per-node time
@@ -422,7 +423,9 @@ async def run(args: argparse.Namespace) -> None:
             after = writes_by_kind(app.metrics)
             report("rollout_waved_roll_time", waved_time, "s")
             plain_times, waved_times = [plain_time], [waved_time]
-            rss = [rss_mb(os.getpid())]  # this process (the controller) after each round, no collection forced
+            # This process (the controller) after each round, no collection forced: RSS, and the objects the
+            # interpreter's allocator holds (what a leak grows; RSS also moves with the allocator's high water).
+            rss, blocks = [rss_mb(os.getpid())], [sys.getallocatedblocks()]
             # ABBA: a second waved roll, then a second plain one, so a load that changes during the run (the
             # machine is shared) weighs on both kinds alike.
             for round_ in range(1, args.rounds):
@@ -436,7 +439,9 @@ async def run(args: argparse.Namespace) -> None:
                 report(f"rollout_plain_roll_time_{round_ + 1}", again, "s")
                 plain_times.append(again)
                 rss.append(rss_mb(os.getpid()))
-            note("this process's RSS after each round: " + ", ".join(f"{mib:.0f}" for mib in rss) + " MiB")
+                blocks.append(sys.getallocatedblocks())
+            note("this process's RSS after each round: " + ", ".join(f"{mib:.0f}" for mib in rss) + " MiB; "
+                 "its allocated blocks: " + ", ".join(f"{count:,}" for count in blocks))
             report("rollout_rss_after_first_round", rss[0], "MiB")
             report("rollout_rss_after_last_round", rss[-1], "MiB")
             report("rollout_waved_to_plain_ratio", sum(waved_times) / sum(plain_times), "x")
