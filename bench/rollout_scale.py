@@ -52,7 +52,7 @@ Figures (`name value unit`):
   passes are noted with the collector's share of each. The controller does the full collections itself, between
   steps of the event loop (controller/gc_schedule.py): the last line counts them, and the deep ones.
 
-    .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3]
+    .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3] [--node-images 0]
 """
 
 from __future__ import annotations
@@ -339,7 +339,7 @@ async def run(args: argparse.Namespace) -> None:
     gc.callbacks.append(COLLECTOR)
     async with workdir("rollout-scale") as work:
         sim = Sim(work, nodes=n, extra=["--heartbeat-interval", "600", "--node-grace", "6000", "--no-node-links",
-                                        "--no-control-plane-events",
+                                        "--no-control-plane-events", "--node-images", str(args.node_images),
                                         "--history", str(max(10_000, 3 * n))])
         started = time.monotonic()
         await sim.start(timeout=900)
@@ -451,6 +451,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--node-images", type=int, default=0,
+                        help="images each node lists from the start (the sim's --node-images; a real node: dozens)")
     parser.add_argument("--wave-changes", type=int, default=3,
                         help="how many wave changes to time (1: only 1 -> 2; default: all three)")
     asyncio.run(run(parser.parse_args()))

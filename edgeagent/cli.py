@@ -397,6 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
          default=60.0, type=_positive_float)
     _add(sim, "--image-pull-seconds", help="seconds a node takes to pull an image it does not have",
          default=0.5, type=_non_negative_float)
+    _add(sim, "--node-images", help="images each new node has from the start and lists in status.images (a "
+         "real node lists dozens; the kubelet reports at most 50)", default=0, type=_non_negative_int)
     _add(sim, "--history", help="watch events kept for resuming watches and paging lists (older: 410 Expired); "
          "a large cluster's heartbeats need more to cover the minutes a real API server keeps",
          default=10000, type=_count)
@@ -621,7 +623,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         sim_cfg = SimConfig(nodes=args.nodes, bind=args.bind, port=args.port, dir=args.dir,
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
-                        image_pull_seconds=args.image_pull_seconds, history=args.history,
+                        image_pull_seconds=args.image_pull_seconds, node_images=args.node_images,
+                        history=args.history,
                         authorization=args.authorization, node_links=not args.no_node_links,
                         audit_log=args.audit_log, control_plane_events=not args.no_control_plane_events,
                         port_range=args.port_range, log=_log(args))

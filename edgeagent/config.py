@@ -91,6 +91,9 @@ class SimConfig:
     bookmark_interval: float = 60.0
     # How long pulling an image takes (per image and node; POST /sim/v1/images overrides per image).
     image_pull_seconds: float = 0.5
+    # Images every new node has from the start (a real node lists dozens: pause, kube-proxy, CNI, logging...),
+    # so that `status.images` weighs what it weighs on a real cluster's nodes.
+    node_images: int = 0
     # The kubelet's initial back-off for failed image pulls and crashing containers (doubles, capped at 300 s).
     kubelet_backoff: float = 10.0
     history: int = 10000

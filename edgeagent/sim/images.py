@@ -188,6 +188,13 @@ class NodeImages:
                 if "@" not in str(name):
                     self._present.setdefault(normalize_image(str(name)), str(name))
 
+    def preload(self, count: int) -> None:
+        """A new node's base images (`--node-images`): present without a pull, listed at the next status."""
+        for i in range(count):
+            image = f"registry.local/base/image-{i:03d}:1"
+            self._present.setdefault(normalize_image(image), image)
+        self.dirty = self.dirty or count > 0
+
     def has(self, image: str) -> bool:
         return normalize_image(image) in self._present
 

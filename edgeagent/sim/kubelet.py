@@ -228,6 +228,7 @@ class Kubelet:
         """Create the Node object (if missing) and post its first status and Lease, like kubelet start-up."""
         try:
             self.store.create(NODES, node_object(self.name, self.index))
+            self.images.preload(self.config.node_images)
         except ApiError as exc:
             if exc.code != 409:
                 raise

@@ -282,3 +282,26 @@ async def test_statuses_name_images_as_a_containerd_node_does(sim_factory: SimFa
         assert node_has_images(node, ["nginx:1.19.4", "docker.io/library/nginx:1.19.4"])
     finally:
         await admin.close()
+
+
+async def test_new_nodes_start_with_their_base_images_listed_up_to_the_kubelets_cap(sim_factory: SimFactory) -> None:
+    """`--node-images N`: a node lists N images from the start (at most 50, as a kubelet reports), and a pod of
+    one of them starts without a pull."""
+    sim = await sim_factory(node_images=60, image_pull_seconds=0.1)
+    admin = await connect(sim)
+    try:
+        async def listed() -> list[JSON] | None:
+            images = (await admin.get("/api/v1/nodes/edge-2")).get("status", {}).get("images") or []
+            return images if len(images) == 50 else None
+
+        images = await eventually(listed, what="edge-2 listing 50 images")
+        assert all(len(entry["names"]) == 2 for entry in images)
+        sizes = [entry["sizeBytes"] for entry in images]
+        assert sizes == sorted(sizes, reverse=True)
+        base = "registry.local/base/image-007:1"
+        assert sim.nodes.kubelet("edge-2").images.has(base)
+        await admin.request("POST", "/sim/v1/images", body={"image": base, "pullSeconds": 3600})
+        await admin.create(PODS, pod("base", base, node="edge-2"))
+        await eventually(lambda: _phase(admin, "base", "Running"), what="a base image starting without a pull")
+    finally:
+        await admin.close()
