@@ -183,6 +183,12 @@ async def test_missing_image_fails_retries_with_growing_delays_then_gives_up(
         assert (status, reason) == ("False", "PullImageFail")
         assert message.startswith(f"controllerrevision: {hash_} attempt 3 of 3 failed (giving up): ")
         assert "ErrImagePull" in message or "ImagePullBackOff" in message
+        # The controller writes the condition, then the Event, then deletes the Job: wait for the last step.
+
+        async def no_job_left() -> bool | None:
+            return True if not (await admin.get(JOBS))["items"] else None
+
+        await eventually(no_job_left, timeout=10, what="the last attempt's Job deleted")
         failures = [e for e in await pod_events(admin, name) if e["reason"] == "ImagePrePullFailed"]
         assert len(failures) == 3, [e["message"] for e in failures]
         texts = sorted(e["message"] for e in failures)
@@ -191,7 +197,6 @@ async def test_missing_image_fails_retries_with_growing_delays_then_gives_up(
         assert texts[2].startswith("attempt 3 of 3 failed (giving up)")
         assert all(e["type"] == "Warning" for e in failures)
         assert len(recorder.created) == 3
-        assert not (await admin.get(JOBS))["items"]
     agent = await agent_factory(kubeconfig=sim.node_kubeconfig("edge-2"), node_name="edge-2")
     await wait_cached(agent, final)
     async with http.post(f"{agent.url}/openyurt.io/v1/namespaces/{NS}/pods/{name}/upgrade") as resp:
