@@ -402,6 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add(sim, "--history", help="watch events kept for resuming watches and paging lists (older: 410 Expired); "
          "a large cluster's heartbeats need more to cover the minutes a real API server keeps",
          default=10000, type=_count)
+    _add(sim, "--event-ttl", help="seconds an Event is kept after its last write, then deleted (kube-apiserver's "
+         "--event-ttl: 3600)", default=3600.0, type=_positive_float)
     _add(sim, "--authorization", help="none: anyone may do anything; rbac: bearer tokens, RBAC and the Node "
          "authorizer as on kube-apiserver", default="none", type=_one_of(_AUTHORIZATION_MODES),
          choices=_AUTHORIZATION_MODES)
@@ -624,7 +626,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                         node_grace=args.node_grace, heartbeat_interval=args.heartbeat_interval,
                         pod_resync_delay=args.pod_resync_delay, bookmark_interval=args.bookmark_interval,
                         image_pull_seconds=args.image_pull_seconds, node_images=args.node_images,
-                        history=args.history,
+                        history=args.history, event_ttl=args.event_ttl,
                         authorization=args.authorization, node_links=not args.no_node_links,
                         audit_log=args.audit_log, control_plane_events=not args.no_control_plane_events,
                         port_range=args.port_range, log=_log(args))

@@ -97,6 +97,9 @@ class SimConfig:
     # The kubelet's initial back-off for failed image pulls and crashing containers (doubles, capped at 300 s).
     kubelet_backoff: float = 10.0
     history: int = 10000
+    # How long an Event is kept after its last write (kube-apiserver's --event-ttl, 1 h): then it is gone and
+    # watchers see it DELETED.
+    event_ttl: float = 3600.0
     # "none": every request may do everything; "rbac": tokens, RBAC, Node authorizer (sim/auth_http.py).
     authorization: str = "none"
     # Each node reaches the API through its own cuttable TCP link (one listening socket per node). Off:

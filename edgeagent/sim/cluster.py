@@ -32,6 +32,7 @@ from edgeagent.sim.auth_tls import ServerTLS, ensure_server_tls
 from edgeagent.sim.cluster_events import SchedulerEvents
 from edgeagent.sim.daemonsets import DaemonSetController
 from edgeagent.sim.delete_context import pod_state
+from edgeagent.sim.event_ttl import EventExpiry
 from edgeagent.sim.faults import FaultInjector
 from edgeagent.sim.files import write_private
 from edgeagent.sim.gc import OwnerGarbageCollector
@@ -97,6 +98,7 @@ class SimCluster:
         self.daemonsets = DaemonSetController(self.store)
         self.jobs = JobController(self.store, pod_backoff=config.kubelet_backoff)
         self.gc = OwnerGarbageCollector(self.store)
+        self.event_expiry = EventExpiry(self.store, config.event_ttl)
         self.scheduler_events = SchedulerEvents(self.store)
         self.auth: AuthLayer | None = None
         self.tls: ServerTLS | None = None
@@ -202,6 +204,7 @@ class SimCluster:
             tg.create_task(self.daemonsets.run(), name="sim-daemonsets")
             tg.create_task(self.jobs.run(), name="sim-jobs")
             tg.create_task(self.gc.run(), name="sim-gc")
+            tg.create_task(self.event_expiry.run(), name="sim-event-ttl")
             if self.config.control_plane_events:
                 tg.create_task(self.scheduler_events.run(), name="sim-scheduler-events")
 

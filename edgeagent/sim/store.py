@@ -880,6 +880,17 @@ class Store:
             self._cascade(res, old, options)
         return result
 
+    def expire(self, res: Resource, namespace: str | None, name: str, resource_version: str) -> bool:
+        """Drop an object whose etcd lease ran out, if it is still the version the lease was set for.
+
+        Not a DELETE: no admission, no record in `deletes`, no cascade (only leased kinds, Events, get here);
+        watchers see DELETED as they do when etcd expires a key."""
+        stored = self._objects[res.plural].get(self._key(res, namespace, name))
+        if stored is None or _meta(stored.obj).get("resourceVersion") != resource_version:
+            return False
+        self._commit(res, "DELETED", stored.obj, stored.obj)
+        return True
+
     def _delete_pod(self, old: JSON, options: JSON) -> JSON:
         old_meta = _meta(old)
         spec = old.get("spec") or {}

@@ -169,6 +169,25 @@ def test_sim_history_reaches_the_sim_config(monkeypatch: pytest.MonkeyPatch) -> 
     assert seen[1].history == 12345
 
 
+def test_sim_event_ttl_reaches_the_sim_config_and_defaults_to_the_api_servers(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    seen: list[Any] = []
+
+    def call(cfg: Any) -> int:
+        seen.append(cfg)
+        return 0
+
+    from edgeagent.sim import app as sim_app
+
+    monkeypatch.setattr(sim_app, "main", call)
+    assert cli.main(["sim"]) == 0 and seen[0].event_ttl == 3600.0  # kube-apiserver's --event-ttl default
+    assert cli.main(["sim", "--event-ttl", "90"]) == 0 and seen[1].event_ttl == 90.0
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["sim", "--event-ttl", "0"])
+    assert exited.value.code == 2
+    assert "argument --event-ttl: must be > 0, got '0'" in capsys.readouterr().err
+
+
 def test_sim_no_node_links_reaches_the_sim_config(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 19's 100,000-node benchmark: nodes without a link each (bench/rollout_scale.py)."""
     seen: list[Any] = []
