@@ -157,7 +157,7 @@ class StateFile:
                     (event.resource.plural, str(meta.get("namespace") or ""), str(meta.get("name") or "")),
                 )
             else:
-                self._put(event.resource.plural, event.object)
+                self._put(event.resource.plural, event.object, event.object_json())
             self._set("resourceVersion", str(event.rv))
 
     def save_ports(self, api_port: int, link_ports: dict[str, int]) -> None:
@@ -170,11 +170,13 @@ class StateFile:
         with self._transaction():
             self._set("images", json.dumps(entries, sort_keys=True))
 
-    def _put(self, plural: str, obj: JSON) -> None:
+    def _put(self, plural: str, obj: JSON, body: bytes | None = None) -> None:
+        """`body`: the object's JSON when the caller has it encoded already (a commit's, shared with watchers)."""
         meta = obj.get("metadata") or {}
         self._db.execute(
             "INSERT OR REPLACE INTO objects (plural, namespace, name, body) VALUES (?, ?, ?, ?)",
-            (plural, str(meta.get("namespace") or ""), str(meta.get("name") or ""), dumps(obj).decode()),
+            (plural, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+             (body if body is not None else dumps(obj)).decode()),
         )
 
     def _set(self, key: str, value: str) -> None:

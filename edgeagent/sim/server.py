@@ -680,8 +680,7 @@ def _event_line(event: WatchEvent, type_: str, use_old: bool = False) -> bytes:
             obj = {**old, "metadata": {**(old.get("metadata") or {}), "resourceVersion": str(event.rv)}}
             obj_json = dumps(obj)
         else:
-            obj_json = event.cache.get("object") or dumps(event.object)
-            event.cache["object"] = obj_json
+            obj_json = event.object_json()
         line = b'{"type":"%s","object":%s}\n' % (type_.encode(), obj_json)
         event.cache[key] = line
     return line
