@@ -28,6 +28,9 @@ JSON = dict[str, Any]
 
 _log = log.get("edgeagent.sim.events")
 
+# After the state file refused an expiry (a full disk): the wait before trying again, the Event kept meanwhile.
+RETRY_SECONDS = 5.0
+
 _Due = tuple[float, tuple[str, str], str]  # (deadline on the monotonic clock, (namespace, name), resourceVersion)
 
 
@@ -64,6 +67,7 @@ class EventExpiry:
         self._clock = clock
         self._wall = wall
         self._due: deque[_Due] = deque()
+        self._retry_at = 0.0
         self.expired = 0
 
     async def run(self) -> None:
@@ -75,7 +79,8 @@ class EventExpiry:
                     if event.type != "DELETED":
                         self._schedule(self._clock() + self.ttl, event.object)
                 self.expire_due()
-                timeout = max(0.0, self._due[0][0] - self._clock()) if self._due else None
+                wake = max(self._due[0][0], self._retry_at) if self._due else None
+                timeout = max(0.0, wake - self._clock()) if wake is not None else None
                 await subscription.wait(timeout)
         finally:
             subscription.close()
@@ -97,10 +102,16 @@ class EventExpiry:
         """Drop every Event whose deadline has passed and that was not written since; returns how many."""
         now = self._clock()
         dropped = 0
-        while self._due and self._due[0][0] <= now:
-            _, (namespace, name), resource_version = self._due.popleft()
-            if self.store.expire(EVENTS, namespace, name, resource_version):
-                dropped += 1
+        while now >= self._retry_at and self._due and self._due[0][0] <= now:
+            _, (namespace, name), resource_version = self._due[0]
+            try:
+                gone = self.store.expire(EVENTS, namespace, name, resource_version)
+            except Exception as exc:  # the state file refused the write: the Event stays, as etcd's key would
+                self._retry_at = now + RETRY_SECONDS
+                _log.warning("cannot expire events now, retrying", error=str(exc), retry_seconds=RETRY_SECONDS)
+                break
+            self._due.popleft()
+            dropped += gone
         if dropped:
             self.expired += dropped
             _log.debug("expired events", count=dropped, ttl=self.ttl)

@@ -4,13 +4,16 @@ see it DELETED, a write renews it, and Events kept across a sim restart still ex
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from edgeagent.kube.client import KubeClient, KubeError
+from edgeagent.sim import event_ttl
 from edgeagent.sim.cluster import SimCluster
+from edgeagent.sim.store import WatchEvent
 from tests.conftest import SimFactory, fast_sim_config
 from tests.support.waiting import eventually
 
@@ -84,6 +87,31 @@ async def test_events_kept_across_a_restart_still_expire(tmp_path: Path) -> None
             await eventually(lambda: _gone(admin, "old"), what="the resumed Event to expire")
             kept = await admin.create(EVENTS, _event("new"))
             assert kept["metadata"]["name"] == "new"
+
+
+async def test_an_expiry_the_state_file_refuses_is_retried_and_the_event_kept_meanwhile(
+        sim_factory: SimFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(event_ttl, "RETRY_SECONDS", 0.2)
+    sim = await sim_factory(event_ttl=0.3)
+    durable = sim.store.persist
+    assert durable is not None
+    refused: list[str] = []
+
+    def full_disk(event: WatchEvent) -> None:
+        if event.resource.plural == "events" and event.type == "DELETED":
+            refused.append(event.object["metadata"]["name"])
+            raise sqlite3.OperationalError("database or disk is full")
+        durable(event)
+
+    async with await KubeClient.connect(sim.admin_kubeconfig) as admin:
+        sim.store.persist = full_disk
+        await admin.create(EVENTS, _event("kept"))
+        await eventually(lambda: refused.count("kept") >= 2, what="the expiry refused, then tried again")
+        assert (await admin.get(f"{EVENTS}/kept"))["metadata"]["name"] == "kept"
+        sim.store.persist = durable
+        await eventually(lambda: _gone(admin, "kept"), what="the Event to expire once the disk has room")
+    # The sim's controllers are still running: stop() (the fixture's) re-raises a crash of any of them.
+    assert sim._task is not None and not sim._task.done()
 
 
 def test_a_ttl_must_be_positive(tmp_path: Path) -> None:
