@@ -272,6 +272,7 @@ class Soak:
         self.sizing = Sizing(nodes=cfg.nodes, agents=cfg.agents,
                              daemonsets=tuple(n for n, d in self.ds.items() if not d.plan),
                              plan_daemonsets=tuple(n for n, d in self.ds.items() if d.plan),
+                             ota_daemonsets=tuple(n for n, d in self.ds.items() if d.model == "OTA"),
                              rate_scale=cfg.rate_scale, kind_scale=dict(cfg.kind_scale))
         self.agent_nodes = agent_nodes(self.sizing)
         self.tmpfs = _can_mount_tmpfs()

@@ -42,6 +42,8 @@ class Sizing:
     agents: int = 30
     daemonsets: tuple[str, ...] = ()
     plan_daemonsets: tuple[str, ...] = ()
+    # Of those, the OTA ones: each gets a new version in the run's first seconds (make_schedule).
+    ota_daemonsets: tuple[str, ...] = ()
     # Fleet-wide acts (sim restarts, leader kills, template changes) keep their rate at any size; per-agent and
     # per-node ones scale with the fleet, so a small run is as dense per node as a large one.
     rate_scale: float = 1.0
@@ -130,8 +132,27 @@ def make_schedule(seed: int, seconds: float, sizing: Sizing) -> list[JSON]:
         while t < seconds:
             acts.append(_act(stream, kind, t, sizing, agents))
             t += stream.expovariate(rate / 60.0)
+    acts += opening_versions(seed, seconds, sizing)
     acts.sort(key=lambda a: (a["t"], a["kind"]))
     return acts
+
+
+def opening_versions(seed: int, seconds: float, sizing: Sizing) -> list[JSON]:
+    """A new version of every OTA DaemonSet in the first seconds of the faults.
+
+    Template changes come 1.5 a minute over every DaemonSet, so a short run often gave the OTA ones none: no pod
+    needed an upgrade, every operator request was answered 403, and the invariants on accepted requests
+    (`requests`, `events-once`) had nothing to check (seeds 79 and 83 at 120 s). With a version pending from the
+    start, the agents with maintenance windows keep pods that need an upgrade while their window is shut, and
+    operators' requests for those are accepted (now, or queued until the window opens) under the faults. Its
+    own random stream: every other act of a seed stays as it was.
+    """
+    if "template" not in sizing.kinds or "operator_upgrade" not in sizing.kinds:
+        return []
+    stream = random.Random(f"{seed}/opening")
+    latest = max(1.0, min(10.0, seconds / 4))
+    return [{"t": round(stream.uniform(0.5, latest), 3), "kind": "template", "target": name, "opening": True}
+            for name in sorted(sizing.ota_daemonsets)]
 
 
 def maintenance_windows(start_epoch: float, faults_seconds: float) -> list[str]:

@@ -34,6 +34,9 @@ async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
     kinds = soak.faults_by_kind()
     assert sum(kinds.values()) >= 40 and len([k for k in kinds if not k.startswith("api_")]) >= 5, text
     assert result.checked["eligible"] > 0 and result.checked["budget"] > 0, text
+    # Every OTA DaemonSet has a version to go to from the first seconds (schedule.opening_versions), so agents
+    # upgrade OTA pods under the faults and their request Events are checked.
+    assert result.checked["events-once"] > 0, text
     assert history.converged_at is not None, text
     # Rotations exercise the agent's 401 path: the new token is written only once the agent was refused.
     rotations = [a for a in history.schedule if a["kind"] == "cred_rotate" and a.get("revoked")]
