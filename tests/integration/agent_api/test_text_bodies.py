@@ -38,10 +38,10 @@ async def test_text_bodies_end_with_one_newline_and_openyurt_bodies_stay_exact(
 
     assert await _text(http, "GET", base + "/v1/healthz") == (200, "OK")
     assert await _text(http, "GET", base + "/v1/readyz") == (200, "OK")
-    assert await _text(http, "POST", base + f"/openyurt.io/v1/namespaces/{ns}/pods/{name}/imagepull") == (
-        200, f"Image pre-pull requested for pod {ns}/{name}")
 
-    # Queued (202) and cancelled (200) are our own bodies: newline-terminated.
+    # Queued (202) and cancelled (200) are our own bodies: newline-terminated. Before the pre-pull below: once
+    # the agent's cache has seen PodImageReady False (the pre-pull it asks for), an upgrade is refused 403 until
+    # the image is ready, so asking first made the 202 depend on whether that watch event had arrived yet.
     await world.sim.disconnect(NODE, "refuse")
     await wait_connected(agent, False)
     status, queued = await _text(http, "POST", base + f"/openyurt.io/v1/namespaces/{ns}/pods/{name}/upgrade")
@@ -50,3 +50,8 @@ async def test_text_bodies_end_with_one_newline_and_openyurt_bodies_stay_exact(
         [entry] = (await resp.json())["items"]
     status, cancelled = await _text(http, "DELETE", base + f"/openyurt.io/v1/upgrades/{entry['id']}")
     assert status == 200 and cancelled == f"Upgrade request {entry['id']} for pod {ns}/{name} cancelled\n"
+
+    await world.sim.connect(NODE)
+    await wait_connected(agent)
+    assert await _text(http, "POST", base + f"/openyurt.io/v1/namespaces/{ns}/pods/{name}/imagepull") == (
+        200, f"Image pre-pull requested for pod {ns}/{name}")
