@@ -105,6 +105,9 @@ async def test_kill_9_mid_bake_keeps_the_wave_and_the_bake_clock(
                 await first.wait()
             async with controller_process(sim, log):
                 await eventually(lambda: complete(admin, revision), timeout=60, what="rollout complete")
+                # Its Event follows the state write: wait for it while the controller still runs (leaving the
+                # block stops it, and a loaded machine stopped it in between, so the Event was never sent).
+                events = await plan_events_through(admin, "web", "RolloutComplete")
 
         assert recorder.phases(revision) == [(1, "progressing"), (1, "baking"), (2, "progressing"), (2, "baking"),
                                              (2, "complete")]
@@ -115,8 +118,7 @@ async def test_kill_9_mid_bake_keeps_the_wave_and_the_bake_clock(
         wave2 = recorder.first(2, "progressing", revision)
         # A bake started again by the new process would end no earlier than bake_started + KILL_AFTER + BAKE.
         assert bake_started + BAKE <= wave2.time < bake_started + BAKE + KILL_AFTER - 1, (bake_started, wave2.time)
-        reasons = [e["reason"] for e in await plan_events_through(admin, "web", "RolloutComplete")
-                   if e["reason"] != "UpgradingPods"]
+        reasons = [e["reason"] for e in events if e["reason"] != "UpgradingPods"]
         assert reasons == ["WaveStarted", "WaveFinished", "WaveStarted", "WaveFinished", "RolloutComplete"], reasons
         await eventually(lambda: all_running(admin, "web", 6, NEW), what="all upgraded")
         deleted_once(sim)
