@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 from edgeagent.controller.app import ControllerApp
 from edgeagent.kube.client import KubeClient
@@ -74,7 +75,12 @@ async def test_version_whose_pods_never_become_ready_pauses_the_roll(
             return flag == "true"
 
         await eventually(paused, timeout=10, what="the roll paused itself")
-        warnings = [e for e in await events_for(admin, "web") if e["reason"] == "RolloutAutoPaused"]
+
+        async def auto_paused() -> list[dict[str, Any]]:
+            return [e for e in await events_for(admin, "web") if e["reason"] == "RolloutAutoPaused"]
+
+        # The Event follows the annotation's write: a loaded run read the Events in between.
+        warnings = await eventually(auto_paused, what="the RolloutAutoPaused Event")
         assert len(warnings) == 1 and warnings[0]["type"] == "Warning"
         assert "max-failed is 1" in warnings[0]["message"]
         # Only the first node got the bad version: the budget held it there, the pause stopped the rest.
