@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from edgeagent import log
@@ -58,17 +57,13 @@ def remaining(ttl: float, written: float | None, now: float) -> float:
 
 
 class EventExpiry:
-    def __init__(self, store: Store, ttl: float, *,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, ttl: float) -> None:
         if ttl <= 0:
             raise ValueError(f"the event TTL must be > 0 seconds, got {ttl}")
         self.store = store
         self.ttl = ttl
-        self._clock = clock
-        self._wall = wall
         self._due: deque[_Due] = deque()
         self._retry_at = 0.0
-        self.expired = 0
 
     async def run(self) -> None:
         subscription = self.store.open_subscription([EVENTS], copy=False)
@@ -77,17 +72,17 @@ class EventExpiry:
             while not subscription.closed:
                 for event in subscription.drain():
                     if event.type != "DELETED":
-                        self._schedule(self._clock() + self.ttl, event.object)
+                        self._schedule(time.monotonic() + self.ttl, event.object)
                 self.expire_due()
                 wake = max(self._due[0][0], self._retry_at) if self._due else None
-                timeout = max(0.0, wake - self._clock()) if wake is not None else None
+                timeout = max(0.0, wake - time.monotonic()) if wake is not None else None
                 await subscription.wait(timeout)
         finally:
             subscription.close()
 
     def _schedule_existing(self) -> None:
         """Events already stored (a resumed sim): their TTL runs from their last written time, oldest first."""
-        now, wall = self._clock(), self._wall()
+        now, wall = time.monotonic(), time.time()
         due = [(now + remaining(self.ttl, last_written(stored.obj), wall), stored.obj)
                for stored in self.store.list_page(EVENTS).items]
         for deadline, obj in sorted(due, key=lambda pair: pair[0]):
@@ -100,7 +95,7 @@ class EventExpiry:
 
     def expire_due(self) -> int:
         """Drop every Event whose deadline has passed and that was not written since; returns how many."""
-        now = self._clock()
+        now = time.monotonic()
         dropped = 0
         while now >= self._retry_at and self._due and self._due[0][0] <= now:
             _, (namespace, name), resource_version = self._due[0]
@@ -113,6 +108,5 @@ class EventExpiry:
             self._due.popleft()
             dropped += gone
         if dropped:
-            self.expired += dropped
             _log.debug("expired events", count=dropped, ttl=self.ttl)
         return dropped
