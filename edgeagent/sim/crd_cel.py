@@ -64,12 +64,13 @@ def _compiled(rule: str) -> tuple[Any, str | None]:
 
 
 def _compile_detail(rule: str, exc: Exception) -> str:
-    line = getattr(exc, "line", None)
-    column = getattr(exc, "column", None)
-    where = f"{line}:{column}" if line is not None and column is not None else "1:1"
-    text = str(exc.args[0]) if exc.args else str(exc)
-    first = text.strip().splitlines()[0] if text.strip() else "invalid expression"
-    return f"compilation failed: ERROR: <input>:{where}: Syntax error: {first}"
+    """cel-go's layout of a syntax error (position, then the line and a caret); the wording is cel-python's."""
+    line = int(getattr(exc, "line", 1) or 1)
+    column = int(getattr(exc, "column", 1) or 1)
+    lines = rule.splitlines() or [""]
+    source = lines[min(line, len(lines)) - 1]
+    return (f"compilation failed: ERROR: <input>:{line}:{column}: Syntax error: unexpected input\n"
+            f" | {source}\n | {'.' * max(column - 1, 0)}^")
 
 
 def compile_error(rule: str) -> str | None:
