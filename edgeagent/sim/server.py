@@ -21,15 +21,25 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
-from edgeagent.sim import admission_policy, discovery, errors, events_v1, openapi, printers, protobuf
+from edgeagent.sim import (
+    admission_policy,
+    custom_printers,
+    custom_writes,
+    discovery,
+    errors,
+    events_v1,
+    openapi,
+    printers,
+    protobuf,
+)
 from edgeagent.sim.audit import AuditLog, note_delete
 from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.faults import FaultInjector
-from edgeagent.sim.patch import APPLY_PATCH, PatchError, apply_patch, media_type
+from edgeagent.sim.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch, media_type
 from edgeagent.sim.patch import CONTENT_TYPES as PATCH_CONTENT_TYPES
 from edgeagent.sim.protobuf import ProtobufError
-from edgeagent.sim.resources import EVENTS, EVENTS_V1, Resource, resource_for
+from edgeagent.sim.resources import EVENTS, EVENTS_V1, Registry, Resource
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
 
 JSON = dict[str, Any]
@@ -38,6 +48,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})  # Go's strconv.ParseBool
 _BODY_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# What a custom object's PATCH accepts (no strategic merge: a CRD's schema carries no patch strategies).
+CUSTOM_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
 
 
 @dataclass
@@ -165,7 +177,8 @@ class _TableRequest:
     columns_sent: bool = False  # a watch sends the column definitions with its first event only
 
     def render(self, res: Resource, objects: list[JSON], list_meta: JSON) -> JSON:
-        return printers.table(res.kind, objects, version=self.version, include=self.include, list_meta=list_meta)
+        return printers.table(res.kind, objects, version=self.version, include=self.include, list_meta=list_meta,
+                              printer=custom_printers.printer_for_resource(res))
 
     def watch_line(self, res: Resource, line: bytes) -> bytes:
         """One watch event with its object as a one-row Table; ERROR and BOOKMARK events pass unchanged."""
@@ -175,7 +188,8 @@ class _TableRequest:
         obj = event["object"]
         meta = {"resourceVersion": str((obj.get("metadata") or {}).get("resourceVersion", ""))}
         event["object"] = printers.table(
-            res.kind, [obj], version=self.version, include=self.include, list_meta=meta, columns=not self.columns_sent
+            res.kind, [obj], version=self.version, include=self.include, list_meta=meta, columns=not self.columns_sent,
+            printer=custom_printers.printer_for_resource(res),
         )
         self.columns_sent = True
         return dumps(event) + b"\n"
@@ -211,18 +225,24 @@ async def _api_versions(request: web.Request) -> web.Response:
     return _json_response(discovery.api_versions(request.host))
 
 
+def _registry(request: web.Request) -> Registry:
+    return request.app[STATE].store.registry
+
+
 async def _api_groups(request: web.Request) -> web.Response:
-    return _json_response(discovery.api_group_list())
+    return _json_response(discovery.api_group_list(_registry(request)))
 
 
 async def _openapi_index(request: web.Request) -> web.Response:
-    # Built once per process (about half a second); a thread keeps the event loop serving meanwhile.
-    await asyncio.to_thread(openapi.v3_documents)
-    return _json_response(openapi.v3_index())
+    # Built once per process (about half a second), and again for the groups of CRDs when those change; a thread
+    # keeps the event loop serving meanwhile.
+    registry = _registry(request)
+    await asyncio.to_thread(openapi.v3_documents, registry)
+    return _json_response(openapi.v3_index(registry))
 
 
 async def _openapi_document(request: web.Request) -> web.Response:
-    found = (await asyncio.to_thread(openapi.v3_documents)).get(request.match_info["path"])
+    found = (await asyncio.to_thread(openapi.v3_documents, _registry(request))).get(request.match_info["path"])
     if found is None:
         raise errors.not_found_path()
     return _json_response(found[0])
@@ -231,10 +251,11 @@ async def _openapi_document(request: web.Request) -> web.Response:
 async def _openapi_v2(request: web.Request) -> web.Response:
     """client-go asks for gnostic protobuf; anyone else (`kubectl get --raw`, curl) gets JSON."""
     accept = request.headers.get("Accept", "")
+    registry = _registry(request)
     if any(media in accept for media in openapi.V2_PROTOBUF_ACCEPTED):
-        body = await asyncio.to_thread(openapi.v2_protobuf)
+        body = await asyncio.to_thread(openapi.v2_protobuf, registry)
         return web.Response(body=body, content_type=openapi.V2_PROTOBUF)
-    return _json_response(await asyncio.to_thread(openapi.v2_json))
+    return _json_response(await asyncio.to_thread(openapi.v2_json, registry))
 
 
 async def _unknown(request: web.Request) -> web.Response:
@@ -242,7 +263,7 @@ async def _unknown(request: web.Request) -> web.Response:
 
 
 async def _core_root(request: web.Request) -> web.Response:
-    doc = discovery.api_resource_list("", request.match_info["version"])
+    doc = discovery.api_resource_list(_registry(request), "", request.match_info["version"])
     if doc is None or request.method != "GET":
         raise errors.not_found_path()
     return _json_response(doc)
@@ -253,27 +274,24 @@ def _page_not_found() -> web.Response:
     return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
 
 
-_SERVED_GROUPS = frozenset(discovery.api_group_names())
-
-
-def _group_served(group: str) -> bool:
-    return group in _SERVED_GROUPS
+def _group_served(request: web.Request, group: str) -> bool:
+    return group in _registry(request).groups
 
 
 async def _group_root(request: web.Request) -> web.Response:
     group = request.match_info["group"]
-    if not _group_served(group):
+    if not _group_served(request, group):
         return _page_not_found()
-    doc = discovery.api_group(group)
+    doc = discovery.api_group(_registry(request), group)
     if doc is None or request.method != "GET":
         raise errors.not_found_path()
     return _json_response(doc)
 
 
 async def _group_version_root(request: web.Request) -> web.Response:
-    if not _group_served(request.match_info["group"]):
+    if not _group_served(request, request.match_info["group"]):
         return _page_not_found()
-    doc = discovery.api_resource_list(request.match_info["group"], request.match_info["version"])
+    doc = discovery.api_resource_list(_registry(request), request.match_info["group"], request.match_info["version"])
     if doc is None or request.method != "GET":
         raise errors.not_found_path()
     return _json_response(doc)
@@ -285,7 +303,7 @@ async def _core(request: web.Request) -> web.StreamResponse:
 
 async def _grouped(request: web.Request) -> web.StreamResponse:
     info = request.match_info
-    if not _group_served(info["group"]):
+    if not _group_served(request, info["group"]):
         return _page_not_found()
     return await _dispatch(request, info["group"], info["version"], info["tail"])
 
@@ -299,7 +317,7 @@ class _Target:
     watch_path: bool  # the deprecated `/watch/` prefix
 
 
-def _parse_path(group: str, version: str, tail: str) -> _Target:
+def _parse_path(registry: Registry, group: str, version: str, tail: str) -> _Target:
     segments = [s for s in tail.split("/") if s]
     watch_path = bool(segments) and segments[0] == "watch"
     if watch_path:
@@ -309,7 +327,7 @@ def _parse_path(group: str, version: str, tail: str) -> _Target:
         namespace, segments = segments[1], segments[2:]
     if not segments or len(segments) > 3:
         raise errors.not_found_path()
-    res = resource_for(group, version, segments[0])
+    res = registry.resource_for(group, version, segments[0])
     if res is None or (namespace is not None and not res.namespaced):
         raise errors.not_found_path()
     name = segments[1] if len(segments) > 1 else None
@@ -322,8 +340,28 @@ def _parse_path(group: str, version: str, tail: str) -> _Target:
 
 
 async def _dispatch(request: web.Request, group: str, version: str, tail: str) -> web.StreamResponse:
-    target = _parse_path(group, version, tail)
     state = request.app[STATE]
+    target = _parse_path(state.store.registry, group, version, tail)
+    if target.res.custom is not None and request.method in ("POST", "PUT", "PATCH"):
+        return await _custom_write(request, state, target)
+    return await _serve(request, state, target)
+
+
+async def _custom_write(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
+    """A write of a custom object: its `fieldValidation` (default Warn) decides what unknown fields earn; the
+    warnings go back as `Warning: 299 - "…"` headers, which kubectl prints."""
+    write = custom_writes.WriteRequest(custom_writes.parse_field_validation(request.query.get("fieldValidation")))
+    token = custom_writes.WRITE.set(write)
+    try:
+        response = await _serve(request, state, target)
+    finally:
+        custom_writes.WRITE.reset(token)
+    for text in write.warnings:
+        response.headers.add("Warning", f"299 - {json.dumps(text)}")
+    return response
+
+
+async def _serve(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
     if target.res is EVENTS_V1:
         return await _events_v1(request, state, target)
     method = request.method
@@ -371,6 +409,9 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
         if patch_media not in PATCH_CONTENT_TYPES:
             # go-restful refuses a Content-Type the route does not consume before the handler runs: plain text.
             return web.Response(status=415, text="415: Unsupported Media Type", content_type="text/plain")
+        if patch_media == STRATEGIC_MERGE_PATCH and res.custom is not None:
+            # Custom kinds have no patch strategies: kubectl patch must say --type merge or json.
+            raise errors.unsupported_media_type(content_type, CUSTOM_PATCH_TYPES)
         if patch_media == APPLY_PATCH and not query.get("fieldManager"):
             cause = errors.field_required("fieldManager", "is required for apply patch")
             raise errors.invalid("PatchOptions", "", [cause], "meta.k8s.io")
