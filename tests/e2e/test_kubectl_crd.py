@@ -154,6 +154,7 @@ async def test_rbac_denies_then_a_role_grants(sim_factory: SimFactory, tmp_path:
         await admin.create("/api/v1/namespaces/default/serviceaccounts",
                            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}})
         token = await mint_token(admin, "reader", "default")
+    assert sim.tls is not None
     config = identity_kubeconfig(tmp_path / "reader.kubeconfig", sim.url, token, sim.tls.ca_file)
     reader = Kubectl(config, tmp_path / "cache-reader")
     denied = await reader.run("get", "widgets.example.com")
