@@ -133,6 +133,8 @@ async def test_kept_across_a_restart(sim_factory: SimFactory, tmp_path: Path) ->
     await _install(kubectl)
     await kubectl("apply", "-f", "-", stdin=_yaml(widget("w1", size="large")))
     uid = json.loads(await kubectl("get", "wd", "w1", "-o", "json"))["metadata"]["uid"]
+    await kubectl("apply", "-f", "-", stdin=_yaml(widget("gone")))
+    await kubectl("delete", "wd", "gone")
     await first.stop()
     second = await sim_factory(dir=directory, nodes=1)
     assert second.resumed
@@ -140,7 +142,7 @@ async def test_kept_across_a_restart(sim_factory: SimFactory, tmp_path: Path) ->
     got = json.loads(await kubectl("get", "wd", "w1", "-o", "json"))
     assert got["metadata"]["uid"] == uid and got["spec"]["size"] == "large"
     _, rows = table(await kubectl("get", "wd"))
-    assert rows[0][:3] == ["w1", "large", "1"]
+    assert [row[:3] for row in rows] == [["w1", "large", "1"]]  # the deleted one stays deleted
     refused = await kubectl.run("apply", "-f", "-", stdin=_yaml(widget("w2", size="huge")))
     assert refused.code == 1 and "Unsupported value" in refused.err  # the schema came back too
 
