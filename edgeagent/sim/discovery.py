@@ -94,15 +94,13 @@ def _resource_entries(res: Resource) -> list[JSON]:
         main["categories"] = list(res.categories)
     entries = [main]
     for sub in res.subresources:
-        entries.append(
-            {
-                "name": f"{res.plural}/{sub}",
-                "singularName": "",
-                "namespaced": res.namespaced,
-                "kind": res.kind,
-                "verbs": SUBRESOURCE_VERBS,
-            }
-        )
+        entry: JSON = {"name": f"{res.plural}/{sub}", "singularName": "", "namespaced": res.namespaced}
+        if sub == "scale":  # another group's kind, named as such
+            entry.update(group="autoscaling", version="v1", kind="Scale")
+        else:
+            entry["kind"] = res.kind
+        entry["verbs"] = SUBRESOURCE_VERBS
+        entries.append(entry)
     return entries
 
 

@@ -24,6 +24,7 @@ from edgeagent.kube.selectors import FieldSelector, LabelSelector
 from edgeagent.sim import (
     admission_policy,
     custom_printers,
+    custom_scale,
     custom_writes,
     discovery,
     errors,
@@ -378,6 +379,8 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
         raise errors.method_not_allowed(method.lower(), target.res.plural, target.res.group)
     if target.watch_path and method == "GET":
         return await _watch(request, state, target)
+    if target.subresource == "scale":
+        return await _scale(request, state, target)
     store = state.store
     res = target.res
     dry_run = "All" in query.getall("dryRun", [])
@@ -429,6 +432,30 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
             if len(store.deletes) > recorded:  # store.delete records synchronously: this call's own record
                 note_delete(store.deletes[recorded])
     raise errors.method_not_allowed(method.lower(), res.plural, res.group)
+
+
+async def _scale(request: web.Request, state: _ServerState, target: _Target) -> web.Response:
+    """`<kind>/scale` of a custom kind: GET, PUT and JSON/merge PATCH of its autoscaling/v1 Scale."""
+    store, res, method = state.store, target.res, request.method
+    name = target.name or ""
+    current = store.entry(res, target.namespace, name).obj
+    if method == "GET":
+        return _json_response(custom_scale.scale_of(res, current))
+    if method == "PUT":
+        scale = await _read_object(request)
+    elif method == "PATCH":
+        content_type = request.headers.get("Content-Type", "")
+        if media_type(content_type) not in ("application/json-patch+json", "application/merge-patch+json"):
+            raise errors.unsupported_media_type(content_type, CUSTOM_PATCH_TYPES[:2])
+        try:
+            scale = apply_patch(custom_scale.scale_of(res, current), await request.read(), content_type, "Scale")
+        except PatchError as exc:
+            raise exc.to_api_error() from exc
+    else:
+        raise errors.method_not_allowed(method.lower(), f"{res.plural}/scale", res.group)
+    dry_run = "All" in request.query.getall("dryRun", [])
+    updated = store.update(res, custom_scale.apply_scale(res, current, scale), dry_run=dry_run)
+    return _json_response(custom_scale.scale_of(res, updated))
 
 
 def _exists(store: Store, target: _Target) -> bool:

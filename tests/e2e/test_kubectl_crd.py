@@ -177,3 +177,17 @@ async def test_rbac_denies_then_a_role_grants(sim_factory: SimFactory, tmp_path:
     assert names.strip() == "widget.example.com/w1"
     still = await reader.run("delete", "widgets.example.com", "w1")
     assert still.code == 1 and 'cannot delete resource "widgets" in API group "example.com"' in still.err
+
+
+async def test_kubectl_scale_through_the_scale_subresource(kubectl: Kubectl) -> None:
+    crd = widget_crd()
+    crd["spec"]["versions"][0]["subresources"]["scale"] = {"specReplicasPath": ".spec.replicas",
+                                                           "statusReplicasPath": ".status.observed"}
+    await kubectl("apply", "-f", "-", stdin=_yaml(crd))
+    await kubectl("wait", "--for", "condition=established", "crd/widgets.example.com", "--timeout", "10s")
+    await kubectl("apply", "-f", "-", stdin=_yaml(widget("w1")))
+    out = await kubectl("scale", "wd", "w1", "--replicas", "4")
+    assert out.strip() == "widget.example.com/w1 scaled"
+    assert json.loads(await kubectl("get", "wd", "w1", "-o", "json"))["spec"]["replicas"] == 4
+    too_many = await kubectl.run("scale", "wd", "w1", "--replicas", "11")
+    assert too_many.code == 1 and "spec.replicas" in too_many.err

@@ -267,3 +267,40 @@ async def test_deleted_at_once_unless_finalizers_and_with_preconditions(widgets:
     assert held["metadata"]["deletionTimestamp"]
     await widgets.ok("PATCH", f"{WIDGETS}/w2", body={"metadata": {"finalizers": None}}, content_type=MERGE)
     assert (await widgets.call("GET", f"{WIDGETS}/w2")).status == 404
+
+
+async def test_the_scale_subresource(api: Api) -> None:
+    crd = widget_crd()
+    crd["spec"]["versions"][0]["subresources"]["scale"] = {
+        "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.observed",
+        "labelSelectorPath": ".status.selector"}
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["selector"] = {
+        "type": "string"}
+    await api.ok("POST", CRDS, body=crd)
+    entries = {r["name"]: r for r in (await api.ok("GET", f"/apis/{GROUP}/v1"))["resources"]}
+    assert entries["widgets/scale"] == {"name": "widgets/scale", "singularName": "", "namespaced": True,
+                                        "group": "autoscaling", "version": "v1", "kind": "Scale",
+                                        "verbs": ["get", "patch", "update"]}
+    created = await api.ok("POST", WIDGETS, body=widget("w1", replicas=2))
+    await api.ok("PATCH", f"{WIDGETS}/w1/status", body={"status": {"observed": 2, "selector": "app=w1"}},
+                 content_type=MERGE)
+    scale = await api.ok("GET", f"{WIDGETS}/w1/scale")
+    assert scale["kind"] == "Scale" and scale["apiVersion"] == "autoscaling/v1"
+    assert scale["metadata"]["uid"] == created["metadata"]["uid"]
+    assert scale["spec"] == {"replicas": 2} and scale["status"] == {"replicas": 2, "selector": "app=w1"}
+    scaled = await api.ok("PATCH", f"{WIDGETS}/w1/scale", body={"spec": {"replicas": 5}}, content_type=MERGE)
+    assert scaled["spec"] == {"replicas": 5}
+    got = await api.ok("GET", f"{WIDGETS}/w1")
+    assert got["spec"]["replicas"] == 5 and got["metadata"]["generation"] == 2
+    scaled["spec"]["replicas"] = 11  # the schema still applies: at most 10
+    reply = await api.call("PUT", f"{WIDGETS}/w1/scale", body=scaled)
+    assert reply.status == 422
+    assert reply.body["details"]["causes"][0]["field"] == "spec.replicas"
+    stale = {**scaled, "spec": {"replicas": 4}, "metadata": {**scaled["metadata"], "resourceVersion": "1"}}
+    assert (await api.call("PUT", f"{WIDGETS}/w1/scale", body=stale)).status == 409
+
+
+async def test_no_scale_path_without_the_subresource(widgets: Api) -> None:
+    await widgets.ok("POST", WIDGETS, body=widget("w1"))
+    assert (await widgets.call("GET", f"{WIDGETS}/w1/scale")).status == 404
+    assert "widgets/scale" not in {r["name"] for r in (await widgets.ok("GET", f"/apis/{GROUP}/v1"))["resources"]}
