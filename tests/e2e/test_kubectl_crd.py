@@ -191,3 +191,25 @@ async def test_kubectl_scale_through_the_scale_subresource(kubectl: Kubectl) -> 
     assert json.loads(await kubectl("get", "wd", "w1", "-o", "json"))["spec"]["replicas"] == 4
     too_many = await kubectl.run("scale", "wd", "w1", "--replicas", "11")
     assert too_many.code == 1 and "spec.replicas" in too_many.err
+
+
+async def test_reapplying_and_changing_the_crd(kubectl: Kubectl) -> None:
+    await _install(kubectl)
+    again = await kubectl("apply", "-f", "-", stdin=_yaml(widget_crd()))
+    assert again.strip() == "customresourcedefinition.apiextensions.k8s.io/widgets.example.com unchanged"
+    refused = await kubectl.run("apply", "-f", "-", stdin=_yaml(widget("w1", size="huge")))
+    assert refused.code == 1
+    crd = widget_crd()
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"]["enum"] \
+        .append("huge")
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Min", "type": "integer", "jsonPath": ".spec.minReplicas"}]
+    changed = await kubectl("apply", "-f", "-", stdin=_yaml(crd))
+    assert changed.strip() == "customresourcedefinition.apiextensions.k8s.io/widgets.example.com configured"
+    assert json.loads(await kubectl("get", "crd", "widgets.example.com", "-o", "json"))["metadata"]["generation"] == 2
+    # The new schema and columns apply at once.
+    await kubectl("apply", "-f", "-", stdin=_yaml(widget("w1", size="huge")))
+    header, rows = table(await kubectl("get", "wd"))
+    assert header == ["NAME", "MIN"] and rows == [["w1", "0"]]
+    explained = await kubectl("explain", "crd.spec.names")
+    assert "shortNames" in explained
