@@ -36,6 +36,7 @@ import json
 import math
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -872,26 +873,83 @@ class _Rules:
                 continue  # transition rules run only when there is an old value to compare with
             if unchanged and not transition:
                 continue  # ratcheted: the real server only warns about an unchanged value
-            if activation is None:
-                activation = {"self": crd_cel.to_cel(data, s)}
-                if old is not None:
-                    activation["oldSelf"] = crd_cel.to_cel(old, s)
-            try:
-                result = crd_cel.evaluate(text, activation)
-            except crd_cel.CelError as exc:
-                self.causes.append(invalid(_shown(path), kind, f"{exc} evaluating rule: {_rule_error_string(rule)}"))
+            memo_key = _memo_key(text, s, data, old if transition else None)
+            outcome = _memo_get(memo_key, s)
+            if outcome is None:
+                if activation is None:
+                    activation = _activation(s, data, old)
+                try:
+                    outcome = (bool(_is_true(crd_cel.evaluate(text, activation))), None)
+                except crd_cel.CelError as exc:
+                    outcome = (False, str(exc))
+                _memo_put(memo_key, s, outcome)
+            passed, error = outcome
+            if error is not None:
+                self.causes.append(invalid(_shown(path), kind, f"{error} evaluating rule: {_rule_error_string(rule)}"))
                 continue
-            if result is True or (type(result).__name__ == "BoolType" and bool(result)):
+            if passed:
                 continue
             where = _shown(_rule_path(path, str(rule.get("fieldPath") or "")))
             detail = None
             if rule.get("messageExpression"):
+                if activation is None:
+                    activation = _activation(s, data, old)
                 detail = _message_expression(str(rule["messageExpression"]), activation)
             if detail is None:
                 message = str(rule.get("message") or "")
                 detail = message.strip() if message else f"failed rule: {_rule_error_string(rule)}"
             value = _OMIT if kind in ("object", "array") or isinstance(data, (dict, list)) else data
             self.causes.append(_rule_failure(rule, where, value, detail))
+
+
+def _activation(s: JSON, data: Any, old: Any) -> JSON:
+    activation = {"self": crd_cel.to_cel(data, s)}
+    if old is not None:
+        activation["oldSelf"] = crd_cel.to_cel(old, s)
+    return activation
+
+
+def _is_true(result: Any) -> bool:
+    """Only a CEL true passes a rule (an int or a string does not)."""
+    return result is True or (type(result).__name__ == "BoolType" and bool(result))
+
+
+# A rule's verdict depends only on its text, the values bound to self and oldSelf, and the schema node that types
+# them, and cel-python's interpreter takes a millisecond or more per rule: objects written again and again with the
+# same spec (10,000 of them in the bench) reuse the verdict. The entry holds its schema node, so the node's id in
+# the key cannot be reused by another schema while the entry lives.
+_MEMO: OrderedDict[tuple[str, int, str, str | None], tuple[JSON, tuple[bool, str | None]]] = OrderedDict()
+_MEMO_SIZE = 4096
+_MEMO_VALUE_LIMIT = 2048
+
+
+def _memo_key(rule: str, s: JSON, data: Any, old: Any) -> tuple[str, int, str, str | None] | None:
+    try:
+        value = json.dumps(data, separators=(",", ":"))
+        previous = None if old is None else json.dumps(old, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+    if len(value) + len(previous or "") > _MEMO_VALUE_LIMIT:
+        return None
+    return rule, id(s), value, previous
+
+
+def _memo_get(key: tuple[str, int, str, str | None] | None, s: JSON) -> tuple[bool, str | None] | None:
+    if key is None or key not in _MEMO:
+        return None
+    node, outcome = _MEMO[key]
+    if node is not s:
+        return None
+    _MEMO.move_to_end(key)
+    return outcome
+
+
+def _memo_put(key: tuple[str, int, str, str | None] | None, s: JSON, outcome: tuple[bool, str | None]) -> None:
+    if key is None:
+        return
+    _MEMO[key] = (s, outcome)
+    if len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
 
 
 # --- the public checks ------------------------------------------------------------------------------------------
@@ -920,14 +978,27 @@ def validate(schema: JSON, obj: JSON, old: JSON | None) -> list[Cause]:
     return causes
 
 
+_TYPE_META: OrderedDict[int, tuple[JSON, JSON]] = OrderedDict()
+
+
 def _with_type_meta(schema: JSON) -> JSON:
-    """model.WithTypeAndObjectMeta: `self` at the root also sees apiVersion, kind and metadata name fields."""
+    """model.WithTypeAndObjectMeta: `self` at the root also sees apiVersion, kind and metadata name fields.
+
+    Built once per schema (the entry holds the schema, so its id is not reused while cached), so that the root
+    node keeps one identity across objects and its rules' verdicts can be reused."""
+    cached = _TYPE_META.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
     props = dict(_props(schema))
     props.setdefault("apiVersion", {"type": "string"})
     props.setdefault("kind", {"type": "string"})
     props.setdefault("metadata", {"type": "object", "properties": {"name": {"type": "string"},
                                                                    "generateName": {"type": "string"}}})
-    return {**schema, "properties": props}
+    root = {**schema, "properties": props}
+    _TYPE_META[id(schema)] = (schema, root)
+    if len(_TYPE_META) > 256:
+        _TYPE_META.popitem(last=False)
+    return root
 
 
 def _has_rules(s: Any) -> bool:

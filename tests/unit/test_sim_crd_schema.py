@@ -491,13 +491,34 @@ def test_a_rule_is_compiled_once_per_text() -> None:
     rule = "self.replicas < 1000 && size(self) > 0"
     schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [{"rule": rule}],
                                                         "properties": {"replicas": {"type": "integer"}}}}}
-    for n in range(20):
-        assert validate(schema, {"spec": {"replicas": n}}, None) == []
+    assert validate(schema, {"spec": {"replicas": 0}}, None) == []
     before = crd_cel._compiled.cache_info()
-    for n in range(20):
-        validate(schema, {"spec": {"replicas": n}}, None)
+    for n in range(1, 21):
+        assert validate(schema, {"spec": {"replicas": n}}, None) == []
     after = crd_cel._compiled.cache_info()
     assert after.misses == before.misses and after.hits >= before.hits + 20
+
+
+def test_a_verdict_is_reused_for_the_same_value_and_schema_node_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = crd_cel.evaluate
+
+    def counting(rule: str, activation: JSON) -> Any:
+        calls.append(rule)
+        return real(rule, activation)
+
+    monkeypatch.setattr(crd_cel, "evaluate", counting)
+    rule = {"rule": "self < '2026'"}
+    as_string = {"type": "object", "properties": {"at": {"type": "string", "x-kubernetes-validations": [rule]}}}
+    as_time = {"type": "object", "properties": {"at": {"type": "string", "format": "date-time",
+                                                       "x-kubernetes-validations": [rule]}}}
+    obj = {"at": "2025-06-01T00:00:00Z"}
+    assert validate(as_string, obj, None) == validate(as_string, copy.deepcopy(obj), None) == []
+    assert len(calls) == 1
+    # the same text and value typed by another schema node (a timestamp, not a string) is evaluated again
+    assert causes(obj, as_time) == [
+        ("at", "FieldValueInvalid", 'Invalid value: "string": no such overload evaluating rule: self < \'2026\'')]
+    assert len(calls) == 2
 
 
 # ------------------------------------------------------------------------------------------ CRD-time checks
