@@ -82,6 +82,14 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
+    def stored_api_version(self) -> str:
+        """The apiVersion objects of this kind are stored with: a custom kind's are in its CRD's storage version
+        whichever version wrote them (the HTTP layer shows them in the version a client reads through)."""
+        if self.custom is not None and self.custom.storage_version != self.version:
+            return f"{self.group}/{self.custom.storage_version}"
+        return self.api_version
+
+    @property
     def group_version(self) -> str:
         return self.api_version
 

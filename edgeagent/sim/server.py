@@ -370,7 +370,7 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
     if target.name is None:
         if method == "GET":
             if target.watch_path or query.get("watch", "") in _TRUE:
-                return await _watch(request, state, target)
+                return await _watch(request, state, target, _version_view(target.res))
             return await _list(state, target, query, _table_request(request))
         if method == "POST":
             return await _create(request, state, target)
@@ -378,7 +378,7 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
             return await _delete_collection(request, state, target)
         raise errors.method_not_allowed(method.lower(), target.res.plural, target.res.group)
     if target.watch_path and method == "GET":
-        return await _watch(request, state, target)
+        return await _watch(request, state, target, _version_view(target.res))
     if target.subresource == "scale":
         return await _scale(request, state, target)
     store = state.store
@@ -390,6 +390,8 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
         if table is not None:
             rv = str((entry.obj.get("metadata") or {}).get("resourceVersion", ""))
             return _json_response(table.render(res, [entry.obj], {"resourceVersion": rv}))
+        if _converts(res):
+            return _json_response(_in_version(res, entry.obj))
         return _json_response(entry.json())
     if method == "PUT":
         obj = await _read_object(request)
@@ -404,7 +406,8 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
-        return _json_response(store.update(res, obj, subresource=target.subresource, dry_run=dry_run))
+        return _json_response(_in_version(res, store.update(res, obj, subresource=target.subresource,
+                                                            dry_run=dry_run)))
     if method == "PATCH":
         body = await request.read()
         content_type = request.headers.get("Content-Type", "")
@@ -422,12 +425,13 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
         patched = store.patch(
             res, target.namespace, target.name, body, content_type, subresource=target.subresource, dry_run=dry_run
         )
-        return _json_response(patched, 200 if existed else 201)
+        return _json_response(_in_version(res, patched), 200 if existed else 201)
     if method == "DELETE" and target.subresource is None:
         options = await _delete_options(request)
         recorded = len(store.deletes)
         try:
-            return _json_response(store.delete(res, target.namespace, target.name, options, dry_run=dry_run))
+            return _json_response(_in_version(res, store.delete(res, target.namespace, target.name, options,
+                                                                dry_run=dry_run)))
         finally:
             if len(store.deletes) > recorded:  # store.delete records synchronously: this call's own record
                 note_delete(store.deletes[recorded])
@@ -456,6 +460,33 @@ async def _scale(request: web.Request, state: _ServerState, target: _Target) -> 
     dry_run = "All" in request.query.getall("dryRun", [])
     updated = store.update(res, custom_scale.apply_scale(res, current, scale), dry_run=dry_run)
     return _json_response(custom_scale.scale_of(res, updated))
+
+
+def _converts(res: Resource) -> bool:
+    """A custom kind served through a version other than its CRD's storage version."""
+    return res.custom is not None and res.version != res.custom.storage_version
+
+
+def _in_version(res: Resource, obj: JSON) -> JSON:
+    """A custom object as the version it is read through shows it: with the CRD's `None` conversion, the stored
+    object with that version's apiVersion."""
+    if not _converts(res) or obj.get("kind") != res.kind:
+        return obj
+    return {**obj, "apiVersion": res.api_version}
+
+
+class _VersionView:
+    """Watch events of a custom kind read through a version other than its storage version."""
+
+    def watch_line(self, res: Resource, line: bytes) -> bytes:
+        event = json.loads(line)
+        if isinstance(event.get("object"), dict) and event.get("type") != "ERROR":
+            event["object"]["apiVersion"] = res.api_version
+        return dumps(event) + b"\n"
+
+
+def _version_view(res: Resource) -> _LineView | None:
+    return _VersionView() if _converts(res) else None
 
 
 def _exists(store: Store, target: _Target) -> bool:
@@ -609,7 +640,7 @@ async def _create(request: web.Request, state: _ServerState, target: _Target) ->
     obj = await _read_object(request)
     dry_run = "All" in request.query.getall("dryRun", [])
     created = state.store.create(res, obj, namespace=target.namespace, dry_run=dry_run)
-    return _json_response(created, 201)
+    return _json_response(_in_version(res, created), 201)
 
 
 async def _delete_collection(request: web.Request, state: _ServerState, target: _Target) -> web.Response:

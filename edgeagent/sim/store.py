@@ -1224,7 +1224,7 @@ def _own(obj: Any) -> JSON:
 
 def _ordered(res: Resource, obj: JSON) -> JSON:
     """kind, apiVersion, metadata first, like the real server's JSON."""
-    out: JSON = {"kind": res.kind, "apiVersion": res.api_version, "metadata": obj.get("metadata", {})}
+    out: JSON = {"kind": res.kind, "apiVersion": res.stored_api_version, "metadata": obj.get("metadata", {})}
     for key, value in obj.items():
         if key not in out:
             out[key] = value

@@ -193,3 +193,24 @@ async def test_cluster_scoped_objects(api: Api) -> None:
     listed = await api.ok("GET", GADGETS)
     assert listed["kind"] == "GadgetList" and listed["apiVersion"] == f"{GROUP}/v1"
     assert [i["metadata"]["name"] for i in listed["items"]] == ["g1"]
+
+
+async def test_two_served_versions_share_the_objects(api: Api) -> None:
+    crd = widget_crd()
+    v2 = {**crd["spec"]["versions"][0], "name": "v2", "storage": False}
+    crd["spec"]["versions"].append(v2)
+    await api.ok("POST", CRDS, body=crd)
+    group = await api.ok("GET", f"/apis/{GROUP}")
+    assert [v["version"] for v in group["versions"]] == ["v2", "v1"]
+    assert group["preferredVersion"]["version"] == "v2"
+    v2_path = f"/apis/{GROUP}/v2/namespaces/default/widgets"
+    watcher = await api.watch(v2_path)
+    created = await api.ok("POST", v2_path, body={**widget("w1"), "apiVersion": f"{GROUP}/v2"})
+    assert created["apiVersion"] == f"{GROUP}/v2"
+    assert (await api.ok("GET", f"{WIDGETS}/w1"))["apiVersion"] == f"{GROUP}/v1"  # read through the other version
+    assert (await api.ok("GET", f"{v2_path}/w1"))["apiVersion"] == f"{GROUP}/v2"
+    assert api.store.get(api.store.registry.stored[f"widgets.{GROUP}"], "default", "w1")["apiVersion"] == (
+        f"{GROUP}/v1")  # stored in the storage version
+    assert (await api.ok("GET", v2_path))["apiVersion"] == f"{GROUP}/v2"
+    await eventually(lambda: watcher.of_type("ADDED"), what="the v2 watch's ADDED")
+    assert watcher.of_type("ADDED")[0]["object"]["apiVersion"] == f"{GROUP}/v2"
