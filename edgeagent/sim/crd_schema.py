@@ -1078,19 +1078,19 @@ def _openapi_checks(s: JSON, path: str, out: list[Cause]) -> None:
 
 
 def _default_checks(s: JSON, path: str, out: list[Cause]) -> None:
-    """A default must be valid against its own schema and carry no field the schema would prune."""
+    """A default must carry no field the schema would prune, and be valid against its own node of the schema
+    (errors named from the default: `<node>.default` for a scalar, `<node>.default.x` inside an object)."""
     value = copy.deepcopy(s["default"])
     node = {k: v for k, v in s.items() if k != "x-kubernetes-validations"}
+    pruned: list[str] = []
+    _prune(copy.deepcopy(value), node, "", pruned, embedded=bool(s.get("x-kubernetes-embedded-resource")))
+    if pruned:
+        out.append(invalid(f"{path}.default", s["default"], "must not have unknown fields"))
     validator = _Validator()
     validator.node(node, value, "")
     for cause in validator.causes:
         field = f"{path}.default" if cause.field == NIL_FIELD else f"{path}.default.{cause.field}"
         out.append(Cause(cause.type, cause.message, field))
-    if isinstance(value, dict):
-        pruned: list[str] = []
-        _prune(value, node, "", pruned)
-        if pruned:
-            out.append(invalid(f"{path}.default", s["default"], "must not have unknown fields"))
 
 
 def _rule_json(rule: JSON) -> str:

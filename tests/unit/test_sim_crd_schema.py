@@ -579,6 +579,12 @@ def test_openapi_checks_of_a_crd_schema() -> None:
     assert structural({"type": "object", "properties": {"a": {"type": "integer", "default": "x"}}}) == [
         (f"{BASE}.properties[a].default", "FieldValueTypeInvalid",
          'Invalid value: "string":  in body must be of type integer: "string"')]
+    assert structural({"type": "object", "properties": {"a": {"type": "object", "default": {"b": "x", "c": 1},
+                                                              "properties": {"b": {"type": "integer"}}}}}) == [
+        (f"{BASE}.properties[a].default", "FieldValueInvalid",
+         'Invalid value: {"b":"x","c":1}: must not have unknown fields'),
+        (f"{BASE}.properties[a].default.b", "FieldValueTypeInvalid",
+         'Invalid value: "string": b in body must be of type integer: "string"')]
 
 
 def test_a_rule_that_does_not_compile_refuses_the_crd() -> None:
@@ -610,3 +616,37 @@ def test_go_float(value: float, text: str) -> None:
 
 def test_go_quote() -> None:
     assert go_quote('a"b\\c\n\x01é') == '"a\\"b\\\\c\\n\\x01é"'
+
+
+def test_a_rule_names_old_self_only_outside_string_literals() -> None:
+    assert crd_cel.uses_old_self("self >= oldSelf")
+    assert not crd_cel.uses_old_self("self.note != 'oldSelf'")
+    assert not crd_cel.uses_old_self("self.oldSelfish == 1")
+
+
+def test_a_message_expression_that_fails_falls_back_to_the_message() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "x-kubernetes-validations": [
+        {"rule": "self < 5", "message": "too big", "messageExpression": "self.nope"},
+        {"rule": "self < 4", "messageExpression": "'multi\\nline'"}]}}}
+    assert causes({"n": 9}, schema) == [("n", "FieldValueInvalid", "Invalid value: 9: too big"),
+                                        ("n", "FieldValueInvalid", "Invalid value: 9: failed rule: self < 4")]
+
+
+@pytest.mark.parametrize(("fmt", "good", "bad"), [
+    ("duration", "1h30m", "90 minutes"), ("date", "2026-11-28", "28/11/2026"),
+    ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123"), ("ipv4", "10.0.0.1", "10.0.0.300"),
+    ("byte", "aGVsbG8=", "hello!")])
+def test_string_formats(fmt: str, good: str, bad: str) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "format": fmt}}}
+    assert causes({"v": good}, schema) == []
+    assert causes({"v": bad}, schema) == [
+        ("v", "FieldValueTypeInvalid", f'Invalid value: "{bad}": v in body must be of type {fmt}: "{bad}"')]
+
+
+def test_a_rule_with_a_duration_field_compares_durations() -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "timeout": {"type": "string", "format": "duration"}},
+        "x-kubernetes-validations": [{"rule": "self.timeout <= duration('1h')", "message": "at most an hour"}]}}}
+    assert causes({"spec": {"timeout": "59m"}}, schema) == []
+    assert causes({"spec": {"timeout": "2h"}}, schema) == [("spec", "FieldValueInvalid",
+                                                            "Invalid value: at most an hour")]
