@@ -9,7 +9,8 @@ and a `duration` string a duration, so `self.start < self.end` compares instants
 The texts of evaluation errors are cel-go's ("no such key: x", "division by zero", ...) because kube-apiserver
 puts them in the 422 it returns. Compilation errors keep cel-python's detail after cel-go's prefix (the two
 parsers word syntax errors differently). cel-python is the sim's optional dependency, imported on first use.
-Not supported: optional types (`?.`, `optionalOldSelf`), the quantity, URL, IP and CIDR libraries, and type
+Not supported: the optional syntax (`?.`, `optional.of`; an `optionalOldSelf` rule's `oldSelf` has
+`hasValue()`, `value()` and `orValue()` only), the quantity, URL, IP and CIDR libraries, and type
 checking at CRD time beyond parsing (an unknown identifier fails when the rule first runs, as an evaluation error).
 """
 
@@ -120,6 +121,19 @@ def _eval_detail(exc: Any) -> str:
 
 
 # --- values -------------------------------------------------------------------------------------------------
+
+class OptionalValue:
+    """`oldSelf` of a rule with `optionalOldSelf: true`: optional.of(old) on update, optional.none() on create.
+
+    Only the optional's methods are supported (`hasValue()`, `value()`, `orValue(x)`): cel-python cannot parse
+    the `?.` syntax."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"optional({self.value!r})"
+
 
 def to_cel(value: Any, schema: JSON | None) -> Any:
     """A JSON value as the CEL value kube-apiserver binds to `self` for a node of `schema`."""
@@ -263,7 +277,23 @@ def _functions() -> dict[str, Callable[..., Any]]:
         found = [string(m.group(0)) for m in re.finditer(str(pattern), str(s))]
         return lst(found if int(limit) < 0 else found[:int(limit)])
 
+    def has_value(target: Any) -> Any:
+        return boolean(not isinstance(target, OptionalValue) or target.value is not None)
+
+    def value(target: Any) -> Any:
+        if isinstance(target, OptionalValue):
+            if target.value is None:
+                raise ValueError("optional.none() dereference")
+            return target.value
+        return target
+
+    def or_value(target: Any, default: Any) -> Any:
+        if isinstance(target, OptionalValue):
+            return default if target.value is None else target.value
+        return target
+
     return {
+        "hasValue": has_value, "value": value, "orValue": or_value,
         "charAt": char_at, "indexOf": index_of, "lastIndexOf": last_index_of,
         "lowerAscii": lambda s: string("".join(c.lower() if c.isascii() else c for c in str(s))),
         "upperAscii": lambda s: string("".join(c.upper() if c.isascii() else c for c in str(s))),

@@ -869,17 +869,21 @@ class _Rules:
             if not text.strip():
                 continue
             transition = crd_cel.uses_old_self(text)
-            if transition and old is None:
+            optional = transition and rule.get("optionalOldSelf") is True
+            if transition and old is None and not optional:
                 continue  # transition rules run only when there is an old value to compare with
             if unchanged and not transition:
                 continue  # ratcheted: the real server only warns about an unchanged value
-            memo_key = _memo_key(text, s, data, old if transition else None)
+            memo_key = _memo_key(("?" if optional else "") + text, s, data, old if transition else None)
             outcome = _memo_get(memo_key, s)
             if outcome is None:
                 if activation is None:
                     activation = _activation(s, data, old)
+                bound = activation
+                if optional:
+                    bound = {**activation, "oldSelf": crd_cel.OptionalValue(activation.get("oldSelf"))}
                 try:
-                    outcome = (bool(_is_true(crd_cel.evaluate(text, activation))), None)
+                    outcome = (bool(_is_true(crd_cel.evaluate(text, bound))), None)
                 except crd_cel.CelError as exc:
                     outcome = (False, str(exc))
                 _memo_put(memo_key, s, outcome)

@@ -650,3 +650,14 @@ def test_a_rule_with_a_duration_field_compares_durations() -> None:
     assert causes({"spec": {"timeout": "59m"}}, schema) == []
     assert causes({"spec": {"timeout": "2h"}}, schema) == [("spec", "FieldValueInvalid",
                                                             "Invalid value: at most an hour")]
+
+
+def test_an_optional_old_self_rule_runs_on_create_too() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "x-kubernetes-validations": [
+        {"rule": "!oldSelf.hasValue() || self >= oldSelf.value()", "optionalOldSelf": True,
+         "message": "may not shrink"},
+        {"rule": "self != oldSelf.orValue(3)", "optionalOldSelf": True, "message": "not 3 at first"}]}}}
+    assert causes({"n": 1}, schema) == []
+    assert causes({"n": 3}, schema) == [("n", "FieldValueInvalid", "Invalid value: 3: not 3 at first")]
+    assert causes({"n": 5}, schema, {"n": 4}) == []
+    assert causes({"n": 2}, schema, {"n": 4}) == [("n", "FieldValueInvalid", "Invalid value: 2: may not shrink")]
