@@ -349,8 +349,8 @@ def served_resources(crd: JSON) -> list[Resource]:
     """The kinds an Established CRD serves, one per served version, the storage version first (none otherwise).
 
     Served under the accepted names, as the real server does: a rename that clashes keeps the old names."""
-    if not is_established(crd) or _dict(crd.get("metadata")).get("deletionTimestamp"):
-        return []
+    if not is_established(crd):
+        return []  # a Terminating CRD's kind stays served until its last object is gone
     spec = spec_of(crd)
     accepted = _accepted_names_of(crd)
     storage = storage_version(crd)
@@ -387,3 +387,11 @@ def served_resources(crd: JSON) -> list[Resource]:
         else:
             out.append(res)
     return out
+
+
+def terminating_create_error(res: Resource) -> errors.ApiError:
+    """What a create of a custom object gets while its CRD is being deleted."""
+    status = errors.status_body(405, "MethodNotAllowed",
+                                "create not allowed while custom resource definition is terminating",
+                                details={"group": res.group, "kind": res.plural})
+    return errors.ApiError(405, status)

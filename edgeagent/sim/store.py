@@ -638,6 +638,7 @@ class Store:
         _default(res, new)
         _validate(res, new)
         if res.custom is not None:
+            self._refuse_create_while_terminating(res)
             if res.has_status:
                 new.pop("status", None)  # a create through the main endpoint sets no status
             custom_writes.decode(res, new, patched=False)
@@ -868,6 +869,8 @@ class Store:
             event = self._commit(res, "DELETED", new, old)
             if res is CUSTOM_RESOURCE_DEFINITIONS:
                 self._sync_crds()
+            elif res.custom is not None:
+                self._custom_gone(res)
             return clone(event.object)
         self._commit(res, "MODIFIED", new, old)
         if res is CUSTOM_RESOURCE_DEFINITIONS:
@@ -937,6 +940,8 @@ class Store:
         record.update(outcome="deleted" if gone else "graceful", rv=self._rv)
         if gone:
             self._cascade(res, old, options)
+            if res.custom is not None:
+                self._custom_gone(res)
         return result
 
     def expire(self, res: Resource, namespace: str | None, name: str, resource_version: str) -> bool:
@@ -1034,27 +1039,62 @@ class Store:
 
     def _delete_crd(self, old: JSON) -> JSON:
         """The apiextensions finalizer's work, done at once: Terminating, every object of the kind deleted (its
-        watchers see each DELETED, and their streams end), then the CRD itself goes."""
+        watchers see each DELETED), then the kind and the CRD itself go. Objects with finalizers are only marked
+        deleted, and the CRD stays Terminating (its kind still served, creates refused) until the last is gone."""
         crds = CUSTOM_RESOURCE_DEFINITIONS
         old_meta = _meta(old)
         name = str(old_meta.get("name"))
-        now = timestamp()
-        status = dict(old.get("status") or {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != crds_rules.TERMINATING]
-        status["conditions"] = [*conditions, crds_rules.terminating_condition(now)]
-        meta = dict(old_meta)
-        if not meta.get("deletionTimestamp"):
-            meta.update(deletionTimestamp=now, deletionGracePeriodSeconds=0)
-        terminating = {**old, "metadata": meta, "status": status}
-        self._commit(crds, "MODIFIED", terminating, old)
+        if not old_meta.get("deletionTimestamp"):
+            now = timestamp()
+            status = dict(old.get("status") or {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != crds_rules.TERMINATING]
+            status["conditions"] = [*conditions, crds_rules.terminating_condition(now)]
+            meta = {**old_meta, "deletionTimestamp": now, "deletionGracePeriodSeconds": 0}
+            self._commit(crds, "MODIFIED", {**old, "metadata": meta, "status": status}, old)
+        served = self.registry.custom(name)
+        if served and self._drain_custom(served[0]):
+            return self.get(crds, None, name)
+        return self._remove_crd(name)
+
+    def _drain_custom(self, storage: Resource) -> int:
+        """Delete every object of a custom kind; those with finalizers are marked (how many remain)."""
+        table = self._objects.get(storage.key, {})
+        held = 0
+        for key in list(self._keys_sorted(storage)):
+            stored = table.get(key)
+            if stored is None:
+                continue
+            meta = _meta(stored.obj)
+            if meta.get("finalizers"):
+                held += 1
+                if not meta.get("deletionTimestamp"):
+                    marked = {**stored.obj, "metadata": {**meta, "deletionTimestamp": timestamp(),
+                                                         "deletionGracePeriodSeconds": 0}}
+                    self._commit(storage, "MODIFIED", marked, stored.obj)
+            else:
+                self._commit(storage, "DELETED", stored.obj, stored.obj)
+        return held
+
+    def _custom_gone(self, res: Resource) -> None:
+        """After a custom object went: the deletion of its Terminating CRD completes with the last one."""
+        assert res.custom is not None
+        crd = self._objects[CUSTOM_RESOURCE_DEFINITIONS.key].get(("", res.custom.crd_name))
+        if crd is not None and _meta(crd.obj).get("deletionTimestamp") and not self._objects.get(res.key):
+            self._remove_crd(res.custom.crd_name)
+
+    def _refuse_create_while_terminating(self, res: Resource) -> None:
+        assert res.custom is not None
+        crd = self._objects[CUSTOM_RESOURCE_DEFINITIONS.key].get(("", res.custom.crd_name))
+        if crd is not None and _meta(crd.obj).get("deletionTimestamp"):
+            raise crds_rules.terminating_create_error(res)
+
+    def _remove_crd(self, name: str) -> JSON:
+        """The kind stops being served (open watches end), the cleanup finalizer goes, and with it the CRD unless
+        it has finalizers of its own."""
+        crds = CUSTOM_RESOURCE_DEFINITIONS
         served = self.registry.custom(name)
         if served:
             storage = served[0]
-            table = self._objects.get(storage.key, {})
-            for key in list(self._keys_sorted(storage)):
-                stored = table.get(key)
-                if stored is not None:
-                    self._commit(storage, "DELETED", stored.obj, stored.obj)
             self.registry.remove_custom(name)
             if not any(r.key == storage.key for r in self.registry.custom_resources()):
                 self._objects.pop(storage.key, None)
@@ -1064,9 +1104,11 @@ class Store:
         current = self._objects[crds.key][("", name)].obj
         remaining = [f for f in _meta(current).get("finalizers") or [] if f != crds_rules.CLEANUP_FINALIZER]
         if remaining:
-            kept = {**current, "metadata": {**_meta(current), "finalizers": remaining}}
-            self._commit(crds, "MODIFIED", kept, current)
-            return clone(kept)
+            if remaining != _meta(current).get("finalizers"):
+                kept = {**current, "metadata": {**_meta(current), "finalizers": remaining}}
+                self._commit(crds, "MODIFIED", kept, current)
+                return clone(kept)
+            return clone(current)
         final = {**current, "metadata": {**_meta(current), "finalizers": []}}
         final["metadata"].pop("finalizers")
         event = self._commit(crds, "DELETED", final, current)

@@ -214,3 +214,24 @@ async def test_two_served_versions_share_the_objects(api: Api) -> None:
     assert (await api.ok("GET", v2_path))["apiVersion"] == f"{GROUP}/v2"
     await eventually(lambda: watcher.of_type("ADDED"), what="the v2 watch's ADDED")
     assert watcher.of_type("ADDED")[0]["object"]["apiVersion"] == f"{GROUP}/v2"
+
+
+async def test_an_object_with_a_finalizer_holds_the_crd_in_terminating(api: Api) -> None:
+    await api.ok("POST", CRDS, body=widget_crd())
+    held = widget("held")
+    held["metadata"]["finalizers"] = ["example.com/keep"]
+    await api.ok("POST", WIDGETS, body=held)
+    await api.ok("POST", WIDGETS, body=widget("free"))
+    answer = await api.ok("DELETE", f"{CRDS}/widgets.{GROUP}")
+    assert answer["metadata"]["deletionTimestamp"]
+    assert condition(answer, "Terminating")["status"] == "True"
+    # The kind is still served: what is left can be read and finished, nothing new created.
+    items = (await api.ok("GET", WIDGETS))["items"]
+    assert [i["metadata"]["name"] for i in items] == ["held"] and items[0]["metadata"]["deletionTimestamp"]
+    refused = await api.call("POST", WIDGETS, body=widget("new"))
+    assert refused.status == 405
+    assert refused.body["message"] == "create not allowed while custom resource definition is terminating"
+    await api.ok("PATCH", f"{WIDGETS}/held", body={"metadata": {"finalizers": None}},
+                 content_type="application/merge-patch+json")
+    assert (await api.call("GET", f"{CRDS}/widgets.{GROUP}")).status == 404
+    assert (await api.call("GET", WIDGETS)).status == 404
