@@ -1073,6 +1073,7 @@ class Store:
                     self._commit(storage, "MODIFIED", marked, stored.obj)
             else:
                 self._commit(storage, "DELETED", stored.obj, stored.obj)
+                self._cascade(storage, stored.obj, {})  # the garbage collector's part: their dependents go too
         return held
 
     def _custom_gone(self, res: Resource) -> None:

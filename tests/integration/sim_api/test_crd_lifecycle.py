@@ -235,3 +235,13 @@ async def test_an_object_with_a_finalizer_holds_the_crd_in_terminating(api: Api)
                  content_type="application/merge-patch+json")
     assert (await api.call("GET", f"{CRDS}/widgets.{GROUP}")).status == 404
     assert (await api.call("GET", WIDGETS)).status == 404
+
+
+async def test_dependents_of_the_objects_go_with_the_crd(api: Api) -> None:
+    await api.ok("POST", CRDS, body=widget_crd())
+    owner = await api.ok("POST", WIDGETS, body=widget("w1"))
+    ref = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "name": "w1", "uid": owner["metadata"]["uid"]}
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "of-w1", "ownerReferences": [ref]}}
+    await api.ok("POST", "/api/v1/namespaces/default/configmaps", body=config_map)
+    await api.ok("DELETE", f"{CRDS}/widgets.{GROUP}")
+    assert (await api.call("GET", "/api/v1/namespaces/default/configmaps/of-w1")).status == 404
