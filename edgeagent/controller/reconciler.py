@@ -45,19 +45,7 @@ from edgeagent.controller.revisions import current_hash, revision_hash
 from edgeagent.controller.roll_views import RollViews
 from edgeagent.controller.rolling import Plan, desired_nodes, plan_step
 from edgeagent.controller.settings import Strategy, roll_settings, select
-from edgeagent.controller.waves import (
-    Decision,
-    Gate,
-    NodePods,
-    RankCache,
-    Steering,
-    decide,
-    node_ready,
-    observe,
-    previous_revision,
-    settled_gate,
-    steering_of,
-)
+from edgeagent.controller.waves import NodePods, RankCache, node_ready, observe, previous_revision
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
 from edgeagent.kube.client import CONTENT_JSON_PATCH, CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.errors import Conflict, Invalid, NotFound, ServerError
@@ -73,12 +61,9 @@ from edgeagent.kube.objects import (
     namespace_of,
     uid_of,
 )
-from edgeagent.rollout_plan import (
-    PHASE_ABORTED,
-    PHASE_ROLLED_BACK,
-    parse_plan,
-    state_of,
-)
+from edgeagent.rollout.machine import Decision, Gate, Steering, decide, settled_gate, steering_of
+from edgeagent.rollout.plan import parse_plan
+from edgeagent.rollout.state import PHASE_ABORTED, PHASE_ROLLED_BACK, state_of
 
 JSON = dict[str, Any]
 

@@ -12,17 +12,15 @@ from edgeagent.controller.waves import (
     FAILED,
     PENDING,
     UPGRADED,
-    Decision,
     Observation,
     RankCache,
-    Steering,
-    decide,
     failure_deadline,
     observe,
-    settled_gate,
 )
 from edgeagent.kube.timeutil import format_time
-from edgeagent.rollout_plan import Plan, RolloutState, Step, rank, stable_hash
+from edgeagent.rollout.machine import Decision, Steering, decide, settled_gate
+from edgeagent.rollout.plan import Plan, Step, rank, stable_hash
+from edgeagent.rollout.state import RolloutState
 
 JSON = dict[str, Any]
 T0 = 1_800_000_000.0
