@@ -15,7 +15,6 @@ caches and the clock:
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -622,7 +621,8 @@ def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision:
         elif next_deadline is None or deadline < next_deadline:
             next_deadline = deadline
     for name, failure in agent_failures(ds, revision, events).items():
-        failures.setdefault(name, failure)
+        if obs.ready(name):  # a NotReady node is deferred, never failed, whatever is said of its pod
+            failures.setdefault(name, failure)
     obs.next_deadline = next_deadline
     return obs
 
@@ -643,13 +643,14 @@ def node_labels(names: Iterable[str], nodes: Mapping[str, JSON], plan: Plan | No
 
 
 def previous_revision(pods: Iterable[JSON], revision: str) -> str | None:
-    """The revision most pods run other than `revision`: the one a rollout that has no state yet replaces."""
-    counts = Counter(labels_of(p).get(LABEL_REVISION_HASH) for p in pods if not is_terminating(p))
-    counts.pop(revision, None)
-    counts.pop(None, None)
-    if not counts:
+    """The revision every pod not on `revision` runs: the one a rollout that has no state yet replaces, and its
+    rollback target. None when the older pods run several revisions: a DaemonSet in the middle of another roll
+    has no revision known to have completed, and a rollback must never restore one that did not."""
+    found = {labels_of(p).get(LABEL_REVISION_HASH) for p in pods if not is_terminating(p)}
+    found.discard(revision)
+    if len(found) != 1:
         return None
-    best = max(counts.items(), key=lambda item: (item[1], str(item[0])))[0]
-    return str(best) if best else None
+    only = found.pop()
+    return str(only) if only else None
 
 

@@ -12,7 +12,6 @@ The status a plan carries is the state machine's (`rollout.state.RolloutState.to
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from edgeagent.rollout.plan import (
     MAX_STEPS,
     ON_FAILURE_PAUSE,
     ON_FAILURE_ROLLBACK,
+    Amount,
     Plan,
     Step,
     parse_duration,
@@ -82,22 +82,7 @@ class FieldError:
     message: str
 
 
-@dataclass(frozen=True)
-class Amount:
-    """A count (`2`) or a percentage (`"5%"`) of some total: `maxFailed` of the nodes, `maxFailedPerWave` of a
-    wave."""
-
-    value: int
-    percent: bool
-
-    def of(self, total: int) -> int:
-        """The count for `total`, a percentage rounded up (5% of 10 nodes is 1 node, not 0: a threshold of 0 would
-        stop at once); never less than 1, since a rollout stops *at* this many failures."""
-        count = math.ceil(self.value * total / 100) if self.percent else self.value
-        return max(1, count)
-
-    def __str__(self) -> str:
-        return f"{self.value}%" if self.percent else str(self.value)
+ONE_FAILURE = Amount(1, False)
 
 
 @dataclass(frozen=True)
@@ -108,7 +93,7 @@ class RolloutPlanSpec:
     steps: tuple[Step, ...]
     bake_seconds: float = 0.0
     group_label: str | None = None
-    max_failed: Amount = Amount(1, False)
+    max_failed: Amount = ONE_FAILURE
     max_failed_per_wave: Amount | None = None
     progress_deadline_seconds: int = DEFAULT_PROGRESS_DEADLINE_SECONDS
     on_failure: str = ON_FAILURE_PAUSE
@@ -117,7 +102,7 @@ class RolloutPlanSpec:
     def plan(self, canary: Any = None) -> Plan:
         """The plan arithmetic's view of it (order and waves), with the DaemonSet's canary selector."""
         return Plan(steps=self.steps, bake_seconds=self.bake_seconds, group_label=self.group_label,
-                    on_failure=self.on_failure, canary=canary)
+                    on_failure=self.on_failure, canary=canary, max_failed_per_wave=self.max_failed_per_wave)
 
 
 def _is_int(value: Any) -> bool:

@@ -79,6 +79,24 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Amount:
+    """A count (`2`) or a percentage (`"5%"`) of some total: `maxFailed` of the nodes, `maxFailedPerWave` of a
+    wave."""
+
+    value: int
+    percent: bool
+
+    def of(self, total: int) -> int:
+        """The count for `total`, a percentage rounded up (5% of 10 nodes is 1 node, not 0: a threshold of 0 would
+        stop at once); never less than 1, since a rollout stops *at* this many failures."""
+        count = math.ceil(self.value * total / 100) if self.percent else self.value
+        return max(1, count)
+
+    def __str__(self) -> str:
+        return f"{self.value}%" if self.percent else str(self.value)
+
+
+@dataclass(frozen=True)
 class Plan:
     steps: tuple[Step, ...]
     bake_seconds: float = 0.0
@@ -86,6 +104,8 @@ class Plan:
     on_failure: str = ON_FAILURE_PAUSE
     # `edgeagent.io/node-selector`: its nodes are the canary, ranked first.
     canary: LabelSelector | None = None
+    # Failures in the current wave at which the rollout stops (None: only a wave failing entirely stops it).
+    max_failed_per_wave: Amount | None = None
 
     @property
     def rollback(self) -> bool:

@@ -29,8 +29,45 @@ PHASES = (PHASE_PROGRESSING, PHASE_BAKING, PHASE_PAUSED, PHASE_ABORTED, PHASE_RO
 # Phases in which the rollout still moves by itself (or will, once resumed).
 ACTIVE_PHASES = (PHASE_PROGRESSING, PHASE_BAKING, PHASE_PAUSED)
 
-# The state annotation lists at most this many failing pods; the count covers all of them.
+# How each phase is spelt in a RolloutPlan's `status.phase` (the API's CamelCase).
+STATUS_PHASES = {PHASE_PROGRESSING: "Progressing", PHASE_BAKING: "Baking", PHASE_PAUSED: "Paused",
+                 PHASE_ABORTED: "Aborted", PHASE_ROLLED_BACK: "RolledBack", PHASE_COMPLETE: "Complete"}
+
+# The state lists at most this many failing pods; the count covers all of them.
 MAX_FAILURES_LISTED = 20
+# The state keeps the newest this many revisions rolled (`history`).
+MAX_HISTORY = 10
+
+# The condition a held plan carries (a rolled-back revision is the template again).
+CONDITION_HELD = "Held"
+REASON_ROLLED_BACK_REVISION = "RolledBackRevision"
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One revision rolled: its images and how its rollout ended (or stands)."""
+
+    revision: str
+    images: tuple[str, ...] = ()
+    phase: str = PHASE_PROGRESSING
+    finished_at: float | None = None
+
+    def to_json(self) -> JSON:
+        body: JSON = {"revision": self.revision, "images": list(self.images), "phase": self.phase}
+        if self.finished_at is not None:
+            body["finishedAt"] = format_time(self.finished_at)
+        return body
+
+    @classmethod
+    def from_json(cls, body: Any) -> HistoryEntry | None:
+        if not isinstance(body, dict) or not isinstance(body.get("revision"), str) or not body["revision"]:
+            return None
+        images = body.get("images")
+        phase = body.get("phase")
+        return cls(revision=body["revision"],
+                   images=tuple(str(i) for i in images) if isinstance(images, list) else (),
+                   phase=phase if phase in PHASES else PHASE_PROGRESSING,
+                   finished_at=parse_time(body.get("finishedAt")))
 
 
 @dataclass
@@ -54,6 +91,19 @@ class RolloutState:
     # DaemonSet's generation before it deletes a pod: a template changed since (a new revision the controller
     # has not planned yet) makes the pod's PodNeedUpgrade stale. None in states of older controllers.
     generation: int | None = None
+    # Nodes not upgraded yet (their wave not reached, or being replaced).
+    waiting: int = 0
+    # The revisions rolled, newest first (at most MAX_HISTORY): the rollback target is read from it.
+    history: tuple[HistoryEntry, ...] = ()
+    # Kubernetes-style conditions (type, status, reason, message, lastTransitionTime).
+    conditions: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+    def condition(self, kind: str) -> dict[str, str] | None:
+        for cond in self.conditions:
+            found = dict(cond)
+            if found.get("type") == kind:
+                return found
+        return None
 
     def bake_ends_at(self, plan: Plan) -> float | None:
         if self.bake_started_at is None:
@@ -69,13 +119,41 @@ class RolloutState:
             "phase": self.phase,
             "waveStartedAt": format_time(self.wave_started_at) if self.wave_started_at is not None else None,
             "bakeStartedAt": format_time(self.bake_started_at) if self.bake_started_at is not None else None,
-            "counts": {"nodes": self.nodes, "upgraded": self.upgraded, "deferred": self.deferred,
-                       "failed": self.failed},
+            "counts": {"nodes": self.nodes, "upgraded": self.upgraded, "waiting": self.waiting,
+                       "deferred": self.deferred, "failed": self.failed},
             "failures": self.failures[:MAX_FAILURES_LISTED],
         }
+        if self.history:
+            body["history"] = [h.to_json() for h in self.history[:MAX_HISTORY]]
+        if self.conditions:
+            body["conditions"] = [dict(c) for c in self.conditions]
         if self.generation is not None:
             body[STATE_GENERATION] = self.generation
         return json.dumps(body, separators=(",", ":"))
+
+    def to_status(self) -> JSON:
+        """The state as a RolloutPlan's `status` (edgeagent.io/v1alpha1): the same fields, phases in the API's
+        spelling, absent times left out."""
+        body: JSON = {
+            "revision": self.revision,
+            "phase": STATUS_PHASES[self.phase],
+            "wave": self.wave,
+            "waves": self.waves,
+            "counts": {"nodes": self.nodes, "upgraded": self.upgraded, "waiting": self.waiting,
+                       "deferred": self.deferred, "failed": self.failed},
+            "failures": [dict(f) for f in self.failures[:MAX_FAILURES_LISTED]],
+            "history": [{**h.to_json(), "phase": STATUS_PHASES[h.phase]} for h in self.history[:MAX_HISTORY]],
+            "conditions": [dict(c) for c in self.conditions],
+        }
+        if self.generation is not None:
+            body["observedGeneration"] = self.generation
+        if self.stable_revision:
+            body["stableRevision"] = self.stable_revision
+        if self.wave_started_at is not None:
+            body["waveStartedAt"] = format_time(self.wave_started_at)
+        if self.bake_started_at is not None:
+            body["bakeStartedAt"] = format_time(self.bake_started_at)
+        return body
 
     @classmethod
     def from_json(cls, text: str | None) -> tuple[RolloutState | None, str | None]:
@@ -113,6 +191,9 @@ class RolloutState:
             for item in (failures if isinstance(failures, list) else []) if isinstance(item, dict)
         ][:MAX_FAILURES_LISTED]
         generation = body.get(STATE_GENERATION)
+        history = body.get("history")
+        entries = [HistoryEntry.from_json(h) for h in (history if isinstance(history, list) else [])]
+        conditions = body.get("conditions")
         return cls(
             revision=revision,
             stable_revision=stable if isinstance(stable, str) and stable else None,
@@ -127,6 +208,10 @@ class RolloutState:
             failed=count("failed"),
             failures=listed,
             generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else None,
+            waiting=count("waiting"),
+            history=tuple(e for e in entries if e is not None)[:MAX_HISTORY],
+            conditions=tuple(tuple(sorted((str(k), str(v)) for k, v in c.items()))
+                             for c in (conditions if isinstance(conditions, list) else []) if isinstance(c, dict)),
         ), None
 
 
@@ -147,3 +232,17 @@ def iter_failures(state: RolloutState) -> Iterable[tuple[str, str, str]]:
     """(node, pod, reason) of the listed failures."""
     for item in state.failures:
         yield item.get("node", ""), item.get("pod", ""), item.get("reason", "")
+
+
+def newest_completed(history: Iterable[HistoryEntry]) -> str | None:
+    """The newest revision whose rollout completed: the only kind of revision a rollback may restore (never one
+    that was aborted, rolled back or did not finish)."""
+    for entry in history:
+        if entry.phase == PHASE_COMPLETE:
+            return entry.revision
+    return None
+
+
+def rolled_back(history: Iterable[HistoryEntry], revision: str) -> bool:
+    """Whether the revision was rolled back (and so is never rolled again by itself)."""
+    return any(entry.revision == revision and entry.phase == PHASE_ROLLED_BACK for entry in history)

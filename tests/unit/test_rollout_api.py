@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeagent.rollout import api
-from edgeagent.rollout.plan import ON_FAILURE_ROLLBACK, Step
+from edgeagent.rollout.plan import ON_FAILURE_ROLLBACK, Amount, Step
 
 JSON = dict[str, Any]
 CRD_PATH = Path(__file__).resolve().parents[2] / "deploy" / "crd-rolloutplan.yaml"
@@ -207,21 +207,21 @@ def test_parse_spec_applies_the_defaults_and_reads_every_field() -> None:
     assert errors == [] and spec is not None
     assert spec.steps == (Step(1, False), Step(5, True), Step(25, True), Step(100, True))
     assert (spec.bake_seconds, spec.max_failed, spec.max_failed_per_wave, spec.progress_deadline_seconds,
-            spec.on_failure, spec.paused) == (0.0, api.Amount(1, False), None, 600, "pause", False)
+            spec.on_failure, spec.paused) == (0.0, Amount(1, False), None, 600, "pause", False)
     full, _ = api.parse_spec(VALID[2])
     assert full is not None
     assert (full.bake_seconds, full.group_label, full.max_failed, full.max_failed_per_wave, full.on_failure,
-            full.paused) == (5400.0, "topology.kubernetes.io/zone", api.Amount(5, True), api.Amount(0, False),
+            full.paused) == (5400.0, "topology.kubernetes.io/zone", Amount(5, True), Amount(0, False),
                              ON_FAILURE_ROLLBACK, True)
     assert api.parse_spec({"steps": "x"})[0] is None
 
 
 def test_an_amount_rounds_up_and_never_reaches_zero() -> None:
-    assert api.Amount(5, True).of(10) == 1  # 5% of 10 nodes: 1, not 0
-    assert api.Amount(50, True).of(3) == 2
-    assert api.Amount(0, False).of(100) == 1
-    assert api.Amount(0, True).of(100) == 1
-    assert api.Amount(3, False).of(2) == 3
+    assert Amount(5, True).of(10) == 1  # 5% of 10 nodes: 1, not 0
+    assert Amount(50, True).of(3) == 2
+    assert Amount(0, False).of(100) == 1
+    assert Amount(0, True).of(100) == 1
+    assert Amount(3, False).of(2) == 3
 
 
 _step = st.one_of(st.integers(-2, 120), st.from_regex(r"\A-?[0-9]{1,3}%?\Z"), st.sampled_from(["100%", "1%", "x"]))

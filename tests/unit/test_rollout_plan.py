@@ -248,7 +248,7 @@ def test_state_round_trip() -> None:
     text = state.to_json()
     body = json.loads(text)
     assert body["waveStartedAt"] == "2027-01-15T08:00:00Z"
-    assert body["counts"] == {"nodes": 20, "upgraded": 5, "deferred": 1, "failed": 1}
+    assert body["counts"] == {"nodes": 20, "upgraded": 5, "waiting": 0, "deferred": 1, "failed": 1}
     again, problem = RolloutState.from_json(text)
     assert problem is None and again == state
     assert state_of(ds(**{ANNOTATION_ROLLOUT_STATE: text}))[0] == state
