@@ -46,10 +46,13 @@ bench: venv-demo
 # Not part of `make test` (a one-minute soak is): a seeded fault campaign against 200 simulated nodes, 30 real
 # agents and two controllers, judged by tests/soak/checker.py. `make soak SECONDS=1800 SEED=7`;
 # SOAK_ARGS passes more options (`SOAK_ARGS="--workdir /tmp/soak-7"` keeps everything there).
+# It first runs the rollout state machine's model-based test deeper than `make test` does (MODEL_EXAMPLES).
 SECONDS ?= 600
 SEED ?= 1
 SOAK_ARGS ?=
+MODEL_EXAMPLES ?= 2000
 soak: venv-test
+	EDGEAGENT_MODEL_EXAMPLES=$(MODEL_EXAMPLES) $(BIN)/pytest -q -n 0 -p no:randomly tests/unit/test_rollout_model.py
 	$(BIN)/python bench/soak.py --seconds $(SECONDS) --seed $(SEED) $(SOAK_ARGS)
 
 bench-quick: venv-demo

@@ -85,7 +85,7 @@ from edgeagent.controller.pod_index import digest_of
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.objects import get_condition, labels_of, name_of, uid_of
-from edgeagent.rollout_plan import parse_plan, rank
+from edgeagent.rollout.plan import parse_plan, rank
 
 JSON = dict[str, Any]
 T = TypeVar("T")

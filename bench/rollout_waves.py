@@ -66,7 +66,7 @@ from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.reconciler import Controller
 from edgeagent.controller.settings import parse_int_or_percent
 from edgeagent.kube.objects import is_pod_ready, is_terminating, key_of, labels_of, name_of
-from edgeagent.rollout_plan import Ranking, parse_plan, rank
+from edgeagent.rollout.plan import Ranking, parse_plan, rank
 
 JSON = dict[str, Any]
 

@@ -166,6 +166,42 @@ def _named(name: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
     return rename
 
 
+# kubectl's TYPE/NAME forms of a DaemonSet (`kubectl rollout status ds/web`).
+_DAEMONSET_PREFIXES = ("ds/", "daemonset/", "daemonsets/", "daemonset.apps/", "daemonsets.apps/")
+
+
+@_named("DaemonSet name")
+def _daemonset_name(text: str) -> str:
+    """NAME or kubectl's ds/NAME; a name the API server would refuse is a usage error (exit 2), never a lookup
+    that fails later (an empty name once printed `DaemonSet /: not managed` and exited 3, "in progress")."""
+    name = text
+    for prefix in _DAEMONSET_PREFIXES:
+        if text.lower().startswith(prefix):
+            name = text[len(prefix):]
+            break
+    else:
+        if "/" in text:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a DaemonSet: give NAME or ds/NAME")
+    if not name:
+        raise argparse.ArgumentTypeError("the DaemonSet name is empty")
+    from edgeagent.kube.objects import is_dns1123_subdomain
+
+    if not is_dns1123_subdomain(name):
+        raise argparse.ArgumentTypeError(f"{name!r} is not a DaemonSet name (lower-case letters, digits, '-' and "
+                                         "'.', at most 253, starting and ending with a letter or digit)")
+    return name
+
+
+@_named("namespace")
+def _namespace(text: str) -> str:
+    from edgeagent.kube.objects import is_dns1123_label
+
+    if not is_dns1123_label(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace (a DNS-1123 label: lower-case letters, "
+                                         "digits and '-', at most 63, starting and ending with a letter or digit)")
+    return text
+
+
 @_named("number")
 def _positive_float(text: str) -> float:
     value = float(text)
@@ -473,9 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
     rollout_sub = rollout.add_subparsers(dest="rollout_command", required=True, metavar="COMMAND")
     status = _command(rollout_sub, "status", "per-node state of a DaemonSet's upgrade",
                       "Shows each node's state in the DaemonSet's upgrade; exit 0 when every node is up to date.")
-    status.add_argument("daemonset", metavar="DS")
+    status.add_argument("daemonset", metavar="DS", type=_daemonset_name, help="NAME, or ds/NAME as kubectl writes it")
     status.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                        help="namespace (env EDGEAGENT_NAMESPACE; default default)")
+                        type=_namespace, help="namespace (env EDGEAGENT_NAMESPACE; default default)")
     _add(status, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
          fallback_env="KUBECONFIG")
     _switch(status, "--watch", help="keep printing until the rollout completes")
@@ -495,9 +531,10 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, (summary, description) in steering.items():
         command = _command(rollout_sub, verb, summary, description + " Exit 0 once written, 1 on an error (no "
                            "such DaemonSet, no rollout plan, nothing to promote or abort).")
-        command.add_argument("daemonset", metavar="DS")
+        command.add_argument("daemonset", metavar="DS", type=_daemonset_name,
+                             help="NAME, or ds/NAME as kubectl writes it")
         command.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                             help="namespace (env EDGEAGENT_NAMESPACE; default default)")
+                             type=_namespace, help="namespace (env EDGEAGENT_NAMESPACE; default default)")
         _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
              fallback_env="KUBECONFIG")
     _fleet_commands(sub)

@@ -106,6 +106,9 @@ EVENT_ROLLOUT_ABORTED = "RolloutAborted"
 EVENT_ROLLOUT_ROLLED_BACK = "RolloutRolledBack"
 EVENT_ROLLOUT_COMPLETE = "RolloutComplete"
 EVENT_ROLLOUT_PLAN_INVALID = "RolloutPlanInvalid"
+# A revision that was rolled back is the template again (a GitOps tool re-applied it): nothing rolls it until the
+# template changes or the operator retries it.
+EVENT_ROLLOUT_HELD = "RolloutHeld"
 
 
 # --- Pure readers ----------------------------------------------------------------------------------

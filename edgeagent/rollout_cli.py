@@ -6,7 +6,7 @@ replaced, or a new pod not yet available) and `held` (its site said not now: `Up
 the reason).
 
 With a rollout plan (`edgeagent.io/rollout-steps`) it reads the controller's `edgeagent.io/rollout-state`
-and ranks the nodes with the very functions the controller uses (`edgeagent.rollout_plan`), so each node
+and ranks the nodes with the very functions the controller uses (`edgeagent.rollout.plan`), so each node
 is shown in its wave: upgraded, upgrading (its wave is reached), waiting for wave K, deferred (NotReady, or
 held with the site's reason) or failed (the reason the controller recorded). The header says `wave k/n`,
 the phase and the bake time left.
@@ -39,18 +39,14 @@ from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeou
 from edgeagent.kube.errors import NotFound
 from edgeagent.kube.kubeconfig import load_problem
 from edgeagent.kube.objects import annotations_of, labels_of, name_of
-from edgeagent.rollout_plan import (
+from edgeagent.rollout.plan import Plan, Ranking, format_duration, parse_plan, rank
+from edgeagent.rollout.state import (
     PHASE_ABORTED,
     PHASE_BAKING,
     PHASE_COMPLETE,
     PHASE_PAUSED,
     PHASE_ROLLED_BACK,
-    Plan,
-    Ranking,
     RolloutState,
-    format_duration,
-    parse_plan,
-    rank,
     state_of,
 )
 

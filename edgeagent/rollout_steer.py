@@ -32,16 +32,9 @@ from edgeagent.contract import (
 from edgeagent.controller.settings import Strategy, select
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.kube.objects import annotations_of, name_of, uid_of
+from edgeagent.rollout.plan import ON_FAILURE_ROLLBACK, Plan, parse_plan
+from edgeagent.rollout.state import ACTIVE_PHASES, PHASE_PAUSED, RolloutState, state_of
 from edgeagent.rollout_cli import EXIT_COMPLETE, JSON, RolloutError, connect, fetch_daemonset, run_reporting_errors
-from edgeagent.rollout_plan import (
-    ACTIVE_PHASES,
-    ON_FAILURE_ROLLBACK,
-    PHASE_PAUSED,
-    Plan,
-    RolloutState,
-    parse_plan,
-    state_of,
-)
 
 ACTIONS = ("promote", "pause", "resume", "abort")
 

@@ -3,7 +3,7 @@
 A ranking is made once per revision, but after a restart (or a change of leader) the first pass must make it
 for every node: at 100,000 nodes, sorting the names on their hashes took 80-90 ms of that pass's ~300. The
 node handler keeps this order as nodes come and go, and the controller settles it once its caches have synced,
-before its first reconcile, so a ranking by name is a filter of this list (`rollout_plan.rank_in_order`), not a
+before its first reconcile, so a ranking by name is a filter of this list (`rollout.plan.rank_in_order`), not a
 sort. A node's hash never changes, so a node that stays keeps its place.
 
 New names wait in `_pending` until the order is asked for: a few are put in their place one by one, many
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 
-from edgeagent.rollout_plan import stable_hash
+from edgeagent.rollout.plan import stable_hash
 
 # Up to this many new names are put in their places one by one (a binary search and a list insert each);
 # more are sorted in together.

@@ -21,9 +21,9 @@ from edgeagent.contract import (
 from edgeagent.controller.pod_index import Digest, Tracker, revision_keys
 from edgeagent.controller.pods import node_of
 from edgeagent.controller.revisions import is_pod_updated, template_generation, updated_test
-from edgeagent.controller.waves import Gate
 from edgeagent.kube.objects import get_condition, name_of, uid_of
 from edgeagent.kube.timeutil import format_time
+from edgeagent.rollout.machine import Gate
 
 JSON = dict[str, Any]
 

@@ -45,19 +45,7 @@ from edgeagent.controller.revisions import current_hash, revision_hash
 from edgeagent.controller.roll_views import RollViews
 from edgeagent.controller.rolling import Plan, desired_nodes, plan_step
 from edgeagent.controller.settings import Strategy, roll_settings, select
-from edgeagent.controller.waves import (
-    Decision,
-    Gate,
-    NodePods,
-    RankCache,
-    Steering,
-    decide,
-    node_ready,
-    observe,
-    previous_revision,
-    settled_gate,
-    steering_of,
-)
+from edgeagent.controller.waves import NodePods, RankCache, node_ready, observe, previous_revision
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
 from edgeagent.kube.client import CONTENT_JSON_PATCH, CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.errors import Conflict, Invalid, NotFound, ServerError
@@ -73,12 +61,9 @@ from edgeagent.kube.objects import (
     namespace_of,
     uid_of,
 )
-from edgeagent.rollout_plan import (
-    PHASE_ABORTED,
-    PHASE_ROLLED_BACK,
-    parse_plan,
-    state_of,
-)
+from edgeagent.rollout.machine import Decision, Gate, Steering, decide, settled_gate, steering_of
+from edgeagent.rollout.plan import parse_plan
+from edgeagent.rollout.state import PHASE_ABORTED, PHASE_ROLLED_BACK, state_of
 
 JSON = dict[str, Any]
 
@@ -759,7 +744,8 @@ class Controller:
         max_failed = max(1, settings.max_failed.scaled(total, round_up=True)) if settings.max_failed else 1
         decision = decide(plan=plan, state=state, revision=hash_, ranking=ranking, obs=obs, steering=steering,
                           max_failed=max_failed, now=now,
-                          previous=lambda: previous_revision(owned.pods.values(), hash_))
+                          previous=lambda: previous_revision(owned.pods.values(), hash_),
+                          images=lambda revision: self._images_of(ds, revision))
         self.metrics.planning_cpu.inc(time.process_time() - started)
         # Every state names the generation it was decided for (agents refuse plan pods' upgrades while it lags);
         # a generation-only change (e.g. the update strategy's fields) rewrites it with the same wave and bake.
@@ -769,8 +755,8 @@ class Controller:
         elif state is not None and state.generation != generation:
             decision.state = dataclasses.replace(state, generation=generation)
         await self._warn_rolled_back(ds, hash_, steering)
-        quiet = decision.state is None and not decision.remove
-        if not quiet and not await self._write_plan(ds, decision, hash_, story):
+        # decide -> write -> act: a decision whose write is refused moves nothing (`outcome`).
+        if decision.writes and not await self._write_plan(ds, decision, hash_, story):
             # Our cache was behind (the DaemonSet's status moves all the time during a roll): decide again on
             # fresh data shortly, and move nothing meanwhile (conditions would flip back and forth otherwise).
             self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
@@ -839,9 +825,9 @@ class Controller:
         if rollback_to is not None and state is not None:
             self.metrics.rollout_rollbacks.labels(namespace_of(ds), name_of(ds)).inc()
             events.append((EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
-                           f"template restored to revision {state.stable_revision}, the last completed one; "
-                           f"revision {hash_} is marked {ANNOTATION_ROLLED_BACK_FROM}={hash_} and will not be "
-                           "rolled again automatically"))
+                           f"template restored to {self._shown(ds, state.stable_revision)}, the last completed one; "
+                           f"{self._shown(ds, hash_)} is marked {ANNOTATION_ROLLED_BACK_FROM}={hash_} and will not "
+                           "be rolled again automatically"))
         story.extend(events)  # recorded by the caller once this reconcile's writes are done
         if state is not None:
             self._log.info("rollout state written", daemonset=key_of(ds), revision=state.revision,
@@ -849,6 +835,16 @@ class Controller:
         if state is not None and state.phase == PHASE_ROLLED_BACK:
             self._log.warning("rolled back", daemonset=key_of(ds), bad=hash_, restored=state.stable_revision)
         return True
+
+    def _images_of(self, ds: JSON, revision: str) -> list[str]:
+        """The images of a revision's pod template (Events and the plan's history name them)."""
+        template = self._template_of(ds, revision) or {}
+        spec = template.get("spec") or {}
+        return [str(c.get("image")) for c in (spec.get("containers") or []) if isinstance(c, dict) and c.get("image")]
+
+    def _shown(self, ds: JSON, revision: str | None) -> str:
+        images = self._images_of(ds, revision) if revision else []
+        return f"revision {revision or 'none'}" + (f" ({', '.join(images)})" if images else "")
 
     def _template_of(self, ds: JSON, revision: str | None) -> JSON | None:
         """The pod template stored in the DaemonSet's ControllerRevision with that hash (`kubectl rollout undo`)."""

@@ -1,46 +1,29 @@
-"""Rollout plans in the controller: which pods may move now, and the state machine that moves the waves on.
+"""Rollout plans in the controller: what the pods and nodes of its caches say about a revision's rollout.
 
-The plan itself (annotations, node order, wave sizes, the state JSON) is read by `edgeagent.rollout_plan`,
-shared with `rollout status` and the fleet pages. This module adds what needs the caches and the clock:
+The plan (order, wave sizes: `edgeagent.rollout.plan`) and the state machine that moves the waves on
+(`edgeagent.rollout.machine`) are pure and live in `edgeagent/rollout/`. This module adds what needs the
+caches and the clock:
 
 - `observe`: one pass over the DaemonSet's pods, per node: upgraded (new revision, available), deferred
   (node NotReady, or its old pod's `UpgradeHeld` is True), failed (a new pod not available within
   `progress-deadline-seconds`, or an agent's `UpgradeFailed` Event naming the new revision), or pending.
-- `decide`: pure; from the persisted state, the plan, the observation and the steering annotations, the next
-  state (or None: nothing to write), the Events to record in order, and when to look again (the bake's end:
-  a requeue, never polling). One transition per call: each write brings the DaemonSet back through its
-  informer, so a restarted controller or a new leader continues from exactly what was written.
-- `Gate`: what OTA and AdvancedRollingUpdate ask: may the pod on this node move to the current revision?
-
-Writes are bounded: the state annotation changes on a transition (wave started/finished, bake over, phase
-change), when a new failure is counted (at most max-failed times) and when steering annotations are
-consumed; never per node.
+  The `Observation` it returns is what `rollout.machine.decide` asks (`rollout.machine.Observed`).
+- `RankCache`: one ranking per DaemonSet and revision, kept while the node set only shrinks.
+- `NodePods`: the pods by node, kept current from the pods that changed.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from edgeagent.contract import (
-    ANNOTATION_PAUSED,
-    ANNOTATION_ROLLED_BACK_FROM,
-    ANNOTATION_ROLLOUT_ABORT,
-    ANNOTATION_ROLLOUT_PROMOTE,
     COMPONENT_AGENT,
     CONDITION_UPGRADE_HELD,
-    EVENT_NORMAL,
-    EVENT_ROLLOUT_ABORTED,
-    EVENT_ROLLOUT_COMPLETE,
     EVENT_UPGRADE_FAILED,
-    EVENT_WARNING,
-    EVENT_WAVE_FINISHED,
-    EVENT_WAVE_STARTED,
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
@@ -48,7 +31,6 @@ from edgeagent.controller.pod_index import Digest, Tracker, ready_now, revision_
 from edgeagent.controller.pods import available_at, created_at, node_of, node_ready_changed_at
 from edgeagent.controller.revisions import template_generation
 from edgeagent.kube.objects import (
-    annotations_of,
     get_condition,
     is_terminating,
     key_of,
@@ -57,114 +39,14 @@ from edgeagent.kube.objects import (
     namespace_of,
 )
 from edgeagent.kube.timeutil import parse_time
-from edgeagent.rollout_plan import (
-    ACTIVE_PHASES,
-    MAX_FAILURES_LISTED,
-    PHASE_ABORTED,
-    PHASE_BAKING,
-    PHASE_COMPLETE,
-    PHASE_PAUSED,
-    PHASE_PROGRESSING,
-    PHASE_ROLLED_BACK,
-    Plan,
-    Ranking,
-    RolloutState,
-    format_duration,
-    rank,
-    rank_in_order,
-)
+from edgeagent.rollout.plan import Plan, Ranking, rank, rank_in_order
 
 JSON = dict[str, Any]
-
-# Names listed in one Event message.
-_NAMES_IN_EVENT = 10
-# How many of a running wave's first nodes `wave_finished` reads one by one before it compares sets.
-_PEEK = 64
 
 UPGRADED = "upgraded"
 DEFERRED = "deferred"
 FAILED = "failed"
 PENDING = "pending"
-
-
-# ------------------------------------------------------------------------------------------------ gate
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Which outdated pods may move: those on nodes of the reached waves; none when `frozen` (aborted,
-    rolled back, or the current revision is one the controller rolled back from)."""
-
-    ranking: Ranking | None
-    wave: int
-    frozen: bool = False
-
-    def allows(self, node: str) -> bool:
-        if self.frozen:
-            return False
-        if self.ranking is None:
-            return True
-        found = self.ranking.waves_by_node.get(node)
-        # A node the ranking does not know joined after the ranking was made: its pod was created from the
-        # current template anyway; let it through rather than strand it.
-        return found is None or found <= self.wave
-
-    def moved_since(self, before: Gate) -> Sequence[str] | None:
-        """The nodes whose `allows` answer differs from `before`'s, or None when they cannot be listed without
-        asking about every node.
-
-        A wave change within one ranking moves a slice of the ranking's order (the nodes of the waves between
-        the two), so the OTA conditions are re-derived for those nodes' pods only: at 100,000 nodes, 9,000
-        pods from wave 1 to 2 instead of all of them. A gate that opens every node (the plan complete, or no
-        ranking) differs from a wave of a ranking by that ranking's later waves. What is left to None:
-        - a freeze or a thaw (abort, rollback, a revision rolled back from, and their reversal): a gate that
-          is not frozen lets through nodes its ranking does not know (they joined after it was made), and those
-          cannot be listed from the ranking; a freeze happens once per rollout at most;
-        - two different rankings: a new ranking (nodes joined) may place any node in another wave."""
-        if before is self or (self.frozen and before.frozen):
-            return ()
-        if self.frozen or before.frozen:
-            return None
-        was, was_open = before._opened()
-        now, now_open = self._opened()
-        if was is None:
-            return () if now is None else now.order[now_open:]
-        if now is None:
-            return was.order[was_open:]
-        if was is not now:
-            return None
-        return now.order[min(was_open, now_open):max(was_open, now_open)]
-
-    def _opened(self) -> tuple[Ranking | None, int]:
-        """(ranking, how many of its first nodes may move); (None, 0) when every node may."""
-        ranking = self.ranking
-        if ranking is None or self.wave >= ranking.waves:
-            return None, 0
-        return ranking, ranking.targets[self.wave - 1] if self.wave > 0 else 0
-
-
-OPEN_GATE = Gate(None, 0)
-FROZEN_GATE = Gate(None, 0, frozen=True)
-
-
-def settled_gate(state: RolloutState | None, revision: str, steering: Steering) -> Gate | None:
-    """The gate when nothing is left to decide (no observation needed): the rollout of `revision` is over, or
-    `revision` is one the controller rolled back from. None: the state machine must look at the pods."""
-    if steering.promote is not None or steering.abort is not None:
-        return None
-    if steering.rolled_back_from == revision:
-        return FROZEN_GATE
-    if state is None:
-        return None
-    if state.phase == PHASE_ROLLED_BACK and revision == state.stable_revision:
-        return OPEN_GATE
-    if state.revision != revision:
-        return None
-    if state.phase == PHASE_COMPLETE:
-        return OPEN_GATE
-    if state.phase in (PHASE_ABORTED, PHASE_ROLLED_BACK):
-        return FROZEN_GATE
-    return None
 
 
 # ------------------------------------------------------------------------------------------------ ranking
@@ -739,7 +621,8 @@ def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision:
         elif next_deadline is None or deadline < next_deadline:
             next_deadline = deadline
     for name, failure in agent_failures(ds, revision, events).items():
-        failures.setdefault(name, failure)
+        if obs.ready(name):  # a NotReady node is deferred, never failed, whatever is said of its pod
+            failures.setdefault(name, failure)
     obs.next_deadline = next_deadline
     return obs
 
@@ -760,256 +643,14 @@ def node_labels(names: Iterable[str], nodes: Mapping[str, JSON], plan: Plan | No
 
 
 def previous_revision(pods: Iterable[JSON], revision: str) -> str | None:
-    """The revision most pods run other than `revision`: the one a rollout that has no state yet replaces."""
-    counts = Counter(labels_of(p).get(LABEL_REVISION_HASH) for p in pods if not is_terminating(p))
-    counts.pop(revision, None)
-    counts.pop(None, None)
-    if not counts:
+    """The revision every pod not on `revision` runs: the one a rollout that has no state yet replaces, and its
+    rollback target. None when the older pods run several revisions: a DaemonSet in the middle of another roll
+    has no revision known to have completed, and a rollback must never restore one that did not."""
+    found = {labels_of(p).get(LABEL_REVISION_HASH) for p in pods if not is_terminating(p)}
+    found.discard(revision)
+    if len(found) != 1:
         return None
-    best = max(counts.items(), key=lambda item: (item[1], str(item[0])))[0]
-    return str(best) if best else None
+    only = found.pop()
+    return str(only) if only else None
 
-
-# ------------------------------------------------------------------------------------------------ decide
-
-
-@dataclass(frozen=True)
-class Steering:
-    paused: bool = False
-    promote: str | None = None
-    abort: str | None = None
-    rolled_back_from: str | None = None
-
-
-def steering_of(ds: JSON) -> Steering:
-    annotations = annotations_of(ds)
-
-    def text(name: str) -> str | None:
-        value = annotations.get(name)
-        return str(value).strip() if value is not None and str(value).strip() else None
-
-    return Steering(
-        paused=str(annotations.get(ANNOTATION_PAUSED) or "").strip().lower() == "true",
-        promote=text(ANNOTATION_ROLLOUT_PROMOTE),
-        abort=text(ANNOTATION_ROLLOUT_ABORT),
-        rolled_back_from=text(ANNOTATION_ROLLED_BACK_FROM),
-    )
-
-
-@dataclass
-class Decision:
-    """What one reconcile does about the plan. `state` None: nothing to write. `remove`: steering annotations
-    consumed (removed in the same write as the state). `rollback`: restore the template of
-    `state.stable_revision` (the state written then says rolledBack)."""
-
-    gate: Gate
-    state: RolloutState | None = None
-    remove: list[str] = field(default_factory=list)
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
-    rollback: bool = False
-    requeue_after: float | None = None
-    aborted: bool = False
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:_NAMES_IN_EVENT])
-    return shown + (f" and {len(names) - _NAMES_IN_EVENT} more" if len(names) > _NAMES_IN_EVENT else "")
-
-
-def _soonest(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
-
-
-def _counts(state: RolloutState, ranking: Ranking, obs: Observation, k: int) -> RolloutState:
-    """The state's node counts for wave k. Only a node with a pod of the revision can be upgraded and only a
-    reached one counts as deferred, so those are read, not every node of the ranking: when wave 2 of 100,000
-    nodes starts that is ~10,000 nodes, not 100,000 twice (~550 ms in the pass that started it)."""
-    upgraded = obs.upgraded_among(ranking.waves_by_node)
-    deferred = len(obs.deferred_in_waves(ranking, k))
-    return replace(state, nodes=len(ranking.order), upgraded=upgraded, deferred=deferred)
-
-
-def wave_finished(ranking: Ranking, obs: Observation, k: int) -> bool:
-    """Every node of waves 1..k is upgraded, deferred or counted failed (a failure below max-failed is tolerated,
-    and would otherwise block the rollout forever).
-
-    Wave k is read first: while it runs, one of its first nodes is usually still pending and the answer comes
-    at once; the earlier waves (at 100,000 nodes most of the fleet in the last wave) are read in full only
-    once wave k is done, instead of on every pass."""
-    last = min(k, len(ranking.targets))
-    if last <= 0:
-        return True
-    wave = ranking.nodes_of_wave(last)
-    if obs.any_pending(wave[:_PEEK]):
-        return False
-    # Past its first nodes the wave is usually done or nearly: when every reached node is clean (the pass that
-    # finishes a wave, and every pass of a bake) one set comparison says so, instead of a loop over them all.
-    if obs.clean().issuperset(ranking.order[:ranking.targets[last - 1]]):
-        return True
-    return not obs.any_pending(wave) and not obs.any_pending(ranking.nodes_in_waves(last - 1))
-
-
-def decide(
-    *,
-    plan: Plan,
-    state: RolloutState | None,
-    revision: str,
-    ranking: Ranking,
-    obs: Observation,
-    steering: Steering,
-    max_failed: int,
-    now: float,
-    previous: Callable[[], str | None],
-) -> Decision:
-    """The state machine: progressing -> baking -> next wave ... -> complete; aborted -> rolledBack."""
-    # The state keeps whole seconds, and a successor computes with what it reads: a wave's start is rounded
-    # down (it began no later), a bake's start up (the bake is never shorter than asked).
-    started_at = float(math.floor(now))
-    bake_from = float(math.ceil(now))
-    n = ranking.waves
-    remove: list[str] = []
-    if steering.rolled_back_from == revision:
-        # The template is back on a revision this controller rolled back from: never roll it again by itself.
-        # Steering annotations have nothing to act on.
-        remove = [a for a, v in ((ANNOTATION_ROLLOUT_PROMOTE, steering.promote),
-                                 (ANNOTATION_ROLLOUT_ABORT, steering.abort)) if v]
-        return Decision(Gate(ranking, 0, frozen=True), state=state if remove else None, remove=remove)
-    if state is not None and state.phase == PHASE_ROLLED_BACK and revision == state.stable_revision:
-        # Returning to the last good revision after a rollback: no waves; the model paces it (max-unavailable).
-        return Decision(OPEN_GATE)
-
-    if state is None or state.revision != revision:
-        if state is None:
-            stable = previous()
-        elif state.phase == PHASE_COMPLETE:
-            stable = state.revision
-        else:
-            stable = state.stable_revision
-        if obs.all_updated:
-            new = RolloutState(revision=revision, stable_revision=stable, waves=n, wave=n, phase=PHASE_COMPLETE,
-                               wave_started_at=started_at)
-            return Decision(OPEN_GATE, state=_counts(new, ranking, obs, n))
-        new = RolloutState(revision=revision, stable_revision=stable, waves=n, wave=1, phase=PHASE_PROGRESSING,
-                           wave_started_at=started_at)
-        first = ranking.nodes_of_wave(1)
-        message = f"wave 1/{n} of revision {revision} started: {len(first)} node(s) ({_names(first)})"
-        return Decision(Gate(ranking, 1), state=_counts(new, ranking, obs, 1),
-                        events=[(EVENT_NORMAL, EVENT_WAVE_STARTED, message)])
-
-    k = min(state.wave, n)
-    if state.waves != n:
-        # The DaemonSet gained or lost enough nodes to change the number of waves: keep the wave reached.
-        state = replace(state, waves=n, wave=k)
-
-    # Steering that names another revision or wave is stale: removed, no effect.
-    if steering.abort is not None:
-        remove.append(ANNOTATION_ROLLOUT_ABORT)
-    promote_now = False
-    if steering.promote is not None:
-        if steering.promote == f"{revision}/{k}" and state.phase in (PHASE_PROGRESSING, PHASE_BAKING):
-            promote_now = True  # consumed below once it takes effect
-        else:
-            remove.append(ANNOTATION_ROLLOUT_PROMOTE)
-
-    if state.phase not in ACTIVE_PHASES:
-        gate = Gate(ranking, n) if state.phase == PHASE_COMPLETE else Gate(ranking, k, frozen=True)
-        return Decision(gate, state=state if remove else None, remove=remove)
-
-    # Failures: those listed in the state (a restart must not forget them) plus those seen now, by node.
-    known = {item.get("node", ""): item for item in state.failures}
-    new_failures = {node: f for node, f in obs.failures.items() if node not in known}
-    failed = max(state.failed, len(known) + len(new_failures))
-    failures = list(state.failures)
-    for node in sorted(new_failures):
-        pod, reason = new_failures[node]
-        if len(failures) < MAX_FAILURES_LISTED:
-            failures.append({"node": node, "pod": pod, "reason": reason})
-    counted = replace(state, failed=failed, failures=failures)
-
-    if (steering.abort == revision) or failed >= max_failed:
-        if steering.abort == revision:
-            why = "rollout abort requested"
-        else:
-            why = f"{failed} failure(s), max-failed is {max_failed}"
-        listed = "; ".join(f"{f.get('pod')} on {f.get('node')}: {f.get('reason')}" for f in failures)
-        message = f"rollout of revision {revision} stopped at wave {k}/{n}: {why}" + (f" ({listed})" if listed else "")
-        events = [(EVENT_WARNING, EVENT_ROLLOUT_ABORTED, message)]
-        final = _counts(replace(counted, phase=PHASE_ABORTED, bake_started_at=None), ranking, obs, k)
-        rollback = plan.rollback
-        if rollback:
-            final = replace(final, phase=PHASE_ROLLED_BACK)
-        return Decision(Gate(ranking, k, frozen=True), state=final, remove=remove, events=events,
-                        rollback=rollback, aborted=True)
-
-    if steering.paused:
-        if state.phase != PHASE_PAUSED or remove or counted != state:
-            return Decision(Gate(ranking, k), state=replace(counted, phase=PHASE_PAUSED), remove=remove)
-        return Decision(Gate(ranking, k))
-    phase = state.phase
-    if phase == PHASE_PAUSED:
-        phase = PHASE_BAKING if state.bake_started_at is not None else PHASE_PROGRESSING
-    current = replace(counted, phase=phase)
-    wake = obs.next_deadline - now if obs.next_deadline is not None else None
-    finished = wave_finished(ranking, obs, k)
-
-    if phase == PHASE_PROGRESSING and finished and not promote_now:
-        bake = plan.bake_seconds
-        deferred = obs.deferred_in_waves(ranking, k)
-        summary = _counts(current, ranking, obs, k)
-        message = (f"wave {k}/{n} of revision {revision} finished: {summary.upgraded} node(s) upgraded, "
-                   f"{len(deferred)} deferred" + (f" ({_names(deferred)})" if deferred else "")
-                   + f", {failed} failed; " + (f"baking {format_duration(bake)}" if bake > 0 else "no bake"))
-        events = [(EVENT_NORMAL, EVENT_WAVE_FINISHED, message)]
-        if bake > 0:
-            return Decision(Gate(ranking, k), state=replace(summary, phase=PHASE_BAKING, bake_started_at=bake_from),
-                            remove=remove, events=events, requeue_after=_soonest(bake_from + bake - now, wake))
-        # No bake: the next wave (or completion) at once, in the same write.
-        return _next_wave(summary, ranking, obs, revision, k, n, started_at, remove, events, wake)
-
-    if phase in (PHASE_PROGRESSING, PHASE_BAKING) and finished and promote_now:
-        remove.append(ANNOTATION_ROLLOUT_PROMOTE)
-        events = []
-        if phase == PHASE_PROGRESSING:
-            summary = _counts(current, ranking, obs, k)
-            events.append((EVENT_NORMAL, EVENT_WAVE_FINISHED,
-                           f"wave {k}/{n} of revision {revision} finished: {summary.upgraded} node(s) upgraded; "
-                           "promoted, no bake"))
-        return _next_wave(_counts(current, ranking, obs, k), ranking, obs, revision, k, n, started_at, remove,
-                          events, wake)
-
-    if phase == PHASE_BAKING:
-        if not finished:
-            # A node of the reached waves is no longer upgraded (nor deferred, nor failed): the bake starts over
-            # once it is.
-            back = replace(current, phase=PHASE_PROGRESSING, bake_started_at=None)
-            return Decision(Gate(ranking, k), state=back, remove=remove, requeue_after=wake)
-        ends = (state.bake_started_at if state.bake_started_at is not None else bake_from) + plan.bake_seconds
-        if now >= ends:
-            return _next_wave(_counts(current, ranking, obs, k), ranking, obs, revision, k, n, started_at, remove,
-                              [], wake)
-        write = current if (current != state or remove) else None
-        return Decision(Gate(ranking, k), state=write, remove=remove, requeue_after=_soonest(ends - now, wake))
-
-    write = current if (current != state or remove) else None
-    return Decision(Gate(ranking, k), state=write, remove=remove, requeue_after=wake)
-
-
-def _next_wave(state: RolloutState, ranking: Ranking, obs: Observation, revision: str, k: int, n: int,
-               now: float, remove: list[str], events: list[tuple[str, str, str]], wake: float | None) -> Decision:
-    if k >= n:
-        done = replace(state, phase=PHASE_COMPLETE, bake_started_at=None)
-        message = (f"revision {revision} reached all {n} wave(s): {done.upgraded}/{done.nodes} node(s) upgraded, "
-                   f"{done.deferred} deferred (upgraded when they return or open), {done.failed} failed")
-        return Decision(Gate(ranking, n), state=done, remove=remove,
-                        events=[*events, (EVENT_NORMAL, EVENT_ROLLOUT_COMPLETE, message)])
-    nodes = ranking.nodes_of_wave(k + 1)
-    started = _counts(replace(state, wave=k + 1, phase=PHASE_PROGRESSING, wave_started_at=now, bake_started_at=None),
-                      ranking, obs, k + 1)
-    message = f"wave {k + 1}/{n} of revision {revision} started: {len(nodes)} node(s) ({_names(nodes)})"
-    return Decision(Gate(ranking, k + 1), state=started, remove=remove,
-                    events=[*events, (EVENT_NORMAL, EVENT_WAVE_STARTED, message)], requeue_after=wake)
 

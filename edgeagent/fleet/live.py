@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeagent import rollout_plan as plans
 from edgeagent.contract import (
     ANNOTATION_PAUSED,
     ANNOTATION_TEMPLATE_GENERATION,
@@ -38,6 +37,8 @@ from edgeagent.kube.objects import (
     node_name_of,
     uid_of,
 )
+from edgeagent.rollout import plan as plans
+from edgeagent.rollout import state as states
 
 JSON = dict[str, Any]
 
@@ -159,7 +160,7 @@ class _DaemonSet:
     revision: str = ""
     failures: set[str] = field(default_factory=set)
     plan: plans.Plan | None = None
-    state: plans.RolloutState | None = None
+    state: states.RolloutState | None = None
     # Nodes that ever ran one of its pods (a pod being replaced must not reshuffle the waves), and the
     # planner's ranking over them, computed when first needed after a node joins.
     members: set[str] = field(default_factory=set)
@@ -358,7 +359,7 @@ class LiveFleet:
         self.dirty.add(uid)
 
     def _ranking(self, entry: _DaemonSet) -> plans.Ranking | None:
-        if entry.plan is None or entry.state is None or entry.state.phase not in plans.ACTIVE_PHASES:
+        if entry.plan is None or entry.state is None or entry.state.phase not in states.ACTIVE_PHASES:
             return None
         if entry.ranking is None:
             entry.ranking = model.ranking(entry.plan, entry.state,

@@ -22,7 +22,6 @@ from enum import StrEnum
 from typing import Any
 
 from edgeagent import contract
-from edgeagent import rollout_plan as plans
 from edgeagent.contract import (
     ANNOTATION_PAUSED,
     ANNOTATION_TEMPLATE_GENERATION,
@@ -48,6 +47,8 @@ from edgeagent.kube.objects import (
     node_name_of,
 )
 from edgeagent.kube.timeutil import format_time, parse_time
+from edgeagent.rollout import plan as plans
+from edgeagent.rollout import state as states
 
 JSON = dict[str, Any]
 
@@ -101,9 +102,9 @@ def is_managed(ds: JSON) -> bool:
     return ANNOTATION_UPDATE_STRATEGY in annotations_of(ds)
 
 
-def rollout_state(ds: JSON) -> plans.RolloutState | None:
+def rollout_state(ds: JSON) -> states.RolloutState | None:
     """The controller's `edgeagent.io/rollout-state`, or None when absent or unreadable (never fatal)."""
-    return plans.state_of(ds)[0]
+    return states.state_of(ds)[0]
 
 
 def plan_of(ds: JSON) -> plans.Plan | None:
@@ -112,7 +113,7 @@ def plan_of(ds: JSON) -> plans.Plan | None:
     return None if problems else plan
 
 
-def active_state(ds: JSON, revision: str) -> plans.RolloutState | None:
+def active_state(ds: JSON, revision: str) -> states.RolloutState | None:
     """The rollout state when it is about the current revision (an older one says nothing about waves now),
     or about the bad revision that was rolled back to the current one (its phase, `rolledBack`, and the nodes
     it failed on are what a person wants to see while the good revision returns)."""
@@ -121,15 +122,15 @@ def active_state(ds: JSON, revision: str) -> plans.RolloutState | None:
         return None
     if not revision or state.revision == revision:
         return state
-    if state.phase == plans.PHASE_ROLLED_BACK and state.stable_revision == revision:
+    if state.phase == states.PHASE_ROLLED_BACK and state.stable_revision == revision:
         return state
     return None
 
 
-def ranking(plan: plans.Plan | None, state: plans.RolloutState | None,
+def ranking(plan: plans.Plan | None, state: states.RolloutState | None,
             members: Mapping[str, Mapping[str, str]]) -> plans.Ranking | None:
     """The planner's waves over the DaemonSet's nodes (name -> labels), while a plan is rolling."""
-    if plan is None or state is None or state.phase not in plans.ACTIVE_PHASES:
+    if plan is None or state is None or state.phase not in states.ACTIVE_PHASES:
         return None
     return plans.rank(plan, members)
 
@@ -359,7 +360,7 @@ def pod_view(ds: JSON, revision: str, node_name: str, pod: JSON | None, node: JS
     return view
 
 
-def phase_of(state: plans.RolloutState | None, all_current: bool, paused: bool) -> str:
+def phase_of(state: states.RolloutState | None, all_current: bool, paused: bool) -> str:
     """The controller's phase while a plan rolls the current revision; else what the pods say."""
     if state is not None:
         return state.phase
@@ -368,8 +369,8 @@ def phase_of(state: plans.RolloutState | None, all_current: bool, paused: bool) 
     return "complete" if all_current else "progressing"
 
 
-def bake_left_of(plan: plans.Plan | None, state: plans.RolloutState | None, now: float) -> float | None:
-    if plan is None or state is None or state.phase != plans.PHASE_BAKING:
+def bake_left_of(plan: plans.Plan | None, state: states.RolloutState | None, now: float) -> float | None:
+    if plan is None or state is None or state.phase != states.PHASE_BAKING:
         return None
     ends = state.bake_ends_at(plan)
     return None if ends is None else max(0.0, ends - now)
@@ -427,8 +428,8 @@ def daemonset_view(ds: JSON, pods: list[JSON], nodes: dict[str, JSON], outcomes:
     return view
 
 
-def failed_nodes(state: plans.RolloutState | None) -> set[str]:
-    return {node for node, _, _ in plans.iter_failures(state)} if state is not None else set()
+def failed_nodes(state: states.RolloutState | None) -> set[str]:
+    return {node for node, _, _ in states.iter_failures(state)} if state is not None else set()
 
 
 @dataclass

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from edgeagent.rollout_plan import parse_plan, rank
+from edgeagent.rollout.plan import parse_plan, rank
 
 JSON = dict[str, Any]
 

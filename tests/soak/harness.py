@@ -53,7 +53,8 @@ PROGRESS_DEADLINE = "90"
 OPERATOR_RESUME_AFTER = 20.0
 # Rollout phases in which a plan has nothing more to do (`rollout status` exits 0 or 1, not 3).
 PLAN_SETTLED = frozenset({"complete", "rolledBack", "aborted"})
-PLAN_MODULE = "edgeagent/controller/waves.py"  # rollout plans in the controller: plan DaemonSets join once present
+# Rollout plans in the controller (either home: before and after edgeagent/rollout/): plan DaemonSets join once present.
+PLAN_MODULES = ("edgeagent/rollout/machine.py", "edgeagent/controller/waves.py")
 # deploy/'s identities: the agents and controllers run as their ServiceAccounts, bound by deploy/'s RBAC.
 RBAC_KINDS = frozenset({"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
 TOKEN_SECONDS = 7 * 24 * 3600  # outlives any soak: a token stops working here only when revoked
@@ -120,7 +121,7 @@ def plan_phase(ds: JSON) -> str | None:
 
 
 def controller_has_plans(root: Path) -> bool:
-    return (root / PLAN_MODULE).exists()
+    return any((root / module).exists() for module in PLAN_MODULES)
 
 
 def free_ports(n: int) -> list[int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from edgeagent.rollout_plan import parse_plan, rank
+from edgeagent.rollout.plan import parse_plan, rank
 from tests.soak.checker import (
     History,
     Violation,

@@ -125,3 +125,59 @@ def test_malformed_kubeconfig_is_one_line(capsys: pytest.CaptureFixture[str], tm
         f"edgeagent: error: kubeconfig {bad}: not valid YAML at line 3, column 3: expected the node content, "
         "but found '-'"]
 
+
+
+VERBS = ("status", "promote", "pause", "resume", "abort")
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize(("name", "why"), [
+    ("", "the DaemonSet name is empty"),
+    ("ds/", "the DaemonSet name is empty"),
+    ("Web_1", "'Web_1' is not a DaemonSet name"),
+    ("web!", "'web!' is not a DaemonSet name"),
+    ("x" * 254, "is not a DaemonSet name"),
+    ("deployment/web", "'deployment/web' is not a DaemonSet: give NAME or ds/NAME"),
+    ("a/b/c", "is not a DaemonSet"),
+])
+def test_an_empty_or_malformed_daemonset_name_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, verb: str, name: str, why: str) -> None:
+    """Issue 38 item 7: `rollout status ''` printed `DaemonSet /: not managed` and exited 3 ("in progress"), so a
+    script waiting on an empty variable looped forever. Every rollout verb refuses it before any request."""
+    from edgeagent import rollout_cli, rollout_steer
+
+    def never(cfg: RolloutConfig) -> int:
+        raise AssertionError("no request may be made for an invalid name")
+
+    monkeypatch.setattr(rollout_cli, "main", never)
+    monkeypatch.setattr(rollout_steer, "main", never)
+    line = usage_error(capsys, "rollout", verb, name)
+    assert line.startswith(f"edgeagent rollout {verb}: error: argument DS: ") and why in line
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("namespace", ["", "Bad_NS", "a.b"])
+def test_an_empty_or_malformed_namespace_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str], verb: str, namespace: str) -> None:
+    line = usage_error(capsys, "rollout", verb, "web", "-n", namespace)
+    assert f"argument -n/--namespace: {namespace!r} is not a namespace" in line
+
+
+@pytest.mark.parametrize("given", ["web", "ds/web", "daemonset/web", "daemonsets/web", "daemonset.apps/web",
+                                   "daemonsets.apps/web", "DS/web", "a.b-c"])
+def test_a_daemonset_name_and_kubectls_type_slash_name_forms_are_accepted(
+        monkeypatch: pytest.MonkeyPatch, given: str) -> None:
+    from edgeagent import rollout_cli, rollout_steer
+
+    seen: list[RolloutConfig] = []
+
+    def call(cfg: RolloutConfig) -> int:
+        seen.append(cfg)
+        return 0
+
+    monkeypatch.setattr(rollout_cli, "main", call)
+    monkeypatch.setattr(rollout_steer, "main", call)
+    assert cli.main(["rollout", "status", given]) == 0
+    assert cli.main(["rollout", "pause", given, "-n", "edge-sites"]) == 0
+    expected = given.split("/")[-1]
+    assert [(c.daemonset, c.namespace) for c in seen] == [(expected, "default"), (expected, "edge-sites")]

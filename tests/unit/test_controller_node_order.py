@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeagent.controller.node_order import NodeOrder
-from edgeagent.rollout_plan import stable_hash
+from edgeagent.rollout.plan import stable_hash
 
 # (what, first, count): add names first..first+count-1 (a bulk of more than 64 is sorted in together), remove
 # them, settle now, or read the order.

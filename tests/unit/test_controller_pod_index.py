@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from edgeagent.controller.ota import ConditionChange, OtaFacts, scan
 from edgeagent.controller.pod_index import OwnerPods, digest_of
-from edgeagent.controller.waves import OPEN_GATE, Gate, NodePods, pods_by_node
+from edgeagent.controller.waves import NodePods, pods_by_node
 from edgeagent.kube.timeutil import format_time
-from edgeagent.rollout_plan import Plan, Step, rank
+from edgeagent.rollout.machine import OPEN_GATE, Gate
+from edgeagent.rollout.plan import Plan, Step, rank
 
 JSON = dict[str, Any]
 T0 = 1_800_000_000.0

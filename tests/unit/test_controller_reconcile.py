@@ -8,7 +8,7 @@ from typing import Any
 
 from edgeagent.controller.reconciler import Controller
 from edgeagent.kube.client import KubeClient
-from edgeagent.rollout_plan import stable_hash
+from edgeagent.rollout.plan import stable_hash
 from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision, ts
 
 JSON = dict[str, Any]

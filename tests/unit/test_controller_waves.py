@@ -12,17 +12,15 @@ from edgeagent.controller.waves import (
     FAILED,
     PENDING,
     UPGRADED,
-    Decision,
     Observation,
     RankCache,
-    Steering,
-    decide,
     failure_deadline,
     observe,
-    settled_gate,
 )
 from edgeagent.kube.timeutil import format_time
-from edgeagent.rollout_plan import Plan, RolloutState, Step, rank, stable_hash
+from edgeagent.rollout.machine import Decision, Steering, decide, settled_gate
+from edgeagent.rollout.plan import Plan, Step, rank, stable_hash
+from edgeagent.rollout.state import RolloutState
 
 JSON = dict[str, Any]
 T0 = 1_800_000_000.0
@@ -131,9 +129,10 @@ def test_failures_stop_the_rollout_and_rollback_when_asked() -> None:
 
 
 def test_failures_below_max_failed_are_listed_once_and_do_not_block() -> None:
-    first = RANKING.order[0]
-    obs = world({first}, unready_new={first}, now=T0 + 601)
-    d = run(state(1, "progressing"), obs, now=T0 + 601, max_failed=2)
+    # One node of wave 2 (four nodes of its own) fails: below max-failed, and not the whole wave.
+    broken = RANKING.nodes_of_wave(2)[0]
+    obs = world(wave(2), unready_new={broken}, now=T0 + 601)
+    d = run(state(2, "progressing"), obs, now=T0 + 601, max_failed=2)
     assert d.state is not None and d.state.failed == 1 and d.state.phase == "baking"
     again = run(d.state, obs, now=T0 + 602, max_failed=2)
     assert again.state is None or again.state.failed == 1
@@ -162,7 +161,11 @@ def test_settled_states_need_no_observation() -> None:
     assert settled_gate(state(3, "complete"), NEW, Steering()) is not None
     assert settled_gate(state(1, "aborted"), NEW, Steering()).frozen  # type: ignore[union-attr]
     assert settled_gate(state(1, "progressing"), NEW, Steering()) is None
-    assert settled_gate(state(3, "complete"), NEW, Steering(rolled_back_from=NEW)).frozen  # type: ignore[union-attr]
+    # A rolled-back revision re-applied: decided once (the hold is written), frozen from then on.
+    assert settled_gate(state(3, "complete"), NEW, Steering(rolled_back_from=NEW)) is None
+    held = run(state(3, "complete"), world(set()), steering=Steering(rolled_back_from=NEW)).state
+    assert held is not None
+    assert settled_gate(held, NEW, Steering(rolled_back_from=NEW)).frozen  # type: ignore[union-attr]
     assert settled_gate(state(3, "complete"), NEW, Steering(abort=NEW)) is None
 
 

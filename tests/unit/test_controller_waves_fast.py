@@ -15,19 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeagent.contract import held_by
-from edgeagent.controller.waves import (
-    DEFERRED,
-    FAILED,
-    PENDING,
-    UPGRADED,
-    Observation,
-    node_ready,
-    pods_by_node,
-    wave_finished,
-)
+from edgeagent.controller.waves import DEFERRED, FAILED, PENDING, UPGRADED, Observation, node_ready, pods_by_node
 from edgeagent.kube.objects import is_node_ready
 from edgeagent.kube.timeutil import format_time
-from edgeagent.rollout_plan import Plan, Step, rank
+from edgeagent.rollout.machine import wave_finished
+from edgeagent.rollout.plan import Plan, Step, rank
 
 JSON = dict[str, Any]
 T0 = 1_800_000_000.0

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from edgeagent import rollout_plan as plans
 from edgeagent.fleet import model, table
 from edgeagent.kube.selectors import parse_field_selector
+from edgeagent.rollout import plan as plans
 
 JSON = dict[str, Any]
 DS_UID = "ds-uid"

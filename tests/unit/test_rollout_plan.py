@@ -1,4 +1,4 @@
-"""edgeagent/rollout_plan.py: parsing with problems, the documented node order, waves, the state annotation."""
+"""edgeagent/rollout/plan.py: parsing with problems, the documented node order, waves, the state annotation."""
 
 from __future__ import annotations
 
@@ -18,10 +18,8 @@ from edgeagent.contract import (
     ANNOTATION_ROLLOUT_STATE,
     ANNOTATION_ROLLOUT_STEPS,
 )
-from edgeagent.rollout_plan import (
-    PHASE_BAKING,
+from edgeagent.rollout.plan import (
     Plan,
-    RolloutState,
     Step,
     format_duration,
     parse_duration,
@@ -31,9 +29,9 @@ from edgeagent.rollout_plan import (
     rank_in_order,
     rank_nodes,
     stable_hash,
-    state_of,
     wave_targets,
 )
+from edgeagent.rollout.state import PHASE_BAKING, RolloutState, state_of
 
 JSON = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -250,7 +248,7 @@ def test_state_round_trip() -> None:
     text = state.to_json()
     body = json.loads(text)
     assert body["waveStartedAt"] == "2027-01-15T08:00:00Z"
-    assert body["counts"] == {"nodes": 20, "upgraded": 5, "deferred": 1, "failed": 1}
+    assert body["counts"] == {"nodes": 20, "upgraded": 5, "waiting": 0, "deferred": 1, "failed": 1}
     again, problem = RolloutState.from_json(text)
     assert problem is None and again == state
     assert state_of(ds(**{ANNOTATION_ROLLOUT_STATE: text}))[0] == state

@@ -39,7 +39,8 @@ from edgeagent.kube.objects import (
     pod_path,
     uid_of,
 )
-from edgeagent.rollout_plan import PHASE_ABORTED, parse_plan, revision_now, state_of
+from edgeagent.rollout.plan import parse_plan
+from edgeagent.rollout.state import PHASE_ABORTED, revision_now, state_of
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.guarded")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from edgeagent.controller.app import ControllerApp
 from edgeagent.controller.waves import node_ready
-from edgeagent.rollout_plan import stable_hash
+from edgeagent.rollout.plan import stable_hash
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import Controllers, admin_client
 from tests.support.waiting import eventually

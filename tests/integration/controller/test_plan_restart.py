@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from edgeagent.controller.waves import OPEN_GATE, Decision
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.timeutil import parse_time
-from edgeagent.rollout_plan import RolloutState
+from edgeagent.rollout.machine import OPEN_GATE, Decision
+from edgeagent.rollout.state import RolloutState
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (

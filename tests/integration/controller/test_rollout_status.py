@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 
+import pytest
+
 from edgeagent import rollout_cli as rollout
 from edgeagent.cli import main as cli_main
 from edgeagent.config import RolloutConfig
@@ -71,6 +73,21 @@ async def test_cli_dispatches_to_rollout_status(sim: SimCluster, admin: KubeClie
     argv = ["rollout", "status", "web", "-n", "default", "--kubeconfig", str(sim.admin_kubeconfig)]
     code = await asyncio.to_thread(cli_main, argv)
     assert code == 0
+
+
+async def test_kubectl_form_ds_slash_name_reads_the_same_daemonset(
+        sim: SimCluster, admin: KubeClient, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 item 7: `rollout status ds/NAME` (kubectl's form) is NAME."""
+    await create_daemonset(admin, daemonset_manifest("web", strategy="OTA"))
+    await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
+    outputs = []
+    for name in ("web", "ds/web", "daemonset.apps/web"):
+        argv = ["rollout", "status", name, "--kubeconfig", str(sim.admin_kubeconfig)]
+        assert await asyncio.to_thread(cli_main, argv) == 0
+        out = capsys.readouterr().out  # (the in-process sim logs here too: the status is its last part)
+        assert "DaemonSet default/web:" in out
+        outputs.append(out[out.index("DaemonSet default/web:"):])
+    assert outputs[1] == outputs[0] == outputs[2]
 
 
 async def _not_ready(kube: KubeClient, node: str) -> bool:

@@ -1,7 +1,7 @@
 """`edgeagent rollout status|promote|pause|resume|abort` with a rollout plan, against the simulated cluster.
 
 No controller runs here: the rollout state is the annotation a controller would have written (hand-written
-JSON, as `edgeagent.rollout_plan.RolloutState` serialises it), so what is tested is the CLI's reading of it
+JSON, as `edgeagent.rollout.plan.RolloutState` serialises it), so what is tested is the CLI's reading of it
 and its writes. The controller acting on those writes is tested in test_rollout_plan_e2e.py.
 """
 
@@ -16,7 +16,8 @@ import pytest
 from edgeagent.cli import main as cli_main
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import annotations_of, is_terminating, labels_of, name_of
-from edgeagent.rollout_plan import RolloutState, parse_plan, rank
+from edgeagent.rollout.plan import parse_plan, rank
+from edgeagent.rollout.state import RolloutState
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.controller.conftest import (
     all_running,

@@ -13,7 +13,6 @@ What lives here:
   the same ranking from names already in hash order.
 - `wave_targets(plan, n, block_ends)`: cumulative wave sizes; with a group label, waves take whole groups.
 - `Ranking`: the two together, with `wave_of(node)` and `nodes_in_waves(k)`.
-- `RolloutState`: the controller's `edgeagent.io/rollout-state` annotation (JSON), read tolerantly.
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +31,10 @@ from edgeagent.contract import (
     ANNOTATION_ON_FAILURE,
     ANNOTATION_ROLLOUT_BAKE,
     ANNOTATION_ROLLOUT_GROUP_LABEL,
-    ANNOTATION_ROLLOUT_STATE,
     ANNOTATION_ROLLOUT_STEPS,
-    STATE_GENERATION,
 )
 from edgeagent.kube.objects import annotations_of
 from edgeagent.kube.selectors import LabelSelector, parse_label_selector
-from edgeagent.kube.timeutil import format_time, parse_time
 
 JSON = dict[str, Any]
 
@@ -49,20 +44,8 @@ PLAN_ANNOTATIONS = (ANNOTATION_ROLLOUT_STEPS, ANNOTATION_ROLLOUT_BAKE, ANNOTATIO
 ON_FAILURE_PAUSE = "pause"
 ON_FAILURE_ROLLBACK = "rollback"
 
-PHASE_PROGRESSING = "progressing"
-PHASE_BAKING = "baking"
-PHASE_PAUSED = "paused"
-PHASE_ABORTED = "aborted"
-PHASE_ROLLED_BACK = "rolledBack"
-PHASE_COMPLETE = "complete"
-PHASES = (PHASE_PROGRESSING, PHASE_BAKING, PHASE_PAUSED, PHASE_ABORTED, PHASE_ROLLED_BACK, PHASE_COMPLETE)
-# Phases in which the rollout still moves by itself (or will, once resumed).
-ACTIVE_PHASES = (PHASE_PROGRESSING, PHASE_BAKING, PHASE_PAUSED)
-
 # More steps than this is a typo, not a plan (each wave is at least one Event pair and a bake).
 MAX_STEPS = 100
-# The state annotation lists at most this many failing pods; the count covers all of them.
-MAX_FAILURES_LISTED = 20
 
 _STEP = re.compile(r"^(\d+)(%?)$")
 _DURATION_PART = re.compile(r"(\d+)(h|m|s)")
@@ -96,6 +79,24 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Amount:
+    """A count (`2`) or a percentage (`"5%"`) of some total: `maxFailed` of the nodes, `maxFailedPerWave` of a
+    wave."""
+
+    value: int
+    percent: bool
+
+    def of(self, total: int) -> int:
+        """The count for `total`, a percentage rounded up (5% of 10 nodes is 1 node, not 0: a threshold of 0 would
+        stop at once); never less than 1, since a rollout stops *at* this many failures."""
+        count = math.ceil(self.value * total / 100) if self.percent else self.value
+        return max(1, count)
+
+    def __str__(self) -> str:
+        return f"{self.value}%" if self.percent else str(self.value)
+
+
+@dataclass(frozen=True)
 class Plan:
     steps: tuple[Step, ...]
     bake_seconds: float = 0.0
@@ -103,6 +104,8 @@ class Plan:
     on_failure: str = ON_FAILURE_PAUSE
     # `edgeagent.io/node-selector`: its nodes are the canary, ranked first.
     canary: LabelSelector | None = None
+    # Failures in the current wave at which the rollout stops (None: only a wave failing entirely stops it).
+    max_failed_per_wave: Amount | None = None
 
     @property
     def rollback(self) -> bool:
@@ -390,122 +393,3 @@ def rank_in_order(plan: Plan, nodes: Mapping[str, Mapping[str, str]], by_hash: S
     if len(order) != len(nodes):  # a name the order does not know (a pod on a node not cached)
         return rank(plan, nodes)
     return Ranking(order, wave_targets(plan, len(order)))
-
-
-# ------------------------------------------------------------------------------------------------- state
-
-
-@dataclass
-class RolloutState:
-    """The `edgeagent.io/rollout-state` annotation: enough to continue the same wave and bake clock after a
-    restart or a change of leader. Times are epoch seconds here, RFC 3339 (seconds, `Z`) in the JSON."""
-
-    revision: str
-    stable_revision: str | None
-    waves: int
-    wave: int
-    phase: str
-    wave_started_at: float | None = None
-    bake_started_at: float | None = None
-    nodes: int = 0
-    upgraded: int = 0
-    deferred: int = 0
-    failed: int = 0
-    failures: list[dict[str, str]] = field(default_factory=list)
-    # The DaemonSet `metadata.generation` this state was decided for. An agent compares it with the
-    # DaemonSet's generation before it deletes a pod: a template changed since (a new revision the controller
-    # has not planned yet) makes the pod's PodNeedUpgrade stale. None in states of older controllers.
-    generation: int | None = None
-
-    def bake_ends_at(self, plan: Plan) -> float | None:
-        if self.bake_started_at is None:
-            return None
-        return self.bake_started_at + plan.bake_seconds
-
-    def to_json(self) -> str:
-        body: JSON = {
-            "revision": self.revision,
-            "stableRevision": self.stable_revision,
-            "waves": self.waves,
-            "wave": self.wave,
-            "phase": self.phase,
-            "waveStartedAt": format_time(self.wave_started_at) if self.wave_started_at is not None else None,
-            "bakeStartedAt": format_time(self.bake_started_at) if self.bake_started_at is not None else None,
-            "counts": {"nodes": self.nodes, "upgraded": self.upgraded, "deferred": self.deferred,
-                       "failed": self.failed},
-            "failures": self.failures[:MAX_FAILURES_LISTED],
-        }
-        if self.generation is not None:
-            body[STATE_GENERATION] = self.generation
-        return json.dumps(body, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | None) -> tuple[RolloutState | None, str | None]:
-        """(state, None), (None, None) when absent, or (None, problem) for anything unreadable: a hand-edited or
-        truncated annotation is reported and replaced, never a crash of the reconcile."""
-        if text is None or not str(text).strip():
-            return None, None
-        try:
-            body = json.loads(text)
-        except ValueError as exc:
-            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} is not JSON: {exc}"
-        if not isinstance(body, dict):
-            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} is not a JSON object"
-        revision = body.get("revision")
-        phase = body.get("phase")
-        waves = body.get("waves")
-        wave = body.get("wave")
-        if not isinstance(revision, str) or not revision:
-            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} has no revision"
-        if phase not in PHASES:
-            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} has an unknown phase {phase!r}"
-        if not isinstance(waves, int) or not isinstance(wave, int) or waves < 1 or not 1 <= wave <= waves:
-            return None, f"annotation {ANNOTATION_ROLLOUT_STATE} has an impossible wave {wave!r}/{waves!r}"
-        stable = body.get("stableRevision")
-        counts = body.get("counts") if isinstance(body.get("counts"), dict) else {}
-        assert isinstance(counts, dict)
-
-        def count(name: str) -> int:
-            value = counts.get(name)
-            return value if isinstance(value, int) and value >= 0 else 0
-
-        failures = body.get("failures")
-        listed = [
-            {str(k): str(v) for k, v in item.items()}
-            for item in (failures if isinstance(failures, list) else []) if isinstance(item, dict)
-        ][:MAX_FAILURES_LISTED]
-        generation = body.get(STATE_GENERATION)
-        return cls(
-            revision=revision,
-            stable_revision=stable if isinstance(stable, str) and stable else None,
-            waves=waves,
-            wave=wave,
-            phase=phase,
-            wave_started_at=parse_time(body.get("waveStartedAt")),
-            bake_started_at=parse_time(body.get("bakeStartedAt")),
-            nodes=count("nodes"),
-            upgraded=count("upgraded"),
-            deferred=count("deferred"),
-            failed=count("failed"),
-            failures=listed,
-            generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else None,
-        ), None
-
-
-def state_of(ds: JSON) -> tuple[RolloutState | None, str | None]:
-    """The DaemonSet's rollout state, read as `RolloutState.from_json` does."""
-    raw = annotations_of(ds).get(ANNOTATION_ROLLOUT_STATE)
-    return RolloutState.from_json(str(raw) if raw is not None else None)
-
-
-def revision_now(state: RolloutState) -> str:
-    """The revision the DaemonSet's template holds according to the state: after a rollback the restored one."""
-    if state.phase == PHASE_ROLLED_BACK and state.stable_revision:
-        return state.stable_revision
-    return state.revision
-
-
-def iter_failures(state: RolloutState) -> Iterable[tuple[str, str, str]]:
-    """(node, pod, reason) of the listed failures."""
-    for item in state.failures:
-        yield item.get("node", ""), item.get("pod", ""), item.get("reason", "")
