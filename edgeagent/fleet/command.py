@@ -11,13 +11,14 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from edgeagent.fleet import model, table
+from edgeagent.fleet import model, state, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.errors import NotFound
+from edgeagent.kube.errors import Forbidden
+from edgeagent.kube.objects import name_of
 from edgeagent.kube.timeutil import human_duration
 
 JSON = dict[str, Any]
@@ -48,17 +49,50 @@ class Listed:
     nodes: list[JSON]
     events: list[JSON]
     revisions: list[JSON]
+    leases: list[JSON] = field(default_factory=list)
+    # `fleet nodes -l SEL`: the names of the nodes the selector picks (the states need every node).
+    selected: set[str] | None = None
+    notes: tuple[str, ...] = ()
 
 
-async def _items(client: KubeClient, path: str, query: dict[str, str | int | bool] | None = None) -> list[JSON]:
-    """Every item of a list, page by page (a 10,000-node fleet must not be one response)."""
+PAGE_SIZE = 500
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What a list reads, to name the permission a 403 says is missing."""
+
+    path: str
+    resource: str  # as RBAC names it: `daemonsets.apps`, `pods`
+    namespace: str | None  # None: every namespace (or cluster-scoped)
+
+    def permission(self) -> str:
+        where = f'in namespace "{self.namespace}"' if self.namespace else "at cluster scope (all namespaces)"
+        return f"list {self.resource} {where}"
+
+
+def forbidden(resource: Resource, exc: KubeError) -> FleetError:
+    """A 403 is a missing permission, not a rejected credential: say which one (the server's words follow)."""
+    return FleetError(f"not allowed to {resource.permission()}: the API server accepted your credentials but "
+                      f"refused this (403): {exc.message}; a read-only viewer needs list and watch on "
+                      f"{resource.resource}")
+
+
+async def _items(client: KubeClient, resource: Resource, query: dict[str, str | int | bool] | None = None) \
+        -> list[JSON]:
+    """Every item of a list, page by page through `limit`/`continue` (a 10,000-node fleet must not be one
+    response, and a list cut after its first page would leave nodes out unnoticed)."""
     items: list[JSON] = []
     token = ""
     while True:
-        params: dict[str, str | int | bool] = {**(query or {}), "limit": 500}
+        params: dict[str, str | int | bool] = {**(query or {}), "limit": PAGE_SIZE}
         if token:
             params["continue"] = token
-        page = await client.get(path, query=params)
+        try:
+            page = await client.get(resource.path, query=params)
+        except Forbidden as exc:
+            raise forbidden(resource, exc) from exc
         items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
         token = str((page.get("metadata") or {}).get("continue") or "")
         if not token:
@@ -66,27 +100,46 @@ async def _items(client: KubeClient, path: str, query: dict[str, str | int | boo
 
 
 async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
-    scope = "" if cfg.all_namespaces else f"/namespaces/{cfg.namespace}"
+    """One list of each kind the state rules read; only lists (never a `get`), so list+watch rights do."""
+    ns = None if cfg.all_namespaces else cfg.namespace
+    scope = "" if ns is None else f"/namespaces/{ns}"
+
+    def res(path: str, resource: str, namespace: str | None = ns) -> Resource:
+        return Resource(path, resource, namespace)
+
     if cfg.daemonset:
-        try:
-            daemonsets = [await client.get(f"/apis/apps/v1/namespaces/{cfg.namespace}/daemonsets/{cfg.daemonset}")]
-        except NotFound as exc:
-            raise FleetError(f'daemonset "{cfg.daemonset}" not found in namespace "{cfg.namespace}"') from exc
+        one = res(f"/apis/apps/v1/namespaces/{cfg.namespace}/daemonsets", "daemonsets.apps", cfg.namespace)
+        daemonsets = await _items(client, one, {"fieldSelector": f"metadata.name={cfg.daemonset}"})
+        if not daemonsets:
+            raise FleetError(f'daemonset "{cfg.daemonset}" not found in namespace "{cfg.namespace}"')
         if not model.is_managed(daemonsets[0]):
             raise FleetError(f'daemonset "{cfg.daemonset}" in namespace "{cfg.namespace}" is not managed by '
                              "edgeagent (it has no apps.openyurt.io/update-strategy annotation)")
     else:
         ds_query: dict[str, str | int | bool] = {"labelSelector": cfg.selector} if cfg.selector and not cfg.nodes \
             else {}
-        daemonsets = await _items(client, f"/apis/apps/v1{scope}/daemonsets", ds_query)
-    node_query: dict[str, str | int | bool] = {"labelSelector": cfg.selector} if cfg.selector and cfg.nodes else {}
+        daemonsets = await _items(client, res(f"/apis/apps/v1{scope}/daemonsets", "daemonsets.apps"), ds_query)
+    nodes_res = res("/api/v1/nodes", "nodes", None)
     pods, nodes, events, revisions = await asyncio.gather(
-        _items(client, f"/api/v1{scope}/pods"),
-        _items(client, "/api/v1/nodes", node_query),
-        _items(client, f"/api/v1{scope}/events", {"fieldSelector": f"source={model.AGENT_COMPONENT}"}),
-        _items(client, f"/apis/apps/v1{scope}/controllerrevisions"),
+        _items(client, res(f"/api/v1{scope}/pods", "pods")),
+        _items(client, nodes_res),
+        _items(client, res(f"/api/v1{scope}/events", "events"), {"fieldSelector": f"source={model.AGENT_COMPONENT}"}),
+        _items(client, res(f"/apis/apps/v1{scope}/controllerrevisions", "controllerrevisions.apps")),
     )
-    return Listed(daemonsets, pods, nodes, events, revisions)
+    selected = None
+    if cfg.selector and cfg.nodes:
+        picked = await _items(client, nodes_res, {"labelSelector": cfg.selector})
+        selected = {name_of(n) for n in picked}
+    notes: tuple[str, ...] = ()
+    leases: list[JSON] = []
+    try:
+        if cfg.nodes:
+            leases = await _items(client, res(f"/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases",
+                                              "leases.coordination.k8s.io", NODE_LEASE_NAMESPACE))
+    except FleetError as exc:
+        # LAST SEEN only: the states do not need it, so a viewer without it still sees the fleet.
+        notes = (f"edgeagent: warning: LAST SEEN unknown: {exc}",)
+    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes)
 
 
 def _wave(view: model.DaemonSetView) -> str:
@@ -122,8 +175,23 @@ def _outcome(node: model.NodeView, now: float) -> str:
 def _version(pod: model.PodView | None) -> str:
     if pod is None:
         return DASH
+    if not pod.pod:
+        return "(no pod)"
     revision = pod.revision or "?"
     return revision if pod.current else f"{revision} (outdated)"
+
+
+def _held(node: model.NodeView) -> str:
+    """The agent's hold reason; `-` when its agent says open; `unknown` when no agent reported a policy."""
+    if node.held:
+        return node.held[0]
+    return DASH if node.policy == state.POLICY_OPEN else state.POLICY_UNKNOWN
+
+
+def _next_window(node: model.NodeView) -> str:
+    if node.next_window:
+        return node.next_window
+    return DASH if node.policy != state.POLICY_UNKNOWN else state.POLICY_UNKNOWN
 
 
 def nodes_table(fleet: model.Fleet, cfg: FleetConfig, now: float) -> str:
@@ -137,12 +205,11 @@ def nodes_table(fleet: model.Fleet, cfg: FleetConfig, now: float) -> str:
         headers += ["STATE", "LAST SEEN", "WHY"]
     rows = []
     for node in fleet.nodes:
-        row = [node.name, node.ready, node.held[0] if node.held else DASH, node.next_window or DASH,
+        row = [node.name, node.ready, _held(node), _next_window(node),
                *[_version(node.versions.get(key)) for key in keys], _outcome(node, now)]
         if cfg.output == "wide":
-            why = node.held[1] if node.held else next((p.why for p in node.versions.values() if p.why), "")
-            seen = f"{human_duration(now - node.last_seen)} ago" if node.last_seen is not None else DASH
-            row += [node.state.value, seen, why or DASH]
+            seen = f"{human_duration(max(0.0, now - node.last_seen))} ago" if node.last_seen is not None else DASH
+            row += [node.state.value, seen, node.why or DASH]
         rows.append(row)
     return table.render(headers, rows)
 
@@ -157,18 +224,22 @@ def as_json(fleet: model.Fleet, cfg: FleetConfig) -> str:
 
 def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
     """(stdout, stderr) for what was listed."""
-    fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions)
+    fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions,
+                        listed.leases)
     if cfg.nodes:
         in_ds = {n for ds in fleet.daemonsets for n in ds.pods}
         if cfg.daemonset:
             fleet.nodes = [n for n in fleet.nodes if n.name in in_ds]
+        if listed.selected is not None:
+            fleet.nodes = [n for n in fleet.nodes if n.name in listed.selected]
+    notes = "".join(f"{note}\n" for note in listed.notes)
     if cfg.output == "json":
-        return as_json(fleet, cfg), ""
+        return as_json(fleet, cfg), notes
     where = "any namespace" if cfg.all_namespaces else f"{cfg.namespace} namespace"
     if cfg.nodes:
         if not fleet.nodes:
-            return "", "No nodes found.\n"
-        return nodes_table(fleet, cfg, now), ""
+            return "", notes + "No nodes found.\n"
+        return nodes_table(fleet, cfg, now), notes
     if not fleet.daemonsets:
         return "", f"No managed DaemonSets found in {where}.\n"
     return daemonsets_table(fleet, cfg), ""

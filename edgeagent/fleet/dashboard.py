@@ -21,18 +21,21 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
 from edgeagent import log
 from edgeagent.aio import wait_event
 from edgeagent.fleet import model
 from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_event, slim_node, slim_pod, slim_revision
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
-from edgeagent.kube.client import KubeClient, Timeouts, user_agent
+from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
+from edgeagent.kube.timeutil import format_time
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -41,6 +44,7 @@ _log = log.get("edgeagent.dashboard")
 
 STATIC_FILES = {"index.html": "text/html", "dashboard.css": "text/css", "dashboard.js": "text/javascript"}
 SUMMARY_INTERVAL = 0.25
+LEASES_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 KEEPALIVE_SECONDS = 15.0
 # A tab that reads slower than the fleet changes is dropped past this much unsent data; its EventSource
 # reconnects and starts again from a fresh snapshot, so it never shows a stale cell.
@@ -80,6 +84,23 @@ class _Client:
             self.pending.append(data)
             self.pending_bytes += len(data)
         self.wake.set()
+
+
+class _FleetCollector:
+    """`edgeagent_fleet_nodes{namespace,daemonset,state}`: the cells' states, as `fleet -o json` counts them."""
+
+    def __init__(self, fleet: LiveFleet) -> None:
+        self.fleet = fleet
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("edgeagent_fleet_nodes", "Nodes of a managed DaemonSet by state, as the fleet "
+                                   "views count them (each node in exactly one state)",
+                                   labels=["namespace", "daemonset", "state"])
+        for key, counts in sorted(self.fleet.counts().items()):
+            namespace, _, name = key.partition("/")
+            for state, value in counts.items():
+                family.add_metric([namespace, name, state], value)
+        yield family
 
 
 class Dashboard:
@@ -206,6 +227,7 @@ class Dashboard:
         app.router.add_get("/api/nodes/{name}", self._h_node)
         app.router.add_get("/api/stream", self._h_stream)
         app.router.add_get("/healthz", self._h_healthz)
+        app.router.add_get("/metrics", self._h_metrics)
         return app
 
     @web.middleware
@@ -235,7 +257,25 @@ class Dashboard:
         detail = self.fleet.node_details(request.match_info["name"])
         if detail is None:
             raise web.HTTPNotFound(text="no such node\n")
+        detail["lastSeen"] = await self._last_seen(request.match_info["name"])
         return web.json_response(detail)
+
+    async def _last_seen(self, name: str) -> str | None:
+        """The node's Lease `renewTime` (its heartbeat), read when a node's panel opens: a list by name, not a
+        get (a viewer's rights), and not an informer (10,000 Leases renewed every 10 s would cost the page)."""
+        if self.client is None:
+            return None
+        try:
+            listed = await self.client.get(LEASES_PATH, query={"fieldSelector": f"metadata.name={name}", "limit": 1})
+        except (KubeError, KubeUnreachable) as exc:
+            _log.debug("lease not readable", node=name, error=str(exc))
+            return None
+        renewed = model.lease_renewals(i for i in listed.get("items") or [] if isinstance(i, dict)).get(name)
+        return format_time(renewed) if renewed is not None else None
+
+    async def _h_metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(_FleetCollector(self.fleet)),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _h_healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

@@ -9,20 +9,17 @@ A screenshot of the page is saved for the test report (build/test-report/, or $E
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from edgeagent.fleet import model
-from edgeagent.fleet.dashboard import serve
-from edgeagent.fleet.settings import DashboardConfig
+from edgeagent.fleet import plan_source
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
@@ -35,6 +32,7 @@ from tests.integration.controller.conftest import (
     set_image,
 )
 from tests.support import browser
+from tests.support.dashboard_server import dashboard
 from tests.support.fleet_scenario import (
     NODES,
     NS,
@@ -63,20 +61,6 @@ JSON = dict[str, Any]
 XSS = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
 
 
-@contextlib.asynccontextmanager
-async def dashboard(kubeconfig: Path) -> AsyncIterator[str]:
-    """`edgeagent dashboard` in this loop on a free loopback port; yields its URL."""
-    stop = asyncio.Event()
-    url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    cfg = DashboardConfig(kubeconfig=kubeconfig, bind="127.0.0.1", port=0)
-    task = asyncio.create_task(serve(cfg, ready=url.set_result, stop=stop))
-    try:
-        yield await asyncio.wait_for(asyncio.shield(url), 20)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
-
-
 async def until(driver: Any, condition: Callable[[Any], T | None], what: str, timeout: float = WAIT) -> T:
     """WebDriverWait in a thread: the condition's first truthy value, or a failure naming `what`."""
     from selenium.webdriver.support.ui import WebDriverWait
@@ -102,7 +86,7 @@ def cell_state(node: str) -> Callable[[Any], str | None]:
 
 
 def counts(driver: Any) -> dict[str, str]:
-    return {code: driver.find_element("id", f"count-{code}").text for code in "ugwhof"}
+    return {code: driver.find_element("id", f"count-{code}").text for code in "ugwhsof"}
 
 
 def bar(driver: Any) -> dict[str, float]:
@@ -120,7 +104,7 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                 await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered")
                             == str(len(NODES)), "the grid of six nodes")
                 # Right counts per state: one node in each.
-                assert await asyncio.to_thread(counts, driver) == {c: "1" for c in "ugwhof"}
+                assert await asyncio.to_thread(counts, driver) == {**{c: "1" for c in "ugwhof"}, "s": "0"}
                 for node, code in {"edge-1": "h", "edge-2": "o", "edge-3": "f", "edge-4": "w", "edge-5": "g",
                                    "edge-6": "u"}.items():
                     assert await asyncio.to_thread(cell_state(node), driver) == code, node
@@ -258,8 +242,8 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
         await set_image(admin, "web", "nginx:1.20")
 
         async def baking() -> bool:
-            found = model.rollout_state(await admin.get(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web"))
-            return found is not None and found.wave == 1 and found.phase == "baking"
+            found = plan_source.status_of(await admin.get(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web"))
+            return found is not None and found["wave"] == 1 and found["phase"] == "baking"
 
         await eventually(baking, timeout=30, what="wave 1 finished and baking")
         async with dashboard(sim.admin_kubeconfig) as url:

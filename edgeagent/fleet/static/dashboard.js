@@ -4,7 +4,7 @@
 
 const STATES = [
   ["u", "up to date"], ["g", "upgrading"], ["w", "waiting for its wave"],
-  ["h", "held"], ["o", "offline"], ["f", "failed"],
+  ["h", "held"], ["s", "stopped"], ["o", "offline"], ["f", "failed"],
 ];
 const STATE_NAMES = new Map(STATES);
 const MAX_EVENTS = 50;
@@ -222,14 +222,15 @@ async function loadDetails(node) {
   document.getElementById("details-name").textContent = d.node;
   const dl = document.getElementById("details-fields");
   const rows = [
-    ["State", d.state], ["Ready", d.ready],
-    ["Held", d.held ? d.held.reason + ": " + d.held.message : "no"],
-    ["Next window", d.nextWindow || (d.held ? "-" : "open now")],
+    ["State", d.state + (d.why ? " (" + d.why + ")" : "")], ["Ready", d.ready],
+    ["Held", d.held ? d.held.reason + ": " + d.held.message :
+      d.policy === "open" ? "no" : "unknown (no agent reported a policy)"],
+    ["Next window", d.nextWindow || (d.held ? "-" : d.policy === "open" ? "open now" : "unknown")],
     ["Last seen", d.lastSeen ? since(d.lastSeen) + " ago" : "-"],
   ];
   for (const [key, v] of Object.entries(d.daemonsets)) {
-    rows.push([key, (v.revision || "?") + (v.upToDate ? " (up to date)" : " (outdated)") + ", " + v.state +
-      (v.why ? " (" + v.why + ")" : "")]);
+    rows.push([key, (v.pod ? (v.revision || "?") + (v.current ? "" : " (older revision)") : "no pod") + ", " +
+      v.state + (v.why ? " (" + v.why + ")" : "")]);
   }
   dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
   const outcomes = document.getElementById("details-outcomes");

@@ -86,8 +86,8 @@ async def test_fleet_counts_each_state_and_nodes_shows_one_row_per_node(sim_fact
     item = json.loads(out)["items"][0]
     assert (item["name"], item["upToDate"], item["desired"], item["held"], item["offline"], item["failed"]) == \
         ("web", 1, 6, 1, 1, 1)
-    assert item["states"] == {"up to date": 1, "upgrading": 1, "waiting for its wave": 1, "held": 1, "offline": 1,
-                              "failed": 1}
+    assert item["states"] == {"up to date": 1, "upgrading": 1, "waiting for its wave": 1, "held": 1, "stopped": 0,
+                              "offline": 1, "failed": 1}
 
 
 async def test_rollout_state_fills_wave_and_phase_and_selectors_filter(sim: SimCluster, admin: KubeClient) -> None:
