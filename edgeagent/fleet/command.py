@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from edgeagent import log
+from edgeagent.config import LogConfig
 from edgeagent.fleet import model, state, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.errors import Forbidden
@@ -266,6 +268,9 @@ async def run(cfg: FleetConfig) -> tuple[str, str]:
 def main(cfg: FleetConfig, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    # stdout is the table or the JSON, nothing else; every failure is one line of ours on stderr, so the kube
+    # client's own log lines (a 403 logged as a credential problem, a retry) stay out of both.
+    log.configure(LogConfig(level="critical"), stream=err)
     try:
         text, note = asyncio.run(run(cfg))
     except FleetError as exc:

@@ -127,16 +127,17 @@ class Dashboard:
                                                agent=user_agent("dashboard"))
         kinds: list[tuple[str, str, Callable[[str, JSON, JSON | None], None], Callable[[JSON], JSON] | None,
                           str | None]] = [
-            ("daemonsets", "/apis/apps/v1/daemonsets", self.fleet.on_daemonset, slim_daemonset, None),
-            ("controllerrevisions", "/apis/apps/v1/controllerrevisions", self.fleet.on_revision, slim_revision, None),
+            ("daemonsets.apps", "/apis/apps/v1/daemonsets", self.fleet.on_daemonset, slim_daemonset, None),
+            ("controllerrevisions.apps", "/apis/apps/v1/controllerrevisions", self.fleet.on_revision, slim_revision,
+             None),
             ("nodes", "/api/v1/nodes", self.fleet.on_node, slim_node, None),
             ("pods", "/api/v1/pods", self.fleet.on_pod, slim_pod, None),
-            ("agent events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.AGENT_COMPONENT}"),
-            ("controller events", "/api/v1/events", self.fleet.on_event, slim_event,
-             f"source={model.CONTROLLER_COMPONENT}"),
+            ("events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.AGENT_COMPONENT}"),
+            ("events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.CONTROLLER_COMPONENT}"),
         ]
         for name, path, handler, transform, fields in kinds:
-            informer = Informer(self.client, path, name=name, field_selector=fields, transform=transform,
+            informer = Informer(self.client, path, name=name + (f" ({fields})" if fields else ""),
+                                field_selector=fields, transform=transform,
                                 idle_timeout=IDLE_TIMEOUT, backoff_max=5.0)
             informer.add_handler(handler)
             informer.add_health_listener(lambda _healthy: self._kick.set())
@@ -148,7 +149,22 @@ class Dashboard:
         assert self.client is not None
         host = self.client.host
         kubeconfig = str(self.cfg.kubeconfig) if self.cfg.kubeconfig else "the kubeconfig (KUBECONFIG)"
-        if self.client.credentials.rejected:
+        # A 403 first: the credentials were accepted, one permission is missing (never "credentials refused").
+        forbidden = [i for i in self.informers if not i.healthy and i.last_code == 403]
+        if forbidden:
+            resources = list(dict.fromkeys(i.name.split(" ")[0] for i in forbidden))
+            missing = ", ".join(resources)
+            return {"state": "forbidden", "server": host,
+                    "problem": f"The API server at {host} accepted the credentials of {kubeconfig} but does not "
+                               f"allow them to list and watch {missing} at cluster scope (all namespaces): "
+                               f"{forbidden[0].last_error}",
+                    "check": [f"kubectl auth can-i list {resources[0]} -A and kubectl auth can-i watch "
+                              f"{resources[0]} -A answer yes for your user",
+                              "the dashboard reads with list and watch only: a role granting list and watch on "
+                              "daemonsets, controllerrevisions, pods, nodes and events in every namespace is "
+                              "enough (docs/fleet.md shows one)",
+                              "the page goes on by itself once the permission is granted"]}
+        if self.client.credentials.rejected and not any(i.last_code == 403 for i in self.informers):
             return {"state": "refused", "server": host,
                     "problem": f"The API server at {host} refused the credentials of {kubeconfig}: "
                                f"{self.client.credentials.last_error}",

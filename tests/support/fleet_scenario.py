@@ -15,6 +15,7 @@ stays as written), each node put in its state the way the cluster would show it:
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -87,7 +88,8 @@ async def current_hash(admin: KubeClient, name: str = "web") -> str | None:
 
 async def post_sim(sim: SimCluster, path: str) -> None:
     """A /sim/v1 control request over HTTP, as a person would send it with curl."""
-    async with aiohttp.ClientSession() as session, session.post(f"{sim.url}{path}") as response:
+    tls = ssl.create_default_context(cafile=str(sim.tls.ca_file)) if sim.tls is not None else None
+    async with aiohttp.ClientSession() as session, session.post(f"{sim.url}{path}", ssl=tls or True) as response:
         assert response.status == 200, await response.text()
 
 

@@ -252,17 +252,20 @@ function select(node) {
 function setHealth(h) {
   const link = document.getElementById("link");
   const label = {ok: "live", connecting: "connecting…", unreachable: "API server unreachable",
-    refused: "credentials refused", lost: "dashboard unreachable, retrying…"}[h.state] || h.state;
+    refused: "credentials refused", forbidden: "not allowed to read the fleet",
+    lost: "dashboard unreachable, retrying…"}[h.state] || h.state;
   link.textContent = label + (h.server ? " · " + h.server : "");
   link.className = "link " + h.state;
   const problem = document.getElementById("problem");
-  const bad = h.state === "unreachable" || h.state === "refused";
+  const bad = h.state === "unreachable" || h.state === "refused" || h.state === "forbidden";
   problem.hidden = !bad;
   document.getElementById("main").hidden = bad;
   document.body.setAttribute("data-health", h.state);
   if (bad) {
-    document.getElementById("problem-title").textContent = h.state === "refused"
-      ? "The API server refused the dashboard's credentials" : "The API server cannot be reached";
+    document.getElementById("problem-title").textContent = {
+      refused: "The API server refused the dashboard's credentials",
+      forbidden: "Your credentials may not read the fleet: a permission is missing",
+    }[h.state] || "The API server cannot be reached";
     document.getElementById("problem-text").textContent = h.problem || "";
     document.getElementById("problem-check").replaceChildren(...(h.check || []).map(t => el("li", null, t)));
   }
