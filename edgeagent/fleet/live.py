@@ -10,6 +10,7 @@ its own pace (they count every node, so they are batched).
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
 from collections import deque
@@ -185,7 +186,7 @@ class LiveFleet:
         self._revisions: dict[str, dict[str, JSON]] = {}  # ds uid -> revision key -> revision
         self.nodes: dict[str, JSON] = {}
         self.outcomes: dict[str, deque[model.Outcome]] = {}
-        self.events: deque[JSON] = deque(maxlen=RECENT_EVENTS)
+        self.events: list[JSON] = []  # the RECENT_EVENTS newest by time, newest first
         self.states: dict[str, str] = {}  # node -> code
         self.dirty: set[str] = set()  # ds uids whose summary changed
         self._keys: dict[str, str] = {}  # ds uid -> namespace/name, also after it is gone
@@ -320,7 +321,11 @@ class LiveFleet:
                     self._refresh_cell(uid, outcome.node)
                 self._refresh_node(outcome.node)
         summary = event_summary(event)
-        self.events.appendleft(summary)
+        # Newest first by the Event's own time, not by arrival: a relist delivers old ones after new ones.
+        if len(self.events) >= RECENT_EVENTS and summary["time"] <= self.events[-1]["time"]:
+            return
+        bisect.insort(self.events, summary, key=lambda e: -float(e["time"]))
+        del self.events[RECENT_EVENTS:]
         for fn in self._event_listeners:
             fn(summary)
 

@@ -44,6 +44,7 @@ from tests.support.fleet_scenario import (
     replace_pod,
     set_condition,
 )
+from tests.support.hook_proxy import HookProxy
 from tests.support.waiting import eventually
 
 __all__ = ["controllers"]  # the fixture, imported so that pytest finds it here
@@ -271,13 +272,42 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
                 assert await js(driver, "return window.sameDocument === true;")
 
 
-async def test_page_turns_to_the_problem_page_when_the_api_server_goes_away(sim: SimCluster) -> None:
+async def test_the_last_known_fleet_stays_marked_stale_when_the_api_server_goes_away(sim_factory: SimFactory) -> None:
+    sim = await sim_factory(nodes=3)
     async with dashboard(sim.admin_kubeconfig) as url:
         with browser.chromium() as driver:
             await asyncio.to_thread(driver.get, url)
-            await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-health") == "ok",
-                        "the page live")
+            await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered") == "3"
+                        and d.find_element("tag name", "body").get_attribute("data-health") == "ok", "the page live")
+            assert await js(driver, "return document.body.dataset.stale") == "false"
             await sim.stop()  # the API server is gone; the dashboard keeps serving its page
             text = await until(driver, lambda d: d.find_element("id", "problem").is_displayed()
                                and d.find_element("id", "problem").text, "the unreachable page")
             assert "The API server cannot be reached" in text and sim.url.removeprefix("http://") in text
+            # The fleet as last seen is still there, marked stale.
+            assert await js(driver, "return document.body.dataset.stale") == "true"
+            assert await asyncio.to_thread(lambda: driver.find_element("id", "main").is_displayed())
+            banner = await asyncio.to_thread(lambda: driver.find_element("id", "stale").text)
+            assert banner.startswith("Stale: the fleet as last seen at ")
+            assert await js(driver, "return document.querySelectorAll('#grid .cell').length") == 3
+
+
+async def test_markup_in_an_api_error_is_shown_as_text_on_the_problem_page(sim: SimCluster, tmp_path: Path) -> None:
+    """The API server's error message is the cluster's text too: the problem page shows it, never runs it."""
+    proxy = HookProxy(sim.url)
+    await proxy.start()
+    try:
+        proxy.answer(lambda request: request.path == "/api/v1/pods", 403, "Forbidden", "pods is forbidden: " + XSS)
+        kubeconfig = tmp_path / "proxied.kubeconfig"
+        kubeconfig.write_text(sim.admin_kubeconfig.read_text().replace(sim.url, proxy.url))
+        async with dashboard(kubeconfig) as url:
+            with browser.chromium() as driver:
+                await asyncio.to_thread(driver.get, url)
+                text = await until(driver, lambda d: d.find_element("id", "problem").is_displayed()
+                                   and d.find_element("id", "problem").text, "the forbidden page")
+                assert "a permission is missing" in text and "list and watch pods" in text
+                assert "pods is forbidden: " + XSS in text
+                assert await js(driver, "return window.pwned === undefined "
+                                        "&& document.querySelectorAll('#problem script, #problem img').length === 0;")
+    finally:
+        await proxy.stop()

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from edgeagent import rollout_plan as plans
-from edgeagent.fleet import model, table
+from edgeagent.fleet import live, model, table
 from edgeagent.fleet.live import CODES, LiveFleet
 from edgeagent.kube.selectors import parse_field_selector
 
@@ -348,3 +348,21 @@ def test_counts_add_up_to_the_nodes_and_the_dashboards_live_fleet_agrees(spec: l
     for the_node in nodes:
         fresh.on_node("ADDED", the_node, None)
     assert fresh.counts() == fed.counts()
+
+
+@settings(max_examples=30, deadline=None)
+@given(order=hs.permutations(list(range(80))))
+def test_the_dashboards_events_are_the_newest_fifty_newest_first_whatever_the_arrival_order(order: list[int]) -> None:
+    fed = LiveFleet(clock=lambda: 0.0)
+    told: list[JSON] = []
+    fed.add_event_listener(told.append)
+    for i in order:
+        fed.on_event("ADDED", event("UpgradeSucceeded", pod_name=f"web-{i:05d}",
+                                    at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}Z"), None)
+    times = [e["time"] for e in fed.events]
+    assert len(times) == live.RECENT_EVENTS
+    assert times == sorted(times, reverse=True)
+    assert [e["object"] for e in fed.events] == [f"Pod/default/web-{i:05d}" for i in range(79, 29, -1)]
+    late = event("UpgradeSucceeded", pod_name="web-old00", at="2025-01-01T00:00:00Z")
+    fed.on_event("ADDED", late, None)  # older than the fifty kept: neither kept nor sent to the page
+    assert told[-1]["object"] != "Pod/default/web-old00" and len(fed.events) == live.RECENT_EVENTS

@@ -199,12 +199,16 @@ function eventRow(ev) {
 }
 
 function setEvents(list) {
-  document.getElementById("events").replaceChildren(...list.map(eventRow));
+  const newest = [...list].sort((a, b) => b.time - a.time).slice(0, MAX_EVENTS);
+  document.getElementById("events").replaceChildren(...newest.map(eventRow));
 }
 
+// Newest first, at most MAX_EVENTS: an Event that arrives late (a relist) goes where its time puts it.
 function addEvent(ev) {
   const body = document.getElementById("events");
-  body.prepend(eventRow(ev));
+  const row = eventRow(ev);
+  const after = Array.from(body.children).find(tr => Number(tr.getAttribute("data-time")) < ev.time);
+  if (after) body.insertBefore(row, after); else body.append(row);
   while (body.children.length > MAX_EVENTS) body.lastElementChild.remove();
 }
 
@@ -249,6 +253,8 @@ function select(node) {
 
 // ------------------------------------------------------------------------------------------- health
 
+let staleSince = null;  // when the page last knew the fleet to be current (the link broke after it)
+
 function setHealth(h) {
   const link = document.getElementById("link");
   const label = {ok: "live", connecting: "connecting…", unreachable: "API server unreachable",
@@ -259,8 +265,22 @@ function setHealth(h) {
   const problem = document.getElementById("problem");
   const bad = h.state === "unreachable" || h.state === "refused" || h.state === "forbidden";
   problem.hidden = !bad;
-  document.getElementById("main").hidden = bad;
+  // The last known fleet stays on screen, marked stale, rather than a blank page: during an outage an
+  // operator still needs to see which nodes were where.
+  const known = cells.size > 0 || rollouts.size > 0;
+  const stale = (bad || h.state === "lost") && known;
+  if (stale && staleSince === null) staleSince = new Date();
+  if (!stale) staleSince = null;
+  document.getElementById("main").hidden = bad && !known;
+  document.getElementById("main").classList.toggle("stale", stale);
+  const banner = document.getElementById("stale");
+  banner.hidden = !stale;
+  if (stale) {
+    banner.textContent = "Stale: the fleet as last seen at " + staleSince.toLocaleTimeString() +
+      "; it is not updated until the link is back.";
+  }
   document.body.setAttribute("data-health", h.state);
+  document.body.setAttribute("data-stale", String(stale));
   if (bad) {
     document.getElementById("problem-title").textContent = {
       refused: "The API server refused the dashboard's credentials",
