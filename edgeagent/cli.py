@@ -526,6 +526,7 @@ def _fleet_commands(sub: Any) -> None:
          type=_output_format)
     _add(fleet, "--selector", short="-l", default="",
          help="label selector: on DaemonSets, or on nodes with `fleet nodes` (e.g. zone=north)")
+    _switch(fleet, "--watch", short="-w", help="after the table, print only the rows that change (Ctrl-C to stop)")
     _add(fleet, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
          fallback_env="KUBECONFIG")
 
@@ -554,7 +555,8 @@ def _fleet_config(args: argparse.Namespace) -> Any:
     if daemonset and args.all_namespaces:
         raise UsageError("-A and a DaemonSet name exclude each other: give -n NS with the name")
     return FleetConfig(namespace=args.namespace, all_namespaces=args.all_namespaces, output=args.output,
-                       selector=args.selector, nodes=bool(what), daemonset=daemonset, kubeconfig=args.kubeconfig)
+                       selector=args.selector, nodes=bool(what), daemonset=daemonset, kubeconfig=args.kubeconfig,
+                       watch=args.watch)
 
 
 def _dashboard_config(args: argparse.Namespace) -> Any:

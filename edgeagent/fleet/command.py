@@ -38,6 +38,7 @@ class FleetConfig:
     nodes: bool = False  # `fleet nodes`
     daemonset: str = ""  # `fleet nodes DS`
     kubeconfig: Path | None = None
+    watch: bool = False  # `--watch`: then only the rows that change
 
 
 class FleetError(Exception):
@@ -58,6 +59,7 @@ class Listed:
 
 
 PAGE_SIZE = 500
+WATCH_INTERVAL = 2.0  # seconds between two reads of `--watch`
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 
 
@@ -224,8 +226,8 @@ def as_json(fleet: model.Fleet, cfg: FleetConfig) -> str:
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
 
 
-def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
-    """(stdout, stderr) for what was listed."""
+def view(listed: Listed, cfg: FleetConfig, now: float) -> model.Fleet:
+    """The fleet as this view shows it: with DS, only its nodes; with `-l` on nodes, only those selected."""
     fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions,
                         listed.leases)
     if cfg.nodes:
@@ -234,6 +236,12 @@ def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
             fleet.nodes = [n for n in fleet.nodes if n.name in in_ds]
         if listed.selected is not None:
             fleet.nodes = [n for n in fleet.nodes if n.name in listed.selected]
+    return fleet
+
+
+def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
+    """(stdout, stderr) for what was listed."""
+    fleet = view(listed, cfg, now)
     notes = "".join(f"{note}\n" for note in listed.notes)
     if cfg.output == "json":
         return as_json(fleet, cfg), notes
@@ -247,13 +255,69 @@ def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
     return daemonsets_table(fleet, cfg), ""
 
 
-async def run(cfg: FleetConfig) -> tuple[str, str]:
+def rows_of(fleet: model.Fleet, cfg: FleetConfig, now: float) -> tuple[str, dict[str, tuple[str, object]]]:
+    """For `--watch`: the header ("" for JSON) and, per row (node or namespace/name), its line and what it
+    says, without the times that move by themselves (LAST SEEN, bake left), so only real changes print."""
+    items: list[model.NodeView] | list[model.DaemonSetView] = fleet.nodes if cfg.nodes else fleet.daemonsets
+    keys = [n.name for n in fleet.nodes] if cfg.nodes else [d.key for d in fleet.daemonsets]
+    docs = [item.to_json() for item in items]
+    signatures = [{k: v for k, v in doc.items() if k not in ("lastSeen", "bakeLeftSeconds")} for doc in docs]
+    if cfg.output == "json":
+        lines = [json.dumps(doc, separators=(",", ":")) for doc in docs]
+        header = ""
+    else:
+        text = nodes_table(fleet, cfg, now) if cfg.nodes else daemonsets_table(fleet, cfg)
+        header, *lines = text.rstrip("\n").split("\n")
+    return header, {key: (line, sig) for key, line, sig in zip(keys, lines, signatures, strict=True)}
+
+
+async def _connect(cfg: FleetConfig) -> KubeClient:
     try:
-        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"))
+        return await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"))
     except FileNotFoundError as exc:
         raise FleetError(str(exc)) from exc
     except Exception as exc:  # a malformed kubeconfig
         raise FleetError(f"cannot load kubeconfig {cfg.kubeconfig or 'KUBECONFIG'}: {exc}") from exc
+
+
+async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float = WATCH_INTERVAL) -> None:
+    """`--watch`: the table once, then only the rows that changed (as `kubectl get -w`), read every
+    `interval` seconds. A lost API server is one warning line, and one when it is back; a refusal ends it."""
+    client = await _connect(cfg)
+    shown: dict[str, object] | None = None
+    down = False
+    try:
+        while True:
+            try:
+                listed = await fetch(client, cfg)
+            except KubeUnreachable as exc:
+                if not down:
+                    print(f"edgeagent: warning: cannot reach the API server at {client.host}: {exc}; retrying",
+                          file=err, flush=True)
+                down = True
+                await asyncio.sleep(interval)
+                continue
+            except KubeError as exc:
+                raise FleetError(f"the API server at {client.host} refused: {exc}") from exc
+            if down:
+                print(f"edgeagent: the API server at {client.host} is reachable again", file=err, flush=True)
+                down = False
+            header, rows = rows_of(view(listed, cfg, time.time()), cfg, time.time())
+            if shown is None:
+                err.write("".join(f"{note}\n" for note in listed.notes))
+                out.write("".join(f"{line}\n" for line in ([header] if header else []) + [r[0] for r in rows.values()]))
+            else:
+                out.write("".join(f"{line}\n" for key, (line, sig) in rows.items() if shown.get(key) != sig))
+                out.write("".join(f"{key} (gone)\n" for key in shown if key not in rows))
+            out.flush()
+            shown = {key: sig for key, (_, sig) in rows.items()}
+            await asyncio.sleep(interval)
+    finally:
+        await client.close()
+
+
+async def run(cfg: FleetConfig) -> tuple[str, str]:
+    client = await _connect(cfg)
     try:
         listed = await fetch(client, cfg)
     except KubeUnreachable as exc:
@@ -272,7 +336,12 @@ def main(cfg: FleetConfig, *, out: TextIO | None = None, err: TextIO | None = No
     # client's own log lines (a 403 logged as a credential problem, a retry) stay out of both.
     log.configure(LogConfig(level="critical"), stream=err)
     try:
+        if cfg.watch:
+            asyncio.run(watch(cfg, out, err))  # until Ctrl-C
+            return EXIT_OK
         text, note = asyncio.run(run(cfg))
+    except KeyboardInterrupt:
+        return EXIT_OK
     except FleetError as exc:
         print(f"edgeagent: error: {exc}", file=err)
         return EXIT_ERROR
