@@ -33,7 +33,7 @@ DASH = "-"
 class FleetConfig:
     namespace: str = "default"
     all_namespaces: bool = False
-    output: str = ""  # "", "wide" or "json"
+    output: str = ""  # "", "wide", "json" or "name"
     selector: str = ""
     nodes: bool = False  # `fleet nodes`
     daemonset: str = ""  # `fleet nodes DS`
@@ -245,6 +245,10 @@ def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
     notes = "".join(f"{note}\n" for note in listed.notes)
     if cfg.output == "json":
         return as_json(fleet, cfg), notes
+    if cfg.output == "name":  # as kubectl's -o name (shell completion reads it)
+        names = [f"node/{n.name}" for n in fleet.nodes] if cfg.nodes else \
+            [f"daemonset.apps/{d.name}" for d in fleet.daemonsets]
+        return "".join(f"{name}\n" for name in names), notes
     where = "any namespace" if cfg.all_namespaces else f"{cfg.namespace} namespace"
     if cfg.nodes:
         if not fleet.nodes:

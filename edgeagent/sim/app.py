@@ -13,7 +13,6 @@ from edgeagent.sim.addresses import exposure_warning
 from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.persist import StateError
 
-
 # Up to this many nodes the banner gives each its own line (link and kubeconfig); beyond, one line for all.
 BANNER_NODES = 10
 
