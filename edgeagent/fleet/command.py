@@ -269,6 +269,9 @@ def rows_of(fleet: model.Fleet, cfg: FleetConfig, now: float) -> tuple[str, dict
     if cfg.output == "json":
         lines = [json.dumps(doc, separators=(",", ":")) for doc in docs]
         header = ""
+    elif cfg.output == "name":
+        lines = [f"node/{key}" if cfg.nodes else f"daemonset.apps/{key.split('/', 1)[1]}" for key in keys]
+        header = ""
     else:
         text = nodes_table(fleet, cfg, now) if cfg.nodes else daemonsets_table(fleet, cfg)
         header, *lines = text.rstrip("\n").split("\n")
