@@ -71,6 +71,9 @@ async def test_fleet_fleet_nodes_and_the_dashboard_work_with_list_and_watch_only
         for rule in blind["rules"]:
             rule["resources"] = [r for r in rule["resources"] if r != "pods"]
         no_pods = await viewer(sim, admin, tmp_path, "no-pods", blind)
+        leaseless = viewer_role()
+        leaseless["rules"] = [r for r in leaseless["rules"] if "leases" not in r["resources"]]
+        no_leases = await viewer(sim, admin, tmp_path, "no-leases", leaseless)
     expected = dict(Counter(EXPECTED.values()))
 
     code, out, err = await fleet("-o", "json", "--kubeconfig", str(kubeconfig))
@@ -88,6 +91,14 @@ async def test_fleet_fleet_nodes_and_the_dashboard_work_with_list_and_watch_only
     assert err == (f'edgeagent: error: not allowed to list pods in namespace "{NS}": the API server accepted your '
                    "credentials but refused this (403): " + err.split("(403): ", 1)[1])
     assert "rejected" not in err and err.count("\n") == 1
+
+    # Without the Leases the states are the same; LAST SEEN is unknown, and a warning names the permission.
+    code, out, err = await fleet("nodes", "web", "-o", "json", "--kubeconfig", str(no_leases))
+    assert code == 0, err
+    assert {n["node"]: (n["state"], n["lastSeen"]) for n in json.loads(out)["items"]} == \
+        {node: (state, None) for node, state in EXPECTED.items()}
+    assert err.startswith('edgeagent: warning: LAST SEEN unknown: not allowed to list leases.coordination.k8s.io '
+                          'in namespace "kube-node-lease"') and err.count("\n") == 1
 
     async with dashboard(kubeconfig) as url:
         async def settled() -> JSON | None:
