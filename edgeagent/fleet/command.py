@@ -153,7 +153,7 @@ def _wave(view: model.DaemonSetView) -> str:
 def daemonsets_table(fleet: model.Fleet, cfg: FleetConfig) -> str:
     headers = ["NAME", "MODEL", "REVISION", "UP-TO-DATE", "WAVE", "PHASE", "HELD", "OFFLINE", "FAILED"]
     if cfg.output == "wide":
-        headers += ["UPGRADING", "WAITING", "BAKE LEFT"]
+        headers += ["UPGRADING", "WAITING", "STOPPED", "BAKE LEFT"]
     if cfg.all_namespaces:
         headers.insert(0, "NAMESPACE")
     rows = []
@@ -162,6 +162,7 @@ def daemonsets_table(fleet: model.Fleet, cfg: FleetConfig) -> str:
                str(ds.held), str(ds.count(model.State.OFFLINE)), str(ds.count(model.State.FAILED))]
         if cfg.output == "wide":
             row += [str(ds.count(model.State.UPGRADING)), str(ds.count(model.State.WAITING)),
+                    str(ds.count(model.State.STOPPED)),
                     human_duration(ds.bake_left) if ds.bake_left is not None else DASH]
         if cfg.all_namespaces:
             row.insert(0, ds.namespace)

@@ -61,6 +61,14 @@ async def test_fleet_nodes_dashboard_and_metrics_give_the_same_counts(sim_factor
     assert (item["upToDate"], item["held"], item["offline"], item["failed"]) == \
         (item["states"]["up to date"], item["states"]["held"], item["states"]["offline"], item["states"]["failed"])
 
+    code, out, err = await fleet("-o", "wide", "--kubeconfig", kubeconfig)
+    assert code == 0, err
+    header, row = (line.split() for line in out.splitlines())
+    cells = dict(zip([h for h in header if h not in ("BAKE", "LEFT")], row, strict=False))
+    up, of = cells["UP-TO-DATE"].split("/")
+    shown = [up, *(cells[c] for c in ("HELD", "OFFLINE", "FAILED", "UPGRADING", "WAITING", "STOPPED"))]
+    assert sum(map(int, shown)) == int(of) == len(NODES)  # the table's counts add up to the nodes too
+
     code, out, err = await fleet("nodes", "web", "-o", "json", "--kubeconfig", kubeconfig)
     assert code == 0, err
     by_nodes = dict(Counter(n["daemonsets"][KEY]["state"] for n in json.loads(out)["items"]))
