@@ -538,14 +538,69 @@ def build_parser() -> argparse.ArgumentParser:
         _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
              fallback_env="KUBECONFIG")
     _fleet_commands(sub)
+    _complete_daemonset_names(parser)
     return parser
+
+
+# Shell completion of DaemonSet names: a function in the completion script asks `edgeagent fleet -o name`
+# (with the command line's --kubeconfig and -n), so names come from the cluster the command will talk to.
+_DAEMONSETS_BASH = r"""
+_edgeagent_daemonsets() {
+  local args=() i w
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    w="${COMP_WORDS[i]}"
+    case "$w" in
+      --kubeconfig|-n|--namespace) args+=("$w" "${COMP_WORDS[i+1]}") ;;
+      -A|--all-namespaces) args+=("$w") ;;
+    esac
+  done
+  edgeagent fleet -o name "${args[@]}" 2>/dev/null | sed 's|^.*/||' | grep -- "^$1"
+}
+_edgeagent_fleet_what() {
+  if [[ " ${COMP_WORDS[*]:1:COMP_CWORD-1} " == *" nodes "* ]]; then _edgeagent_daemonsets "$1"
+  else compgen -W nodes -- "$1"; fi
+}
+"""
+_DAEMONSETS_ZSH = r"""
+_edgeagent_daemonsets() {
+  local -a args names
+  local i
+  for ((i = 2; i < CURRENT; i++)); do
+    case "${words[i]}" in
+      --kubeconfig|-n|--namespace) args+=("${words[i]}" "${words[i+1]}") ;;
+      -A|--all-namespaces) args+=("${words[i]}") ;;
+    esac
+  done
+  names=(${(f)"$(edgeagent fleet -o name $args 2>/dev/null | sed 's|^.*/||')"})
+  compadd -a names
+}
+_edgeagent_fleet_what() {
+  if (( ${words[(I)nodes]} && ${words[(I)nodes]} < CURRENT )); then _edgeagent_daemonsets
+  else compadd nodes; fi
+}
+"""
+
+
+def _complete_daemonset_names(parser: argparse.ArgumentParser) -> None:
+    """Every `DS` argument (rollout verbs, `fleet nodes DS`) completes to the cluster's DaemonSet names."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _complete_daemonset_names(child)
+        elif action.dest in ("daemonset", "what") and not action.option_strings:
+            function = "_edgeagent_daemonsets" if action.dest == "daemonset" else "_edgeagent_fleet_what"
+            action.complete = {"bash": function, "zsh": function,  # type: ignore[attr-defined]
+                               "preamble": {"bash": _DAEMONSETS_BASH, "zsh": _DAEMONSETS_ZSH}}
+
+
+_OUTPUT_FORMATS = ("wide", "json", "name")
 
 
 @_named("format")
 def _output_format(text: str) -> str:
     value = text.strip().lower()
-    if value not in ("", "wide", "json"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not wide or json")
+    if value not in ("", *_OUTPUT_FORMATS):
+        raise argparse.ArgumentTypeError(f"{text!r} is not wide, json or name")
     return value
 
 
@@ -559,10 +614,11 @@ def _fleet_commands(sub: Any) -> None:
                        help="`nodes` for one line per node, optionally only the nodes of DaemonSet DS")
     _add(fleet, "--namespace", short="-n", help="namespace of the DaemonSets", default="default")
     _switch(fleet, "--all-namespaces", short="-A", help="DaemonSets of every namespace")
-    _add(fleet, "--output", short="-o", help="wide (more columns) or json", default="",
-         type=_output_format)
+    _add(fleet, "--output", short="-o", help="wide (more columns), json, or name (daemonset.apps/NAME per line)",
+         default="", type=_output_format, choices=_OUTPUT_FORMATS)
     _add(fleet, "--selector", short="-l", default="",
          help="label selector: on DaemonSets, or on nodes with `fleet nodes` (e.g. zone=north)")
+    _switch(fleet, "--watch", short="-w", help="after the table, print only the rows that change (Ctrl-C to stop)")
     _add(fleet, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
          fallback_env="KUBECONFIG")
 
@@ -591,7 +647,8 @@ def _fleet_config(args: argparse.Namespace) -> Any:
     if daemonset and args.all_namespaces:
         raise UsageError("-A and a DaemonSet name exclude each other: give -n NS with the name")
     return FleetConfig(namespace=args.namespace, all_namespaces=args.all_namespaces, output=args.output,
-                       selector=args.selector, nodes=bool(what), daemonset=daemonset, kubeconfig=args.kubeconfig)
+                       selector=args.selector, nodes=bool(what), daemonset=daemonset, kubeconfig=args.kubeconfig,
+                       watch=args.watch)
 
 
 def _dashboard_config(args: argparse.Namespace) -> Any:

@@ -11,13 +11,16 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from edgeagent.fleet import model, table
+from edgeagent import log
+from edgeagent.config import LogConfig
+from edgeagent.fleet import model, state, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.errors import NotFound
+from edgeagent.kube.errors import Forbidden
+from edgeagent.kube.objects import name_of
 from edgeagent.kube.timeutil import human_duration
 
 JSON = dict[str, Any]
@@ -30,11 +33,12 @@ DASH = "-"
 class FleetConfig:
     namespace: str = "default"
     all_namespaces: bool = False
-    output: str = ""  # "", "wide" or "json"
+    output: str = ""  # "", "wide", "json" or "name"
     selector: str = ""
     nodes: bool = False  # `fleet nodes`
     daemonset: str = ""  # `fleet nodes DS`
     kubeconfig: Path | None = None
+    watch: bool = False  # `--watch`: then only the rows that change
 
 
 class FleetError(Exception):
@@ -48,17 +52,51 @@ class Listed:
     nodes: list[JSON]
     events: list[JSON]
     revisions: list[JSON]
+    leases: list[JSON] = field(default_factory=list)
+    # `fleet nodes -l SEL`: the names of the nodes the selector picks (the states need every node).
+    selected: set[str] | None = None
+    notes: tuple[str, ...] = ()
 
 
-async def _items(client: KubeClient, path: str, query: dict[str, str | int | bool] | None = None) -> list[JSON]:
-    """Every item of a list, page by page (a 10,000-node fleet must not be one response)."""
+PAGE_SIZE = 500
+WATCH_INTERVAL = 2.0  # seconds between two reads of `--watch`
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What a list reads, to name the permission a 403 says is missing."""
+
+    path: str
+    resource: str  # as RBAC names it: `daemonsets.apps`, `pods`
+    namespace: str | None  # None: every namespace (or cluster-scoped)
+
+    def permission(self) -> str:
+        where = f'in namespace "{self.namespace}"' if self.namespace else "at cluster scope (all namespaces)"
+        return f"list {self.resource} {where}"
+
+
+def forbidden(resource: Resource, exc: KubeError) -> FleetError:
+    """A 403 is a missing permission, not a rejected credential: say which one (the server's words follow)."""
+    return FleetError(f"not allowed to {resource.permission()}: the API server accepted your credentials but "
+                      f"refused this (403): {exc.message}; a read-only viewer needs list and watch on "
+                      f"{resource.resource}")
+
+
+async def _items(client: KubeClient, resource: Resource, query: dict[str, str | int | bool] | None = None) \
+        -> list[JSON]:
+    """Every item of a list, page by page through `limit`/`continue` (a 10,000-node fleet must not be one
+    response, and a list cut after its first page would leave nodes out unnoticed)."""
     items: list[JSON] = []
     token = ""
     while True:
-        params: dict[str, str | int | bool] = {**(query or {}), "limit": 500}
+        params: dict[str, str | int | bool] = {**(query or {}), "limit": PAGE_SIZE}
         if token:
             params["continue"] = token
-        page = await client.get(path, query=params)
+        try:
+            page = await client.get(resource.path, query=params)
+        except Forbidden as exc:
+            raise forbidden(resource, exc) from exc
         items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
         token = str((page.get("metadata") or {}).get("continue") or "")
         if not token:
@@ -66,27 +104,46 @@ async def _items(client: KubeClient, path: str, query: dict[str, str | int | boo
 
 
 async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
-    scope = "" if cfg.all_namespaces else f"/namespaces/{cfg.namespace}"
+    """One list of each kind the state rules read; only lists (never a `get`), so list+watch rights do."""
+    ns = None if cfg.all_namespaces else cfg.namespace
+    scope = "" if ns is None else f"/namespaces/{ns}"
+
+    def res(path: str, resource: str, namespace: str | None = ns) -> Resource:
+        return Resource(path, resource, namespace)
+
     if cfg.daemonset:
-        try:
-            daemonsets = [await client.get(f"/apis/apps/v1/namespaces/{cfg.namespace}/daemonsets/{cfg.daemonset}")]
-        except NotFound as exc:
-            raise FleetError(f'daemonset "{cfg.daemonset}" not found in namespace "{cfg.namespace}"') from exc
+        one = res(f"/apis/apps/v1/namespaces/{cfg.namespace}/daemonsets", "daemonsets.apps", cfg.namespace)
+        daemonsets = await _items(client, one, {"fieldSelector": f"metadata.name={cfg.daemonset}"})
+        if not daemonsets:
+            raise FleetError(f'daemonset "{cfg.daemonset}" not found in namespace "{cfg.namespace}"')
         if not model.is_managed(daemonsets[0]):
             raise FleetError(f'daemonset "{cfg.daemonset}" in namespace "{cfg.namespace}" is not managed by '
                              "edgeagent (it has no apps.openyurt.io/update-strategy annotation)")
     else:
         ds_query: dict[str, str | int | bool] = {"labelSelector": cfg.selector} if cfg.selector and not cfg.nodes \
             else {}
-        daemonsets = await _items(client, f"/apis/apps/v1{scope}/daemonsets", ds_query)
-    node_query: dict[str, str | int | bool] = {"labelSelector": cfg.selector} if cfg.selector and cfg.nodes else {}
+        daemonsets = await _items(client, res(f"/apis/apps/v1{scope}/daemonsets", "daemonsets.apps"), ds_query)
+    nodes_res = res("/api/v1/nodes", "nodes", None)
     pods, nodes, events, revisions = await asyncio.gather(
-        _items(client, f"/api/v1{scope}/pods"),
-        _items(client, "/api/v1/nodes", node_query),
-        _items(client, f"/api/v1{scope}/events", {"fieldSelector": f"source={model.AGENT_COMPONENT}"}),
-        _items(client, f"/apis/apps/v1{scope}/controllerrevisions"),
+        _items(client, res(f"/api/v1{scope}/pods", "pods")),
+        _items(client, nodes_res),
+        _items(client, res(f"/api/v1{scope}/events", "events"), {"fieldSelector": f"source={model.AGENT_COMPONENT}"}),
+        _items(client, res(f"/apis/apps/v1{scope}/controllerrevisions", "controllerrevisions.apps")),
     )
-    return Listed(daemonsets, pods, nodes, events, revisions)
+    selected = None
+    if cfg.selector and cfg.nodes:
+        picked = await _items(client, nodes_res, {"labelSelector": cfg.selector})
+        selected = {name_of(n) for n in picked}
+    notes: tuple[str, ...] = ()
+    leases: list[JSON] = []
+    try:
+        if cfg.nodes:
+            leases = await _items(client, res(f"/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases",
+                                              "leases.coordination.k8s.io", NODE_LEASE_NAMESPACE))
+    except FleetError as exc:
+        # LAST SEEN only: the states do not need it, so a viewer without it still sees the fleet.
+        notes = (f"edgeagent: warning: LAST SEEN unknown: {exc}",)
+    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes)
 
 
 def _wave(view: model.DaemonSetView) -> str:
@@ -96,7 +153,7 @@ def _wave(view: model.DaemonSetView) -> str:
 def daemonsets_table(fleet: model.Fleet, cfg: FleetConfig) -> str:
     headers = ["NAME", "MODEL", "REVISION", "UP-TO-DATE", "WAVE", "PHASE", "HELD", "OFFLINE", "FAILED"]
     if cfg.output == "wide":
-        headers += ["UPGRADING", "WAITING", "BAKE LEFT"]
+        headers += ["UPGRADING", "WAITING", "STOPPED", "BAKE LEFT"]
     if cfg.all_namespaces:
         headers.insert(0, "NAMESPACE")
     rows = []
@@ -105,6 +162,7 @@ def daemonsets_table(fleet: model.Fleet, cfg: FleetConfig) -> str:
                str(ds.held), str(ds.count(model.State.OFFLINE)), str(ds.count(model.State.FAILED))]
         if cfg.output == "wide":
             row += [str(ds.count(model.State.UPGRADING)), str(ds.count(model.State.WAITING)),
+                    str(ds.count(model.State.STOPPED)),
                     human_duration(ds.bake_left) if ds.bake_left is not None else DASH]
         if cfg.all_namespaces:
             row.insert(0, ds.namespace)
@@ -122,8 +180,23 @@ def _outcome(node: model.NodeView, now: float) -> str:
 def _version(pod: model.PodView | None) -> str:
     if pod is None:
         return DASH
+    if not pod.pod:
+        return "(no pod)"
     revision = pod.revision or "?"
     return revision if pod.current else f"{revision} (outdated)"
+
+
+def _held(node: model.NodeView) -> str:
+    """The agent's hold reason; `-` when its agent says open; `unknown` when no agent reported a policy."""
+    if node.held:
+        return node.held[0]
+    return DASH if node.policy == state.POLICY_OPEN else state.POLICY_UNKNOWN
+
+
+def _next_window(node: model.NodeView) -> str:
+    if node.next_window:
+        return node.next_window
+    return DASH if node.policy != state.POLICY_UNKNOWN else state.POLICY_UNKNOWN
 
 
 def nodes_table(fleet: model.Fleet, cfg: FleetConfig, now: float) -> str:
@@ -137,12 +210,11 @@ def nodes_table(fleet: model.Fleet, cfg: FleetConfig, now: float) -> str:
         headers += ["STATE", "LAST SEEN", "WHY"]
     rows = []
     for node in fleet.nodes:
-        row = [node.name, node.ready, node.held[0] if node.held else DASH, node.next_window or DASH,
+        row = [node.name, node.ready, _held(node), _next_window(node),
                *[_version(node.versions.get(key)) for key in keys], _outcome(node, now)]
         if cfg.output == "wide":
-            why = node.held[1] if node.held else next((p.why for p in node.versions.values() if p.why), "")
-            seen = f"{human_duration(now - node.last_seen)} ago" if node.last_seen is not None else DASH
-            row += [node.state.value, seen, why or DASH]
+            seen = f"{human_duration(max(0.0, now - node.last_seen))} ago" if node.last_seen is not None else DASH
+            row += [node.state.value, seen, node.why or DASH]
         rows.append(row)
     return table.render(headers, rows)
 
@@ -155,32 +227,105 @@ def as_json(fleet: model.Fleet, cfg: FleetConfig) -> str:
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
 
 
-def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
-    """(stdout, stderr) for what was listed."""
-    fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions)
+def view(listed: Listed, cfg: FleetConfig, now: float) -> model.Fleet:
+    """The fleet as this view shows it: with DS, only its nodes; with `-l` on nodes, only those selected."""
+    fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions,
+                        listed.leases)
     if cfg.nodes:
         in_ds = {n for ds in fleet.daemonsets for n in ds.pods}
         if cfg.daemonset:
             fleet.nodes = [n for n in fleet.nodes if n.name in in_ds]
+        if listed.selected is not None:
+            fleet.nodes = [n for n in fleet.nodes if n.name in listed.selected]
+    return fleet
+
+
+def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
+    """(stdout, stderr) for what was listed."""
+    fleet = view(listed, cfg, now)
+    notes = "".join(f"{note}\n" for note in listed.notes)
     if cfg.output == "json":
-        return as_json(fleet, cfg), ""
+        return as_json(fleet, cfg), notes
+    if cfg.output == "name":  # as kubectl's -o name (shell completion reads it)
+        names = [f"node/{n.name}" for n in fleet.nodes] if cfg.nodes else \
+            [f"daemonset.apps/{d.name}" for d in fleet.daemonsets]
+        return "".join(f"{name}\n" for name in names), notes
     where = "any namespace" if cfg.all_namespaces else f"{cfg.namespace} namespace"
     if cfg.nodes:
         if not fleet.nodes:
-            return "", "No nodes found.\n"
-        return nodes_table(fleet, cfg, now), ""
+            return "", notes + "No nodes found.\n"
+        return nodes_table(fleet, cfg, now), notes
     if not fleet.daemonsets:
         return "", f"No managed DaemonSets found in {where}.\n"
     return daemonsets_table(fleet, cfg), ""
 
 
-async def run(cfg: FleetConfig) -> tuple[str, str]:
+def rows_of(fleet: model.Fleet, cfg: FleetConfig, now: float) -> tuple[str, dict[str, tuple[str, object]]]:
+    """For `--watch`: the header ("" for JSON) and, per row (node or namespace/name), its line and what it
+    says, without the times that move by themselves (LAST SEEN, bake left), so only real changes print."""
+    items: list[model.NodeView] | list[model.DaemonSetView] = fleet.nodes if cfg.nodes else fleet.daemonsets
+    keys = [n.name for n in fleet.nodes] if cfg.nodes else [d.key for d in fleet.daemonsets]
+    docs = [item.to_json() for item in items]
+    signatures = [{k: v for k, v in doc.items() if k not in ("lastSeen", "bakeLeftSeconds")} for doc in docs]
+    if cfg.output == "json":
+        lines = [json.dumps(doc, separators=(",", ":")) for doc in docs]
+        header = ""
+    elif cfg.output == "name":
+        lines = [f"node/{key}" if cfg.nodes else f"daemonset.apps/{key.split('/', 1)[1]}" for key in keys]
+        header = ""
+    else:
+        text = nodes_table(fleet, cfg, now) if cfg.nodes else daemonsets_table(fleet, cfg)
+        header, *lines = text.rstrip("\n").split("\n")
+    return header, {key: (line, sig) for key, line, sig in zip(keys, lines, signatures, strict=True)}
+
+
+async def _connect(cfg: FleetConfig) -> KubeClient:
     try:
-        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"))
+        return await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"))
     except FileNotFoundError as exc:
         raise FleetError(str(exc)) from exc
     except Exception as exc:  # a malformed kubeconfig
         raise FleetError(f"cannot load kubeconfig {cfg.kubeconfig or 'KUBECONFIG'}: {exc}") from exc
+
+
+async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float = WATCH_INTERVAL) -> None:
+    """`--watch`: the table once, then only the rows that changed (as `kubectl get -w`), read every
+    `interval` seconds. A lost API server is one warning line, and one when it is back; a refusal ends it."""
+    client = await _connect(cfg)
+    shown: dict[str, object] | None = None
+    down = False
+    try:
+        while True:
+            try:
+                listed = await fetch(client, cfg)
+            except KubeUnreachable as exc:
+                if not down:
+                    print(f"edgeagent: warning: cannot reach the API server at {client.host}: {exc}; retrying",
+                          file=err, flush=True)
+                down = True
+                await asyncio.sleep(interval)
+                continue
+            except KubeError as exc:
+                raise FleetError(f"the API server at {client.host} refused: {exc}") from exc
+            if down:
+                print(f"edgeagent: the API server at {client.host} is reachable again", file=err, flush=True)
+                down = False
+            header, rows = rows_of(view(listed, cfg, time.time()), cfg, time.time())
+            if shown is None:
+                err.write("".join(f"{note}\n" for note in listed.notes))
+                out.write("".join(f"{line}\n" for line in ([header] if header else []) + [r[0] for r in rows.values()]))
+            else:
+                out.write("".join(f"{line}\n" for key, (line, sig) in rows.items() if shown.get(key) != sig))
+                out.write("".join(f"{key} (gone)\n" for key in shown if key not in rows))
+            out.flush()
+            shown = {key: sig for key, (_, sig) in rows.items()}
+            await asyncio.sleep(interval)
+    finally:
+        await client.close()
+
+
+async def run(cfg: FleetConfig) -> tuple[str, str]:
+    client = await _connect(cfg)
     try:
         listed = await fetch(client, cfg)
     except KubeUnreachable as exc:
@@ -195,8 +340,16 @@ async def run(cfg: FleetConfig) -> tuple[str, str]:
 def main(cfg: FleetConfig, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    # stdout is the table or the JSON, nothing else; every failure is one line of ours on stderr, so the kube
+    # client's own log lines (a 403 logged as a credential problem, a retry) stay out of both.
+    log.configure(LogConfig(level="critical"), stream=err)
     try:
+        if cfg.watch:
+            asyncio.run(watch(cfg, out, err))  # until Ctrl-C
+            return EXIT_OK
         text, note = asyncio.run(run(cfg))
+    except KeyboardInterrupt:
+        return EXIT_OK
     except FleetError as exc:
         print(f"edgeagent: error: {exc}", file=err)
         return EXIT_ERROR

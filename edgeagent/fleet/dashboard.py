@@ -21,18 +21,21 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
 from edgeagent import log
 from edgeagent.aio import wait_event
 from edgeagent.fleet import model
 from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_event, slim_node, slim_pod, slim_revision
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
-from edgeagent.kube.client import KubeClient, Timeouts, user_agent
+from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
+from edgeagent.kube.timeutil import format_time
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -41,6 +44,7 @@ _log = log.get("edgeagent.dashboard")
 
 STATIC_FILES = {"index.html": "text/html", "dashboard.css": "text/css", "dashboard.js": "text/javascript"}
 SUMMARY_INTERVAL = 0.25
+LEASES_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 KEEPALIVE_SECONDS = 15.0
 # A tab that reads slower than the fleet changes is dropped past this much unsent data; its EventSource
 # reconnects and starts again from a fresh snapshot, so it never shows a stale cell.
@@ -82,6 +86,23 @@ class _Client:
         self.wake.set()
 
 
+class _FleetCollector:
+    """`edgeagent_fleet_nodes{namespace,daemonset,state}`: the cells' states, as `fleet -o json` counts them."""
+
+    def __init__(self, fleet: LiveFleet) -> None:
+        self.fleet = fleet
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("edgeagent_fleet_nodes", "Nodes of a managed DaemonSet by state, as the fleet "
+                                   "views count them (each node in exactly one state)",
+                                   labels=["namespace", "daemonset", "state"])
+        for key, counts in sorted(self.fleet.counts().items()):
+            namespace, _, name = key.partition("/")
+            for state, value in counts.items():
+                family.add_metric([namespace, name, state], value)
+        yield family
+
+
 class Dashboard:
     def __init__(self, cfg: DashboardConfig) -> None:
         self.cfg = cfg
@@ -106,16 +127,17 @@ class Dashboard:
                                                agent=user_agent("dashboard"))
         kinds: list[tuple[str, str, Callable[[str, JSON, JSON | None], None], Callable[[JSON], JSON] | None,
                           str | None]] = [
-            ("daemonsets", "/apis/apps/v1/daemonsets", self.fleet.on_daemonset, slim_daemonset, None),
-            ("controllerrevisions", "/apis/apps/v1/controllerrevisions", self.fleet.on_revision, slim_revision, None),
+            ("daemonsets.apps", "/apis/apps/v1/daemonsets", self.fleet.on_daemonset, slim_daemonset, None),
+            ("controllerrevisions.apps", "/apis/apps/v1/controllerrevisions", self.fleet.on_revision, slim_revision,
+             None),
             ("nodes", "/api/v1/nodes", self.fleet.on_node, slim_node, None),
             ("pods", "/api/v1/pods", self.fleet.on_pod, slim_pod, None),
-            ("agent events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.AGENT_COMPONENT}"),
-            ("controller events", "/api/v1/events", self.fleet.on_event, slim_event,
-             f"source={model.CONTROLLER_COMPONENT}"),
+            ("events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.AGENT_COMPONENT}"),
+            ("events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.CONTROLLER_COMPONENT}"),
         ]
         for name, path, handler, transform, fields in kinds:
-            informer = Informer(self.client, path, name=name, field_selector=fields, transform=transform,
+            informer = Informer(self.client, path, name=name + (f" ({fields})" if fields else ""),
+                                field_selector=fields, transform=transform,
                                 idle_timeout=IDLE_TIMEOUT, backoff_max=5.0)
             informer.add_handler(handler)
             informer.add_health_listener(lambda _healthy: self._kick.set())
@@ -127,7 +149,22 @@ class Dashboard:
         assert self.client is not None
         host = self.client.host
         kubeconfig = str(self.cfg.kubeconfig) if self.cfg.kubeconfig else "the kubeconfig (KUBECONFIG)"
-        if self.client.credentials.rejected:
+        # A 403 first: the credentials were accepted, one permission is missing (never "credentials refused").
+        forbidden = [i for i in self.informers if not i.healthy and i.last_code == 403]
+        if forbidden:
+            resources = list(dict.fromkeys(i.name.split(" ")[0] for i in forbidden))
+            missing = ", ".join(resources)
+            return {"state": "forbidden", "server": host,
+                    "problem": f"The API server at {host} accepted the credentials of {kubeconfig} but does not "
+                               f"allow them to list and watch {missing} at cluster scope (all namespaces): "
+                               f"{forbidden[0].last_error}",
+                    "check": [f"kubectl auth can-i list {resources[0]} -A and kubectl auth can-i watch "
+                              f"{resources[0]} -A answer yes for your user",
+                              "the dashboard reads with list and watch only: a role granting list and watch on "
+                              "daemonsets, controllerrevisions, pods, nodes and events in every namespace is "
+                              "enough (docs/fleet.md shows one)",
+                              "the page goes on by itself once the permission is granted"]}
+        if self.client.credentials.rejected and not any(i.last_code == 403 for i in self.informers):
             return {"state": "refused", "server": host,
                     "problem": f"The API server at {host} refused the credentials of {kubeconfig}: "
                                f"{self.client.credentials.last_error}",
@@ -206,6 +243,7 @@ class Dashboard:
         app.router.add_get("/api/nodes/{name}", self._h_node)
         app.router.add_get("/api/stream", self._h_stream)
         app.router.add_get("/healthz", self._h_healthz)
+        app.router.add_get("/metrics", self._h_metrics)
         return app
 
     @web.middleware
@@ -235,7 +273,25 @@ class Dashboard:
         detail = self.fleet.node_details(request.match_info["name"])
         if detail is None:
             raise web.HTTPNotFound(text="no such node\n")
+        detail["lastSeen"] = await self._last_seen(request.match_info["name"])
         return web.json_response(detail)
+
+    async def _last_seen(self, name: str) -> str | None:
+        """The node's Lease `renewTime` (its heartbeat), read when a node's panel opens: a list by name, not a
+        get (a viewer's rights), and not an informer (10,000 Leases renewed every 10 s would cost the page)."""
+        if self.client is None:
+            return None
+        try:
+            listed = await self.client.get(LEASES_PATH, query={"fieldSelector": f"metadata.name={name}", "limit": 1})
+        except (KubeError, KubeUnreachable) as exc:
+            _log.debug("lease not readable", node=name, error=str(exc))
+            return None
+        renewed = model.lease_renewals(i for i in listed.get("items") or [] if isinstance(i, dict)).get(name)
+        return format_time(renewed) if renewed is not None else None
+
+    async def _h_metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(_FleetCollector(self.fleet)),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _h_healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

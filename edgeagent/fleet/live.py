@@ -10,20 +10,21 @@ its own pace (they count every node, so they are batched).
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from edgeagent.contract import (
-    ANNOTATION_PAUSED,
     ANNOTATION_TEMPLATE_GENERATION,
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
-from edgeagent.fleet import model
+from edgeagent.fleet import model, placement, plan_source
+from edgeagent.fleet import state as rules
 from edgeagent.kube.informer import DELETED
 from edgeagent.kube.objects import (
     controller_owner,
@@ -37,8 +38,6 @@ from edgeagent.kube.objects import (
     node_name_of,
     uid_of,
 )
-from edgeagent.rollout import plan as plans
-from edgeagent.rollout import state as states
 
 JSON = dict[str, Any]
 
@@ -48,9 +47,11 @@ CODES = {
     model.State.UPGRADING: "g",
     model.State.WAITING: "w",
     model.State.HELD: "h",
+    model.State.STOPPED: "s",
     model.State.OFFLINE: "o",
     model.State.FAILED: "f",
 }
+assert list(CODES) == list(model.State), "one code per state, in the enum's order (the page's counts use it)"
 OUTCOMES_PER_NODE = 20
 RECENT_EVENTS = 50
 MESSAGE_LIMIT = 300
@@ -69,7 +70,7 @@ def natural_key(name: str) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------------------------ transforms
 # Informer transforms: the cache keeps only what the rules read, so 10,000 pods and nodes stay small.
 
-_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, "PodNeedUpgrade"})
+_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, "PodNeedUpgrade", rules.FAILURE_CONDITION})
 
 
 def slim_pod(pod: JSON) -> JSON:
@@ -87,7 +88,7 @@ def slim_pod(pod: JSON) -> JSON:
         },
         "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
         "status": {
-            "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message")}
+            "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
                            for c in status.get("conditions") or [] if c.get("type") in _POD_CONDITIONS],
             "containerStatuses": [{"state": {"waiting": {"reason": ((s.get("state") or {}).get("waiting") or {})
                                                          .get("reason")}}}
@@ -98,20 +99,28 @@ def slim_pod(pod: JSON) -> JSON:
 
 
 def slim_node(node: JSON) -> JSON:
+    """Ready (without its heartbeat time, which changes every beat and decides nothing), labels and taints."""
     m = meta(node)
     ready = get_condition(node, "Ready")
+    taints = (node.get("spec") or {}).get("taints")
     return {
         "metadata": {"name": m.get("name"), "resourceVersion": m.get("resourceVersion"),
                      "labels": m.get("labels") or {}},
-        "status": {"conditions": [{k: ready.get(k) for k in ("type", "status", "lastHeartbeatTime")}]
+        "spec": {"taints": taints} if taints else {},
+        "status": {"conditions": [{k: ready.get(k) for k in ("type", "status", "reason", "message")}]
                    if ready else []},
     }
 
 
 def slim_daemonset(ds: JSON) -> JSON:
     m = meta(ds)
+    spec = ds.get("spec") or {}
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
     return {"metadata": {k: m.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "annotations",
                                                  "creationTimestamp")},
+            "spec": {"minReadySeconds": spec.get("minReadySeconds"),
+                     "template": {"spec": {k: pod_spec[k] for k in ("nodeSelector", "affinity", "tolerations")
+                                           if k in pod_spec}}},
             "status": {"desiredNumberScheduled": (ds.get("status") or {}).get("desiredNumberScheduled")}}
 
 
@@ -158,13 +167,12 @@ class _DaemonSet:
     obj: JSON
     view: model.DaemonSetView
     revision: str = ""
-    failures: set[str] = field(default_factory=set)
-    plan: plans.Plan | None = None
-    state: states.RolloutState | None = None
+    spec: plan_source.Plan | None = None
+    plan: rules.PlanStatus | None = None  # its status, when about the current revision (rules.relevant)
     # Nodes that ever ran one of its pods (a pod being replaced must not reshuffle the waves), and the
     # planner's ranking over them, computed when first needed after a node joins.
     members: set[str] = field(default_factory=set)
-    ranking: plans.Ranking | None = None
+    ranking: plan_source.Ranking | None = None
 
 
 class LiveFleet:
@@ -178,7 +186,7 @@ class LiveFleet:
         self._revisions: dict[str, dict[str, JSON]] = {}  # ds uid -> revision key -> revision
         self.nodes: dict[str, JSON] = {}
         self.outcomes: dict[str, deque[model.Outcome]] = {}
-        self.events: deque[JSON] = deque(maxlen=RECENT_EVENTS)
+        self.events: list[JSON] = []  # the RECENT_EVENTS newest by time, newest first
         self.states: dict[str, str] = {}  # node -> code
         self.dirty: set[str] = set()  # ds uids whose summary changed
         self._keys: dict[str, str] = {}  # ds uid -> namespace/name, also after it is gone
@@ -280,8 +288,8 @@ class LiveFleet:
                     entry.ranking = None
         else:
             self.nodes[name] = node
-            # A heartbeat changes nothing the page shows: only Ready's status (and labels, for waves) matter.
-            if old is not None and model.node_ready(old) == model.node_ready(node) \
+            # A heartbeat changes nothing the page shows: only Ready, labels (waves, placement) and taints do.
+            if old is not None and old.get("status") == node.get("status") and old.get("spec") == node.get("spec") \
                     and (meta(old).get("labels") or {}) == (meta(node).get("labels") or {}):
                 return
             if old is not None and (meta(old).get("labels") or {}) != (meta(node).get("labels") or {}):
@@ -292,7 +300,8 @@ class LiveFleet:
                         self._refresh_daemonset(uid)
         if self.batching:
             return
-        for uid in self._daemonsets_on(name):
+        # Every DaemonSet: a node that appears may need a pod, one that goes leaves its pods offline.
+        for uid in list(self.daemonsets):
             self._refresh_cell(uid, name)
         self._refresh_node(name)
 
@@ -312,14 +321,19 @@ class LiveFleet:
                     self._refresh_cell(uid, outcome.node)
                 self._refresh_node(outcome.node)
         summary = event_summary(event)
-        self.events.appendleft(summary)
+        # Newest first by the Event's own time, not by arrival: a relist delivers old ones after new ones.
+        if len(self.events) >= RECENT_EVENTS and summary["time"] <= self.events[-1]["time"]:
+            return
+        bisect.insort(self.events, summary, key=lambda e: -float(e["time"]))
+        del self.events[RECENT_EVENTS:]
         for fn in self._event_listeners:
             fn(summary)
 
     # ------------------------------------------------------------------------------ recomputation
 
     def _daemonsets_on(self, node: str) -> list[str]:
-        return [uid for uid in self.daemonsets if node in self._pods.get(uid, {})]
+        return [uid for uid, entry in self.daemonsets.items() if node in entry.view.pods
+                or node in self._pods.get(uid, {})]
 
     def _revision_moved(self, entry: _DaemonSet, pod: JSON) -> bool:
         """A pod of a template generation whose hash differs from the one we hold: the revision changed."""
@@ -334,66 +348,66 @@ class LiveFleet:
         ds = entry.obj
         pods = [p for by_key in self._pods.get(uid, {}).values() for p in by_key.values() if not is_terminating(p)]
         entry.revision = model.current_revision(ds, pods, self._revisions.get(uid, {}).values())
-        entry.state = model.active_state(ds, entry.revision)
-        plan = model.plan_of(ds)
-        if plan is None or entry.plan is None or plan.fingerprint() != entry.plan.fingerprint():
+        entry.plan = rules.relevant(plan_source.status_of(ds), entry.revision)
+        spec = plan_source.plan_of(ds)
+        if spec is None or entry.spec is None or spec.fingerprint() != entry.spec.fingerprint():
             entry.ranking = None
-        entry.plan = plan
-        entry.failures = model.failed_nodes(entry.state)
+        entry.spec = spec
         entry.members |= set(self._pods.get(uid, {}))
         view = entry.view
         view.model = model.strategy_of(ds) or "unknown"
         view.revision = entry.revision
-        view.paused = str((meta(ds).get("annotations") or {}).get(ANNOTATION_PAUSED, "")).lower() == "true"
         view.wave = view.waves = view.reached = None
-        if entry.state is not None:
-            view.wave, view.waves = entry.state.wave, entry.state.waves
+        if entry.plan is not None:
+            view.wave = model.int_or_none(entry.plan.get("wave"))
+            view.waves = model.int_or_none(entry.plan.get("waves"))
             waves = self._ranking(entry)
-            if waves is not None:
-                view.reached = len(waves.nodes_in_waves(entry.state.wave))
-        nodes = set(view.pods) | set(self._pods.get(uid, {}))
+            if waves is not None and view.wave is not None:
+                view.reached = len(waves.nodes_in_waves(view.wave))
+        nodes = set(view.pods) | set(self._pods.get(uid, {})) \
+            | {name for name, node in self.nodes.items() if placement.runs_on(ds, node)}
         for node in nodes:
             self._refresh_cell(uid, node)
         for node in nodes:
             self._refresh_node(node)
         self.dirty.add(uid)
 
-    def _ranking(self, entry: _DaemonSet) -> plans.Ranking | None:
-        if entry.plan is None or entry.state is None or entry.state.phase not in states.ACTIVE_PHASES:
-            return None
+    def _ranking(self, entry: _DaemonSet) -> plan_source.Ranking | None:
         if entry.ranking is None:
-            entry.ranking = model.ranking(entry.plan, entry.state,
-                                          {n: meta(self.nodes.get(n) or {}).get("labels") or {}
-                                           for n in entry.members})
+            entry.ranking = plan_source.ranking(entry.spec, entry.plan,
+                                                {n: meta(self.nodes.get(n) or {}).get("labels") or {}
+                                                 for n in entry.members})
         return entry.ranking
 
     def _refresh_cell(self, uid: str, node: str) -> None:
+        """The node's cell for the DaemonSet, through the one state rule (model.pod_view -> rules.node_state):
+        a cell for each node running one of its pods, and for each node it should run one on."""
         entry = self.daemonsets[uid]
         by_key = self._pods.get(uid, {}).get(node) or {}
-        if not by_key:
+        node_obj = self.nodes.get(node)
+        if not by_key and (node_obj is None or not placement.runs_on(entry.obj, node_obj)):
             if entry.view.pods.pop(node, None) is not None:
                 self.dirty.add(uid)
             return
-        pod = sorted(by_key.values(), key=lambda p: not is_terminating(p))[-1]
-        last = next((o for o in self.outcomes.get(node, ()) if o.namespace == entry.view.namespace
-                     and model.pod_belongs_to(o.pod, entry.view.name)), None)
-        waves = self._ranking(entry)
-        waiting = waves is not None and entry.state is not None and not waves.reached(node, entry.state.wave)
-        view = model.pod_view(entry.obj, entry.revision, node, pod, self.nodes.get(node), last, entry.failures,
-                              waiting=waiting)
+        pod = model.pick_pod(by_key.values())
+        last = model.last_outcome_for(self.outcomes.get(node, ()), entry.view.namespace, entry.view.name)
+        waves = self._ranking(entry) if entry.plan is not None else None
+        view = model.pod_view(entry.obj, entry.plan, entry.revision, node, pod, node_obj, last, self._clock(),
+                              waves.wave_of(node) if waves is not None else None)
         previous = entry.view.pods.get(node)
         entry.view.pods[node] = view
-        if previous is None or previous.state is not view.state or previous.current != view.current \
-                or previous.held != view.held:
+        if previous != view:
             self.dirty.add(uid)
 
     def node_state(self, node: str) -> model.State | None:
-        if node not in self.nodes:
-            return None
+        """The node's worst state over its DaemonSets (a node missing from the node list but still running a
+        pod is offline); None for a node neither listed nor running one."""
         states = [e.view.pods[node].state for e in self.daemonsets.values() if node in e.view.pods]
         found = model.worst(states)
         if found is None:
-            found = model.State.OFFLINE if model.node_ready(self.nodes[node]) != "Ready" else model.State.UP_TO_DATE
+            if node not in self.nodes:
+                return None
+            found = model.State.OFFLINE if rules.offline_why(self.nodes[node]) else model.State.UP_TO_DATE
         return found
 
     def _refresh_node(self, node: str) -> None:
@@ -418,6 +432,7 @@ class LiveFleet:
 
         Compact on purpose (one-letter keys, counts as a list in `CODES` order): every node change that
         moves a count resends its DaemonSet's summary, and the page's budget is a few hundred bytes per change.
+        The numbers are `model.summarize`'s and the cells' states, as `fleet -o json` counts them.
         """
         now = self._clock()
         out = []
@@ -425,18 +440,13 @@ class LiveFleet:
             if uids is not None and uid not in uids:
                 continue
             view = entry.view
-            desired = model.int_or_none((entry.obj.get("status") or {}).get("desiredNumberScheduled"))
-            view.desired = max(desired or 0, len(view.pods))
-            tally = Counter(p.state for p in view.pods.values())
-            up_to_date = sum(1 for p in view.pods.values() if p.current)
-            all_current = bool(view.pods) and view.desired == len(view.pods) == up_to_date
-            view.phase = model.phase_of(entry.state, all_current, view.paused)
-            view.bake_left = model.bake_left_of(entry.plan, entry.state, now)
+            model.summarize(view, entry.obj, entry.plan, entry.spec, now)
+            counts = view.counts()
             out.append({
-                "k": view.key, "m": view.model, "r": view.revision, "u": up_to_date, "d": view.desired,
+                "k": view.key, "m": view.model, "r": view.revision, "u": view.up_to_date, "d": view.desired,
                 "w": view.wave, "n": view.waves, "p": view.phase,
                 "b": round(view.bake_left) if view.bake_left is not None else None, "z": int(view.paused),
-                "a": view.reached, "s": [tally.get(state, 0) for state in CODES],
+                "a": view.reached, "s": [counts[state.value] for state in CODES],
             })
         return out
 
@@ -444,14 +454,18 @@ class LiveFleet:
         """Keys (`namespace/name`) of the DaemonSets among `uids` that are no longer managed."""
         return [self._keys[uid] for uid in uids if uid not in self.daemonsets and uid in self._keys]
 
+    def counts(self) -> dict[str, dict[str, int]]:
+        """namespace/name -> nodes per state: what `/metrics` exports (the cells' states, as everywhere)."""
+        return {e.view.key: e.view.counts() for e in self.daemonsets.values()}
+
     def grid(self) -> list[list[str]]:
         return [[name, self.states[name]] for name in sorted(self.states, key=natural_key)]
 
     def node_details(self, name: str) -> JSON | None:
         node = self.nodes.get(name)
-        if node is None:
-            return None
         views = [e.view for e in self.daemonsets.values()]
+        if node is None and not any(name in v.pods for v in views):
+            return None
         detail = model.node_view(name, node, views, list(self.outcomes.get(name, ()))).to_json()
         detail["outcomes"] = [o.to_json() for o in self.outcomes.get(name, ())]
         return detail

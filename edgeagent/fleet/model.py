@@ -1,24 +1,20 @@
 """Where every node of every managed DaemonSet stands, computed from plain lists of objects.
 
-One pure function of four lists (DaemonSets, pods, nodes, edgeagent Events) and a clock, so that the
-`fleet` tables and the dashboard say the same thing and both can be tested without a cluster. No new API
-object is read or written: the state lives in what the agents and the controller already publish (pod
-conditions, the rollout-state annotation, the agents' outcome Events).
-
-A node's state for one DaemonSet, in the order the questions are asked:
-offline (node not Ready) > up to date (pod on the current revision and Ready) > failed (its last
-outcome Event is UpgradeFailed, the rollout counted it failed, or the new pod cannot start) > held
-(UpgradeHeld True) > waiting for its wave > upgrading (anything else: allowed to move, or moving).
-A node's overall state is the worst over its DaemonSets, in the order of `STATE_ORDER`.
+A pure function of plain lists (DaemonSets, pods, nodes, Leases, edgeagent Events, ControllerRevisions) and
+a clock, gathering for each node and DaemonSet what `fleet.rules.node_state` needs and keeping what it says,
+so that the `fleet` tables, the dashboard and its metrics say the same thing and can be tested without a
+cluster. No new API object is read or written: the state lives in what the agents and the controller
+already publish (pod conditions, the rollout plan's state, the node Leases, the agents' outcome Events).
+A node's overall state is the worst over its DaemonSets, in the order of `rules.STATE_ORDER`, and its WHY
+is that same DaemonSet's.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from edgeagent import contract
@@ -33,12 +29,13 @@ from edgeagent.contract import (
     STRATEGY_OTA,
     version_from_message,
 )
+from edgeagent.fleet import placement, plan_source
+from edgeagent.fleet import state as rules
 from edgeagent.kube.objects import (
     annotations_of,
     controller_owner,
     daemonset_owner,
     get_condition,
-    is_pod_ready,
     is_terminating,
     labels_of,
     meta,
@@ -47,8 +44,6 @@ from edgeagent.kube.objects import (
     node_name_of,
 )
 from edgeagent.kube.timeutil import format_time, parse_time
-from edgeagent.rollout import plan as plans
-from edgeagent.rollout import state as states
 
 JSON = dict[str, Any]
 
@@ -62,30 +57,13 @@ OUTCOME_REASONS = frozenset({contract.EVENT_UPGRADE_QUEUED, contract.EVENT_UPGRA
                              contract.EVENT_UPGRADE_OBSOLETE, contract.EVENT_UPGRADE_CANCELLED})
 REASON_UPGRADE_FAILED = contract.EVENT_UPGRADE_FAILED
 
-# A new pod that waits for one of these will not start by itself: the upgrade failed on that node.
-_STUCK_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
-                            "CreateContainerError", "InvalidImageName", "RunContainerError"})
 # The agent writes "… outside the maintenance windows (…); next opens <when>" (agent/policy/site.py).
 _NEXT_OPENS = re.compile(r"next opens (.+)$")
 
 
-class State(StrEnum):
-    UP_TO_DATE = "up to date"
-    UPGRADING = "upgrading"
-    WAITING = "waiting for its wave"
-    HELD = "held"
-    OFFLINE = "offline"
-    FAILED = "failed"
-
-
-# Best first: a node's overall state is the last of its DaemonSets' states in this order.
-STATE_ORDER = (State.UP_TO_DATE, State.WAITING, State.UPGRADING, State.HELD, State.FAILED, State.OFFLINE)
-_RANK = {s: i for i, s in enumerate(STATE_ORDER)}
-
-
-def worst(states: Iterable[State]) -> State | None:
-    found = list(states)
-    return max(found, key=_RANK.__getitem__) if found else None
+State = rules.State
+STATE_ORDER = rules.STATE_ORDER
+worst = rules.worst
 
 
 def strategy_of(ds: JSON) -> str:
@@ -102,39 +80,6 @@ def is_managed(ds: JSON) -> bool:
     return ANNOTATION_UPDATE_STRATEGY in annotations_of(ds)
 
 
-def rollout_state(ds: JSON) -> states.RolloutState | None:
-    """The controller's `edgeagent.io/rollout-state`, or None when absent or unreadable (never fatal)."""
-    return states.state_of(ds)[0]
-
-
-def plan_of(ds: JSON) -> plans.Plan | None:
-    """The DaemonSet's rollout plan; None without one, or when the controller would ignore it (a problem)."""
-    plan, problems = plans.parse_plan(ds)
-    return None if problems else plan
-
-
-def active_state(ds: JSON, revision: str) -> states.RolloutState | None:
-    """The rollout state when it is about the current revision (an older one says nothing about waves now),
-    or about the bad revision that was rolled back to the current one (its phase, `rolledBack`, and the nodes
-    it failed on are what a person wants to see while the good revision returns)."""
-    state = rollout_state(ds)
-    if state is None:
-        return None
-    if not revision or state.revision == revision:
-        return state
-    if state.phase == states.PHASE_ROLLED_BACK and state.stable_revision == revision:
-        return state
-    return None
-
-
-def ranking(plan: plans.Plan | None, state: states.RolloutState | None,
-            members: Mapping[str, Mapping[str, str]]) -> plans.Ranking | None:
-    """The planner's waves over the DaemonSet's nodes (name -> labels), while a plan is rolling."""
-    if plan is None or state is None or state.phase not in states.ACTIVE_PHASES:
-        return None
-    return plans.rank(plan, members)
-
-
 def held_condition(pod: JSON) -> tuple[str, str] | None:
     return contract.held_by(pod)
 
@@ -145,15 +90,6 @@ def next_window(held: tuple[str, str] | None) -> str:
         return ""
     match = _NEXT_OPENS.search(held[1])
     return match.group(1) if match else ""
-
-
-def _stuck_reason(pod: JSON) -> str:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        waiting = ((status or {}).get("state") or {}).get("waiting") or {}
-        reason = str(waiting.get("reason") or "")
-        if reason in _STUCK_REASONS:
-            return reason
-    return ""
 
 
 def event_time(event: JSON) -> float:
@@ -243,30 +179,22 @@ def current_revision(ds: JSON, pods: list[JSON], revisions: Iterable[JSON] = ())
     messages.pop(None, None)
     if messages:
         return str(messages.most_common(1)[0][0])
-    state = rollout_state(ds)
-    return state.revision if state is not None else ""
+    status = plan_source.status_of(ds)
+    return str(status.get("revision") or "") if status is not None else ""
 
 
-def is_current(pod: JSON, ds: JSON, revision: str) -> bool:
-    """OpenYurt's rule: up to date when the hash label equals the current hash, or the template generation does."""
-    labels = labels_of(pod)
-    generation = str(annotations_of(ds).get(ANNOTATION_TEMPLATE_GENERATION) or "")
-    if generation and labels.get(LABEL_TEMPLATE_GENERATION) == generation:
-        return True
-    return bool(revision) and labels.get(LABEL_REVISION_HASH) == revision
-
-
-@dataclass
+@dataclass(frozen=True)
 class PodView:
-    """One node's pod of one DaemonSet, as the fleet sees it."""
+    """One node's cell for one DaemonSet: its state (from `rules.node_state`) and the facts shown beside it."""
 
     node: str
     state: State
+    why: str = ""
     pod: str = ""
     revision: str = ""
     current: bool = False
-    held: tuple[str, str] | None = None
-    why: str = ""  # failed: why; waiting: the reason the controller gave
+    policy: str = rules.POLICY_UNKNOWN  # held | open | unknown (no agent reported one)
+    held: tuple[str, str] | None = None  # (reason, message) while the agent holds it
 
 
 @dataclass
@@ -281,99 +209,71 @@ class DaemonSetView:
     phase: str
     bake_left: float | None
     paused: bool
-    pods: dict[str, PodView] = field(default_factory=dict)  # by node
+    pods: dict[str, PodView] = field(default_factory=dict)  # by node: every node of the DaemonSet
     reached: int | None = None  # nodes in the waves reached so far (with a rolling plan)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def count(self, state: State) -> int:
-        return sum(1 for p in self.pods.values() if p.state is state)
+    def count(self, which: State) -> int:
+        return sum(1 for p in self.pods.values() if p.state is which)
 
     @property
     def up_to_date(self) -> int:
-        return sum(1 for p in self.pods.values() if p.current)
+        return self.count(State.UP_TO_DATE)
 
     @property
     def held(self) -> int:
-        return sum(1 for p in self.pods.values() if p.held is not None)
+        return self.count(State.HELD)
+
+    def counts(self) -> dict[str, int]:
+        return rules.counts(p.state for p in self.pods.values())
 
     def to_json(self) -> JSON:
-        counts = {s.value: self.count(s) for s in State}
+        counts = self.counts()
         return {
             "namespace": self.namespace, "name": self.name, "model": self.model, "revision": self.revision,
-            "upToDate": self.up_to_date, "desired": self.desired, "wave": self.wave, "waves": self.waves,
-            "phase": self.phase, "bakeLeftSeconds": self.bake_left, "paused": self.paused, "reached": self.reached,
-            "held": self.held, "offline": counts[State.OFFLINE], "failed": counts[State.FAILED],
-            "states": counts,
+            "upToDate": self.up_to_date, "desired": self.desired, "nodes": len(self.pods), "wave": self.wave,
+            "waves": self.waves, "phase": self.phase, "bakeLeftSeconds": self.bake_left, "paused": self.paused,
+            "reached": self.reached, "held": self.held, "offline": counts[State.OFFLINE],
+            "failed": counts[State.FAILED], "states": counts,
         }
 
 
 def node_ready(node: JSON | None) -> str:
-    """As kubectl's STATUS column: `Ready`, `NotReady` (False or Unknown), `Unknown` (no Ready condition)."""
+    """As kubectl's STATUS column: `Ready`, `NotReady` (False or Unknown), `Unknown` (no Ready condition or
+    not in the node list)."""
     cond = get_condition(node, "Ready") if node is not None else None
     if cond is None:
         return "Unknown"
     return "Ready" if cond.get("status") == "True" else "NotReady"
 
 
-def last_seen(node: JSON | None) -> float | None:
-    """When the node's kubelet last reported (its Ready condition's heartbeat)."""
-    cond = get_condition(node, "Ready") if node is not None else None
-    return parse_time((cond or {}).get("lastHeartbeatTime")) if cond else None
+def lease_renewals(leases: Iterable[JSON]) -> dict[str, float]:
+    """node -> its Lease's `renewTime` (epoch seconds): the kubelet's heartbeat, every ~10 s.
+
+    Not the Ready condition's `lastHeartbeatTime`: a real kubelet posts node status only every few minutes
+    when nothing changes, so that time is the same for nodes online and cut off."""
+    found: dict[str, float] = {}
+    for lease in leases:
+        renewed = parse_time((lease.get("spec") or {}).get("renewTime"))
+        if renewed is not None:
+            found[name_of(lease)] = renewed
+    return found
 
 
-def pod_view(ds: JSON, revision: str, node_name: str, pod: JSON | None, node: JSON | None,
-             last_outcome: Outcome | None, failures: set[str], waiting: bool) -> PodView:
-    """The state of one node for one DaemonSet (see the module docstring for the order)."""
-    view = PodView(node=node_name, state=State.UPGRADING)
-    if pod is not None:
-        view.pod = name_of(pod)
-        view.revision = str(labels_of(pod).get(LABEL_REVISION_HASH) or "")
-        view.current = is_current(pod, ds, revision)
-        view.held = held_condition(pod)
-    if node_ready(node) != "Ready":
-        view.state = State.OFFLINE
-        return view
-    if view.current and pod is not None and is_pod_ready(pod):
-        view.state = State.UP_TO_DATE
-        return view
-    stuck = _stuck_reason(pod) if pod is not None and view.current else ""
-    if stuck:
-        view.state, view.why = State.FAILED, stuck
-        return view
-    if not view.current and last_outcome is not None and last_outcome.reason == REASON_UPGRADE_FAILED:
-        view.state, view.why = State.FAILED, last_outcome.message
-        return view
-    if node_name in failures and not view.current:
-        view.state, view.why = State.FAILED, "counted failed by the rollout"
-        return view
-    if view.held is not None:
-        view.state, view.why = State.HELD, view.held[0]
-        return view
-    need = get_condition(pod, CONDITION_POD_NEED_UPGRADE) if pod is not None else None
-    if waiting or (need is not None and need.get("status") == "False"
-                   and need.get("reason") == REASON_WAITING_FOR_WAVE):
-        view.state, view.why = State.WAITING, REASON_WAITING_FOR_WAVE
-        return view
-    return view
-
-
-def phase_of(state: states.RolloutState | None, all_current: bool, paused: bool) -> str:
-    """The controller's phase while a plan rolls the current revision; else what the pods say."""
-    if state is not None:
-        return state.phase
-    if paused:
-        return "paused"
-    return "complete" if all_current else "progressing"
-
-
-def bake_left_of(plan: plans.Plan | None, state: states.RolloutState | None, now: float) -> float | None:
-    if plan is None or state is None or state.phase != states.PHASE_BAKING:
-        return None
-    ends = state.bake_ends_at(plan)
-    return None if ends is None else max(0.0, ends - now)
+def pod_view(ds: JSON, plan: rules.PlanStatus | None, revision: str, node_name: str, pod: JSON | None,
+             node: JSON | None, last_outcome: Outcome | None, now: float, wave: int | None) -> PodView:
+    """The cell of one node for one DaemonSet: `rules.node_state` and the facts shown beside it."""
+    outcome = (last_outcome.reason, last_outcome.message) if last_outcome is not None else None
+    verdict = rules.node_state(ds, plan, pod, node, revision=revision, now=now, wave=wave, outcome=outcome)
+    if pod is None:
+        return PodView(node=node_name, state=verdict.state, why=verdict.why)
+    kind, reason, message = rules.policy(pod)
+    return PodView(node=node_name, state=verdict.state, why=verdict.why, pod=name_of(pod),
+                   revision=rules.pod_revision(pod), current=rules.is_current(pod, ds, revision), policy=kind,
+                   held=(reason, message) if kind == rules.POLICY_HELD else None)
 
 
 def int_or_none(value: object) -> int | None:
@@ -392,65 +292,87 @@ def outcomes_by_node(events: Iterable[JSON]) -> dict[str, list[Outcome]]:
     return found
 
 
-def daemonset_view(ds: JSON, pods: list[JSON], nodes: dict[str, JSON], outcomes: dict[str, list[Outcome]],
-                   now: float, revisions: Iterable[JSON] = ()) -> DaemonSetView:
-    """The DaemonSet's row and its per-node states; `pods` may hold any pods (others are ignored)."""
-    uid = meta(ds).get("uid")
-    owned = [p for p in pods if (daemonset_owner(p) or {}).get("uid") == uid and node_name_of(p)]
-    # A node's live pod wins over one being deleted (the replacement of an upgrade).
-    by_node: dict[str, JSON] = {}
-    for pod in sorted(owned, key=lambda p: not is_terminating(p)):
-        by_node[node_name_of(pod)] = pod
-    revision = current_revision(ds, [p for p in owned if not is_terminating(p)], revisions)
-    state = active_state(ds, revision)
-    failures = failed_nodes(state)
-    paused = str(annotations_of(ds).get(ANNOTATION_PAUSED, "")).lower() == "true"
-    view = DaemonSetView(
-        namespace=namespace_of(ds), name=name_of(ds), model=strategy_of(ds) or "unknown", revision=revision,
-        desired=0, wave=None, waves=None, phase="", bake_left=None, paused=paused)
-    plan = plan_of(ds)
-    waves = ranking(plan, state, {n: labels_of(nodes.get(n) or {}) for n in by_node})
-    if state is not None:
-        view.wave, view.waves = state.wave, state.waves
-    if waves is not None and state is not None:
-        view.reached = len(waves.nodes_in_waves(state.wave))
-    for node_name, pod in sorted(by_node.items()):
-        last = next((o for o in outcomes.get(node_name, ()) if o.namespace == view.namespace
-                     and pod_belongs_to(o.pod, view.name)), None)
-        waiting = waves is not None and state is not None and not waves.reached(node_name, state.wave)
-        view.pods[node_name] = pod_view(ds, revision, node_name, pod, nodes.get(node_name), last, failures,
-                                        waiting=waiting)
+def last_outcome_for(outcomes: Iterable[Outcome], namespace: str, name: str) -> Outcome | None:
+    """The newest of a node's outcome Events (newest first) that is about one of this DaemonSet's pods."""
+    return next((o for o in outcomes if o.namespace == namespace and pod_belongs_to(o.pod, name)), None)
+
+
+def pick_pod(pods: Iterable[JSON]) -> JSON | None:
+    """A node's live pod wins over one being deleted (the replacement of an upgrade)."""
+    found = sorted(pods, key=lambda p: not is_terminating(p))
+    return found[-1] if found else None
+
+
+def is_paused(ds: JSON) -> bool:
+    return str(annotations_of(ds).get(ANNOTATION_PAUSED, "")).lower() == "true"
+
+
+def summarize(view: DaemonSetView, ds: JSON, plan: rules.PlanStatus | None, spec: plan_source.Plan | None,
+              now: float) -> None:
+    """Fill the DaemonSet's row (desired, phase, bake left) from its cells: one rule for every view."""
     desired = int_or_none((ds.get("status") or {}).get("desiredNumberScheduled"))
     view.desired = max(desired or 0, len(view.pods))
-    all_current = bool(view.pods) and all(p.current for p in view.pods.values()) and view.desired == len(view.pods)
-    view.phase = phase_of(state, all_current, paused)
-    view.bake_left = bake_left_of(plan, state, now)
+    view.paused = is_paused(ds)
+    view.phase = rules.rollout_phase(plan, (p.state for p in view.pods.values()), view.desired, view.paused)
+    view.bake_left = plan_source.bake_left(spec, plan, now)
+
+
+def daemonset_view(ds: JSON, pods: list[JSON], nodes: dict[str, JSON], outcomes: dict[str, list[Outcome]],
+                   now: float, revisions: Iterable[JSON] = ()) -> DaemonSetView:
+    """The DaemonSet's row and its per-node cells: one per node running one of its pods (even a node missing
+    from `nodes`, which is offline) and one per node it should run a pod on but does not (yet)."""
+    uid = meta(ds).get("uid")
+    owned = [p for p in pods if (daemonset_owner(p) or {}).get("uid") == uid and node_name_of(p)]
+    grouped: dict[str, list[JSON]] = {}
+    for pod in owned:
+        grouped.setdefault(node_name_of(pod), []).append(pod)
+    by_node: dict[str, JSON | None] = {}
+    for name, found in grouped.items():
+        by_node[name] = pick_pod(found)
+    for name, node in nodes.items():
+        if name not in by_node and placement.runs_on(ds, node):
+            by_node[name] = None
+    revision = current_revision(ds, [p for p in owned if not is_terminating(p)], revisions)
+    plan = rules.relevant(plan_source.status_of(ds), revision)
+    spec = plan_source.plan_of(ds)
+    view = DaemonSetView(
+        namespace=namespace_of(ds), name=name_of(ds), model=strategy_of(ds) or "unknown", revision=revision,
+        desired=0, wave=None, waves=None, phase="", bake_left=None, paused=False)
+    waves = plan_source.ranking(spec, plan, {n: labels_of(nodes.get(n) or {}) for n in by_node})
+    if plan is not None:
+        view.wave, view.waves = int_or_none(plan.get("wave")), int_or_none(plan.get("waves"))
+    if waves is not None and view.wave is not None:
+        view.reached = len(waves.nodes_in_waves(view.wave))
+    for node_name, its_pod in sorted(by_node.items()):
+        last = last_outcome_for(outcomes.get(node_name, ()), view.namespace, view.name)
+        view.pods[node_name] = pod_view(ds, plan, revision, node_name, its_pod, nodes.get(node_name), last, now,
+                                        waves.wave_of(node_name) if waves is not None else None)
+    summarize(view, ds, plan, spec, now)
     return view
-
-
-def failed_nodes(state: states.RolloutState | None) -> set[str]:
-    return {node for node, _, _ in states.iter_failures(state)} if state is not None else set()
 
 
 @dataclass
 class NodeView:
     name: str
     ready: str
+    policy: str
     held: tuple[str, str] | None
     next_window: str
     last_seen: float | None
     state: State
+    why: str
     versions: dict[str, PodView]  # by DaemonSet key
     outcomes: list[Outcome]
 
     def to_json(self) -> JSON:
         return {
-            "node": self.name, "ready": self.ready, "state": self.state.value,
+            "node": self.name, "ready": self.ready, "state": self.state.value, "why": self.why,
+            "policy": self.policy,
             "held": {"reason": self.held[0], "message": self.held[1]} if self.held else None,
             "nextWindow": self.next_window or None,
             "lastSeen": format_time(self.last_seen) if self.last_seen is not None else None,
-            "daemonsets": {key: {"pod": p.pod, "revision": p.revision, "upToDate": p.current,
-                                 "state": p.state.value, "why": p.why}
+            "daemonsets": {key: {"pod": p.pod, "revision": p.revision, "upToDate": p.state is State.UP_TO_DATE,
+                                 "current": p.current, "state": p.state.value, "why": p.why}
                            for key, p in self.versions.items()},
             "lastOutcome": self.outcomes[0].to_json() if self.outcomes else None,
         }
@@ -462,23 +384,43 @@ class Fleet:
     nodes: list[NodeView]
 
 
-def node_view(name: str, node: JSON | None, daemonsets: list[DaemonSetView], outcomes: list[Outcome]) -> NodeView:
+def _policy_over(cells: Iterable[PodView]) -> tuple[str, tuple[str, str] | None]:
+    """A node's policy as its agent reported it on any of its pods: held wins, then open, else unknown."""
+    found = list(cells)
+    held = next((c.held for c in found if c.held is not None), None)
+    if held is not None:
+        return rules.POLICY_HELD, held
+    if any(c.policy == rules.POLICY_OPEN for c in found):
+        return rules.POLICY_OPEN, None
+    return rules.POLICY_UNKNOWN, None
+
+
+def node_view(name: str, node: JSON | None, daemonsets: list[DaemonSetView], outcomes: list[Outcome],
+              lease_renewed: float | None = None) -> NodeView:
+    """A node across its DaemonSets: the worst state, and the WHY of the DaemonSet that gave it."""
     versions = {ds.key: ds.pods[name] for ds in daemonsets if name in ds.pods}
-    held = next((p.held for p in versions.values() if p.held is not None), None)
+    policy, held = _policy_over(versions.values())
     ready = node_ready(node)
-    state = worst(p.state for p in versions.values())
-    if state is None:
-        state = State.OFFLINE if ready != "Ready" else State.UP_TO_DATE
-    return NodeView(name=name, ready=ready, held=held, next_window=next_window(held), last_seen=last_seen(node),
-                    state=state, versions=versions, outcomes=outcomes)
+    overall = worst(p.state for p in versions.values())
+    if overall is None:
+        offline = rules.offline_why(node)
+        overall, why = (State.OFFLINE, offline) if offline else (State.UP_TO_DATE, "runs no managed DaemonSet")
+    else:
+        why = next(p.why for p in versions.values() if p.state is overall)
+    return NodeView(name=name, ready=ready, policy=policy, held=held, next_window=next_window(held),
+                    last_seen=lease_renewed, state=overall, why=why, versions=versions, outcomes=outcomes)
 
 
 def build(daemonsets: list[JSON], pods: list[JSON], nodes: list[JSON], events: list[JSON], now: float,
-          revisions: list[JSON] | None = None) -> Fleet:
-    """The whole picture from one list of each kind: managed DaemonSets only, sorted as kubectl sorts."""
+          revisions: list[JSON] | None = None, leases: list[JSON] | None = None) -> Fleet:
+    """The whole picture from one list of each kind: managed DaemonSets only, sorted as kubectl sorts; every
+    node listed, and every node a DaemonSet's pod runs on even when it is missing from the list."""
     by_name = {name_of(n): n for n in nodes}
     outcomes = outcomes_by_node(events)
+    renewals = lease_renewals(leases or [])
     managed = sorted((ds for ds in daemonsets if is_managed(ds)), key=lambda d: (namespace_of(d), name_of(d)))
     views = [daemonset_view(ds, pods, by_name, outcomes, now, revisions or ()) for ds in managed]
-    node_views = [node_view(name, by_name[name], views, outcomes.get(name, [])) for name in sorted(by_name)]
+    names = set(by_name) | {n for v in views for n in v.pods}
+    node_views = [node_view(name, by_name.get(name), views, outcomes.get(name, []), renewals.get(name))
+                  for name in sorted(names)]
     return Fleet(daemonsets=views, nodes=node_views)

@@ -100,6 +100,9 @@ class Informer:
         self.synced = asyncio.Event()
         self.healthy: bool = False
         self.last_error: str = ""
+        # The HTTP status of the last failure (None: none, or no answer): a 403 is a missing permission, which a
+        # caller reports differently from a link down or a rejected credential.
+        self.last_code: int | None = None
         # Counters for metrics: how often the watch was re-established and how often we had to relist.
         self.watch_restarts: int = 0
         self.relists: int = 0
@@ -198,6 +201,7 @@ class Informer:
         was = self.healthy
         self.healthy = False
         self.last_error = str(exc)
+        self.last_code = exc.code if isinstance(exc, KubeError) else None
         if was:
             self._notify_health(False)
 
@@ -207,6 +211,7 @@ class Informer:
         was = self.healthy
         self.healthy = True
         self.last_error = ""
+        self.last_code = None
         if not was:
             self._notify_health(True)
 

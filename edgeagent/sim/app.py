@@ -13,6 +13,9 @@ from edgeagent.sim.addresses import exposure_warning
 from edgeagent.sim.cluster import SimCluster
 from edgeagent.sim.persist import StateError
 
+# Up to this many nodes the banner gives each its own line (link and kubeconfig); beyond, one line for all.
+BANNER_NODES = 10
+
 
 def describe(sim: SimCluster) -> str:
     """Everything a person needs to use the running sim, printed once at start-up."""
@@ -28,8 +31,13 @@ def describe(sim: SimCluster) -> str:
         curl = f"curl --cacert {sim.tls.ca_file}"
     if not sim.config.node_links:
         lines.append("  nodes have no link and no kubeconfig of their own (--no-node-links)")
-    for node in sim.node_names if sim.config.node_links else ():
-        lines.append(f"  node {node}: link {sim.node_url(node)}, kubeconfig {sim.node_kubeconfig(node)}")
+    if sim.config.node_links and len(sim.node_names) <= BANNER_NODES:
+        for node in sim.node_names:
+            lines.append(f"  node {node}: link {sim.node_url(node)}, kubeconfig {sim.node_kubeconfig(node)}")
+    elif sim.config.node_links:
+        # A line per node is a 1,000-line banner at fleet scale: name the folder, and where each link is listed.
+        lines.append(f"  node kubeconfigs: {sim.dir}/<node>.kubeconfig ({sim.node_names[0]} ... "
+                     f"{sim.node_names[-1]}); each node's link: {curl} {sim.url}/sim/v1/nodes")
     lines += ["try:", f"  kubectl --kubeconfig {sim.admin_kubeconfig} get nodes"]
     if sim.config.node_links:
         lines += [

@@ -9,20 +9,17 @@ A screenshot of the page is saved for the test report (build/test-report/, or $E
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from edgeagent.fleet import model
-from edgeagent.fleet.dashboard import serve
-from edgeagent.fleet.settings import DashboardConfig
+from edgeagent.fleet import plan_source
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
@@ -35,6 +32,7 @@ from tests.integration.controller.conftest import (
     set_image,
 )
 from tests.support import browser
+from tests.support.dashboard_server import dashboard
 from tests.support.fleet_scenario import (
     NODES,
     NS,
@@ -46,6 +44,7 @@ from tests.support.fleet_scenario import (
     replace_pod,
     set_condition,
 )
+from tests.support.hook_proxy import HookProxy
 from tests.support.waiting import eventually
 
 __all__ = ["controllers"]  # the fixture, imported so that pytest finds it here
@@ -61,20 +60,6 @@ T = TypeVar("T")
 JSON = dict[str, Any]
 
 XSS = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
-
-
-@contextlib.asynccontextmanager
-async def dashboard(kubeconfig: Path) -> AsyncIterator[str]:
-    """`edgeagent dashboard` in this loop on a free loopback port; yields its URL."""
-    stop = asyncio.Event()
-    url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    cfg = DashboardConfig(kubeconfig=kubeconfig, bind="127.0.0.1", port=0)
-    task = asyncio.create_task(serve(cfg, ready=url.set_result, stop=stop))
-    try:
-        yield await asyncio.wait_for(asyncio.shield(url), 20)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
 
 
 async def until(driver: Any, condition: Callable[[Any], T | None], what: str, timeout: float = WAIT) -> T:
@@ -102,7 +87,7 @@ def cell_state(node: str) -> Callable[[Any], str | None]:
 
 
 def counts(driver: Any) -> dict[str, str]:
-    return {code: driver.find_element("id", f"count-{code}").text for code in "ugwhof"}
+    return {code: driver.find_element("id", f"count-{code}").text for code in "ugwhsof"}
 
 
 def bar(driver: Any) -> dict[str, float]:
@@ -120,7 +105,7 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                 await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered")
                             == str(len(NODES)), "the grid of six nodes")
                 # Right counts per state: one node in each.
-                assert await asyncio.to_thread(counts, driver) == {c: "1" for c in "ugwhof"}
+                assert await asyncio.to_thread(counts, driver) == {**{c: "1" for c in "ugwhof"}, "s": "0"}
                 for node, code in {"edge-1": "h", "edge-2": "o", "edge-3": "f", "edge-4": "w", "edge-5": "g",
                                    "edge-6": "u"}.items():
                     assert await asyncio.to_thread(cell_state(node), driver) == code, node
@@ -135,6 +120,12 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                                       and d.find_element("id", "details-fields").text, "edge-1's details")
                 assert "OutsideMaintenanceWindow: " + WINDOW_MESSAGE in details
                 assert "2026-11-28 02:00 CET" in details
+
+                # The picture for the report (and the README, via `make screenshot`): the fleet docs/fleet.md's
+                # example describes (one node in each state), edge-1's details open.
+                await asyncio.to_thread(REPORT.parent.mkdir, parents=True, exist_ok=True)
+                await asyncio.to_thread(driver.save_screenshot, str(REPORT))
+                assert (await asyncio.to_thread(REPORT.stat)).st_size > 0
 
                 # A cut link turns the cell offline, without a reload.
                 await post_sim(sim, "/sim/v1/nodes/edge-5/disconnect")
@@ -152,14 +143,6 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                 await replace_pod(admin, "edge-4", world.revision)
                 await until(driver, lambda d: bar(d)["done"] > before["done"], "the done part to grow")
                 assert await js(driver, "return window.sameDocument === true;")
-
-                # The picture for the report (and the README, via `make screenshot`), edge-1's details open.
-                await asyncio.to_thread(lambda: driver.find_element("css selector", "[data-node='edge-1']").click())
-                await until(driver, lambda d: "Next window" in d.find_element("id", "details-fields").text,
-                            "edge-1's details again")
-                await asyncio.to_thread(REPORT.parent.mkdir, parents=True, exist_ok=True)
-                await asyncio.to_thread(driver.save_screenshot, str(REPORT))
-                assert (await asyncio.to_thread(REPORT.stat)).st_size > 0
 
                 # Whatever the cluster says is shown as text, never run as markup.
                 await agent_event(admin, XSS, "edge-3", "UpgradeFailed", "boom " + XSS)
@@ -258,8 +241,8 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
         await set_image(admin, "web", "nginx:1.20")
 
         async def baking() -> bool:
-            found = model.rollout_state(await admin.get(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web"))
-            return found is not None and found.wave == 1 and found.phase == "baking"
+            found = plan_source.status_of(await admin.get(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web"))
+            return found is not None and found["wave"] == 1 and found["phase"] == "baking"
 
         await eventually(baking, timeout=30, what="wave 1 finished and baking")
         async with dashboard(sim.admin_kubeconfig) as url:
@@ -287,13 +270,42 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
                 assert await js(driver, "return window.sameDocument === true;")
 
 
-async def test_page_turns_to_the_problem_page_when_the_api_server_goes_away(sim: SimCluster) -> None:
+async def test_the_last_known_fleet_stays_marked_stale_when_the_api_server_goes_away(sim_factory: SimFactory) -> None:
+    sim = await sim_factory(nodes=3)
     async with dashboard(sim.admin_kubeconfig) as url:
         with browser.chromium() as driver:
             await asyncio.to_thread(driver.get, url)
-            await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-health") == "ok",
-                        "the page live")
+            await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered") == "3"
+                        and d.find_element("tag name", "body").get_attribute("data-health") == "ok", "the page live")
+            assert await js(driver, "return document.body.dataset.stale") == "false"
             await sim.stop()  # the API server is gone; the dashboard keeps serving its page
             text = await until(driver, lambda d: d.find_element("id", "problem").is_displayed()
                                and d.find_element("id", "problem").text, "the unreachable page")
             assert "The API server cannot be reached" in text and sim.url.removeprefix("http://") in text
+            # The fleet as last seen is still there, marked stale.
+            assert await js(driver, "return document.body.dataset.stale") == "true"
+            assert await asyncio.to_thread(lambda: driver.find_element("id", "main").is_displayed())
+            banner = await asyncio.to_thread(lambda: driver.find_element("id", "stale").text)
+            assert banner.startswith("Stale: the fleet as last seen at ")
+            assert await js(driver, "return document.querySelectorAll('#grid .cell').length") == 3
+
+
+async def test_markup_in_an_api_error_is_shown_as_text_on_the_problem_page(sim: SimCluster, tmp_path: Path) -> None:
+    """The API server's error message is the cluster's text too: the problem page shows it, never runs it."""
+    proxy = HookProxy(sim.url)
+    await proxy.start()
+    try:
+        proxy.answer(lambda request: request.path == "/api/v1/pods", 403, "Forbidden", "pods is forbidden: " + XSS)
+        kubeconfig = tmp_path / "proxied.kubeconfig"
+        kubeconfig.write_text(sim.admin_kubeconfig.read_text().replace(sim.url, proxy.url))
+        async with dashboard(kubeconfig) as url:
+            with browser.chromium() as driver:
+                await asyncio.to_thread(driver.get, url)
+                text = await until(driver, lambda d: d.find_element("id", "problem").is_displayed()
+                                   and d.find_element("id", "problem").text, "the forbidden page")
+                assert "a permission is missing" in text and "list and watch pods" in text
+                assert "pods is forbidden: " + XSS in text
+                assert await js(driver, "return window.pwned === undefined "
+                                        "&& document.querySelectorAll('#problem script, #problem img').length === 0;")
+    finally:
+        await proxy.stop()

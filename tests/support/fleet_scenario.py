@@ -5,7 +5,8 @@ stays as written), each node put in its state the way the cluster would show it:
 
   edge-1  held        the agent's UpgradeHeld True / OutsideMaintenanceWindow on its pod
   edge-2  offline     its link cut (POST /sim/v1/nodes/edge-2/disconnect): heartbeats stop, NotReady
-  edge-3  failed      the agent's UpgradeFailed Event (source.component edgeagent) for its pod
+  edge-3  failed      the failure its node reported on its pod's status (fleet.state.FAILURE_CONDITION), beside
+                      the agent's UpgradeFailed Event (which alone would only explain, never decide)
   edge-4  waiting     PodNeedUpgrade False / WaitingForWave, as the controller writes beyond the reached waves
   edge-5  upgrading   outdated, allowed to move (PodNeedUpgrade True)
   edge-6  up to date  its pod replaced on the new revision and Ready
@@ -14,12 +15,14 @@ stays as written), each node put in its state the way the cluster would show it:
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 
+from edgeagent.fleet.state import FAILURE_CONDITION
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, CONTENT_STRATEGIC_MERGE_PATCH, KubeClient
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready, is_terminating, labels_of
 from edgeagent.sim.cluster import SimCluster
@@ -85,7 +88,8 @@ async def current_hash(admin: KubeClient, name: str = "web") -> str | None:
 
 async def post_sim(sim: SimCluster, path: str) -> None:
     """A /sim/v1 control request over HTTP, as a person would send it with curl."""
-    async with aiohttp.ClientSession() as session, session.post(f"{sim.url}{path}") as response:
+    tls = ssl.create_default_context(cafile=str(sim.tls.ca_file)) if sim.tls is not None else None
+    async with aiohttp.ClientSession() as session, session.post(f"{sim.url}{path}", ssl=tls or True) as response:
         assert response.status == 200, await response.text()
 
 
@@ -134,6 +138,9 @@ async def mixed_fleet(sim: SimCluster, admin: KubeClient) -> MixedFleet:
                                                 "message": f"controllerrevision: {revision}"})
     await set_condition(admin, pods["edge-1"], {"type": "UpgradeHeld", "status": "True",
                                                 "reason": "OutsideMaintenanceWindow", "message": WINDOW_MESSAGE})
+    await set_condition(admin, pods["edge-3"], {"type": FAILURE_CONDITION, "status": "True",
+                                                "reason": "ReplacementNotReady",
+                                                "message": f"revision {revision}: CrashLoopBackOff"})
     await agent_event(admin, pods["edge-3"]["metadata"]["name"], "edge-3", "UpgradeFailed",
                       "upgrade request 7: the replacement did not become Ready: CrashLoopBackOff")
     await post_sim(sim, "/sim/v1/nodes/edge-2/disconnect")

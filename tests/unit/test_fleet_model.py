@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
-from edgeagent.fleet import model, table
+from edgeagent.fleet import live, model, table
+from edgeagent.fleet.live import CODES, LiveFleet
 from edgeagent.kube.selectors import parse_field_selector
 from edgeagent.rollout import plan as plans
 
@@ -54,6 +57,9 @@ def state_of(the_pod: JSON, the_node: JSON | None = None, events: list[JSON] | N
 
 HELD = {"type": "UpgradeHeld", "status": "True", "reason": "OutsideMaintenanceWindow",
         "message": "outside the maintenance windows (Sat 02:00-04:00); next opens Sat 02:00"}
+REPORTED = {"type": "UpgradeFailed", "status": "True", "reason": "ReplacementNotReady",
+            "message": "revision new did not become Ready"}
+OPEN = {"type": "UpgradeHeld", "status": "False", "reason": "Open", "message": ""}
 WAITING = {"type": "PodNeedUpgrade", "status": "False", "reason": "WaitingForWave",
            "message": "controllerrevision: new"}
 
@@ -64,8 +70,118 @@ def test_each_state_from_what_the_cluster_shows() -> None:
     assert state_of(pod(conditions=[HELD])) is model.State.HELD
     assert state_of(pod(conditions=[WAITING])) is model.State.WAITING
     assert state_of(pod(), node(ready="Unknown")) is model.State.OFFLINE
-    assert state_of(pod(), events=[event("UpgradeFailed")]) is model.State.FAILED
     assert state_of(pod(generation="2", revision="new", ready=False, waiting="CrashLoopBackOff")) is model.State.FAILED
+    assert state_of(pod(conditions=[REPORTED])) is model.State.FAILED
+
+
+def test_an_event_alone_never_makes_a_node_failed_it_only_explains() -> None:
+    """Any credential can create an Event naming any node; only the pod (its containers, the condition its
+    node wrote on its status) or the controller's count says failed."""
+    the_pod = pod()
+    fleet = model.build([ds()], [the_pod], [node()], [event("UpgradeFailed")], now=0.0)
+    cell = fleet.daemonsets[0].pods["n1"]
+    assert cell.state is model.State.UPGRADING
+    assert cell.why == "its agent's last attempt failed: UpgradeFailed message"
+
+
+def test_a_crash_looping_new_pod_is_failed_and_not_also_up_to_date() -> None:
+    crashing = pod(generation="2", revision="new", ready=True, waiting="CrashLoopBackOff")
+    view = model.build([ds()], [crashing], [node()], [], now=0.0).daemonsets[0]
+    assert (view.up_to_date, view.count(model.State.FAILED)) == (0, 1)
+    assert view.to_json()["upToDate"] == view.to_json()["states"]["up to date"] == 0
+    # The failure the node wrote on a Ready pod of the current revision wins too.
+    reported = pod(generation="2", revision="new", conditions=[REPORTED])
+    assert state_of(reported) is model.State.FAILED
+
+
+@pytest.mark.parametrize("the_node", [
+    {"metadata": {"name": "n1"}, "status": {"conditions": []}},  # no Ready condition
+    {"metadata": {"name": "n1"}, "status": {}},
+    node(ready="False"), node(ready="Unknown"),
+])
+def test_a_node_without_ready_true_is_offline_even_with_an_up_to_date_pod(the_node: JSON) -> None:
+    assert state_of(pod(generation="2", revision="new"), the_node) is model.State.OFFLINE
+
+
+def test_a_node_missing_from_the_node_list_is_offline_and_still_counted() -> None:
+    fleet = model.build([ds()], [pod(generation="2", revision="new")], [], [], now=0.0)
+    view = fleet.daemonsets[0]
+    assert view.pods["n1"].state is model.State.OFFLINE
+    assert view.pods["n1"].why == "not in the node list"
+    assert [(n.name, n.state) for n in fleet.nodes] == [("n1", model.State.OFFLINE)]
+    assert view.phase == "progressing"
+
+
+def test_not_complete_while_a_node_it_should_run_on_has_no_pod() -> None:
+    """Two nodes, one pod (up to date): the second node has none yet, so the rollout is not complete."""
+    the_ds = ds()
+    the_ds["status"]["desiredNumberScheduled"] = 1  # a stale count must not hide the node
+    fleet = model.build([the_ds], [pod(generation="2", revision="new")], [node(), node("n2")], [], now=0.0)
+    view = fleet.daemonsets[0]
+    assert view.pods["n2"].state is model.State.UPGRADING and view.pods["n2"].pod == ""
+    assert (view.phase, view.desired, view.up_to_date) == ("progressing", 2, 1)
+    alone = model.build([the_ds], [pod(generation="2", revision="new")], [node()], [], now=0.0).daemonsets[0]
+    assert alone.phase == "complete"
+
+
+def test_a_node_the_daemonset_does_not_target_gets_no_cell() -> None:
+    the_ds = ds()
+    the_ds["spec"] = {"template": {"spec": {"nodeSelector": {"zone": "north"}}}}
+    tainted = node("n3")
+    tainted["spec"] = {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}
+    north = node("n2")
+    north["metadata"]["labels"] = {"zone": "north"}
+    tainted["metadata"]["labels"] = {"zone": "north"}
+    view = model.build([the_ds], [pod(generation="2", revision="new")], [node(), north, tainted], [],
+                       now=0.0).daemonsets[0]
+    assert sorted(view.pods) == ["n1", "n2"]  # n1 runs a pod; n2 should; n3's taint is not tolerated
+    the_ds["spec"]["template"]["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    view = model.build([the_ds], [], [node(), north, tainted], [], now=0.0).daemonsets[0]
+    assert sorted(view.pods) == ["n2", "n3"]
+
+
+def test_held_counts_nodes_in_the_held_state_only() -> None:
+    """An offline node whose pod is held is offline: `held` and `states.held` are the same number."""
+    fleet = model.build([ds()], [pod(conditions=[HELD])], [node(ready="False")], [], now=0.0)
+    doc = fleet.daemonsets[0].to_json()
+    assert doc["held"] == doc["states"]["held"] == 0
+    assert sum(doc["states"].values()) == doc["nodes"] == 1
+
+
+def test_policy_is_unknown_without_an_agent_and_why_comes_from_the_state_giving_daemonset() -> None:
+    other = ds()
+    other["metadata"].update(name="db", uid="db-uid")
+    db_pod = pod(conditions=[OPEN])
+    db_pod["metadata"].update(name="db-fghij", uid="db-pod")
+    db_pod["metadata"]["ownerReferences"][0].update(name="db", uid="db-uid")
+    web_pod = pod(generation="2", revision="new", ready=False, waiting="ImagePullBackOff")
+    fleet = model.build([ds(), other], [web_pod, db_pod], [node()], [], now=0.0)
+    (n1,) = fleet.nodes
+    assert (n1.state, n1.why) == (model.State.FAILED, "ImagePullBackOff")
+    assert n1.policy == "open"  # db's agent reported one
+    alone = model.build([ds()], [pod()], [node()], [], now=0.0).nodes[0]
+    assert (alone.policy, alone.held, alone.next_window) == ("unknown", None, "")
+
+
+def test_after_an_abort_nothing_waits_or_upgrades_that_nothing_will_move() -> None:
+    aborted = json.dumps({"revision": "new", "wave": 1, "waves": 2, "phase": "aborted"})
+    the_ds = ds(**{"edgeagent.io/rollout-state": aborted, "edgeagent.io/rollout-steps": "1,100%"})
+    rev = {"metadata": {"name": "web-new", "labels": {"controller-revision-hash": "new"},
+                        "ownerReferences": [{"uid": DS_UID, "controller": True}]}, "revision": 2}
+    pods = [pod(), pod("n2", conditions=[WAITING])]
+    pods[1]["metadata"]["name"] = "web-fghij"
+    view = model.build([the_ds], pods, [node(), node("n2")], [], now=0.0, revisions=[rev]).daemonsets[0]
+    assert {n: c.state for n, c in view.pods.items()} == {"n1": model.State.STOPPED, "n2": model.State.STOPPED}
+
+
+def test_lease_renew_time_is_last_seen_not_the_ready_heartbeat() -> None:
+    the_node = node()
+    the_node["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:00Z"
+    lease = {"metadata": {"name": "n1", "namespace": "kube-node-lease"},
+             "spec": {"renewTime": "2026-01-01T00:05:00.123456Z"}}
+    fleet = model.build([ds()], [pod()], [the_node], [], now=0.0, leases=[lease])
+    assert fleet.nodes[0].to_json()["lastSeen"] == "2026-01-01T00:05:00Z"
+    assert model.build([ds()], [pod()], [the_node], [], now=0.0).nodes[0].last_seen is None
 
 
 def test_offline_wins_and_a_later_success_or_another_daemonsets_failure_is_not_a_failure() -> None:
@@ -169,3 +285,84 @@ def test_event_source_field_selector_matches_the_component() -> None:
     selector = parse_field_selector("source=edgeagent", allowed=None)
     assert selector.matches(event("UpgradeFailed"))
     assert not selector.matches(event("UpgradeFailed", component="edgeagent-controller"))
+
+
+_NODE_KINDS = ("ready", "not-ready", "no-ready-condition", "missing")
+_POD_KINDS = ("none", "old", "new", "new-unready", "crash", "held", "held-open", "waiting", "reported")
+
+
+def _object_fleet(spec: list[tuple[str, str]]) -> tuple[list[JSON], list[JSON]]:
+    nodes, pods = [], []
+    for i, (node_kind, pod_kind) in enumerate(spec):
+        name = f"n{i}"
+        if node_kind != "missing":
+            the_node = node(name, ready="False" if node_kind == "not-ready" else "True")
+            if node_kind == "no-ready-condition":
+                the_node["status"]["conditions"] = []
+            nodes.append(the_node)
+        if pod_kind == "none":
+            continue
+        conditions = {"held": [HELD], "held-open": [OPEN], "waiting": [WAITING], "reported": [REPORTED]}
+        new = pod_kind in ("new", "new-unready", "crash")
+        made = pod(name, generation="2" if new else "1", revision="new" if new else "old",
+                   ready=pod_kind not in ("new-unready", "crash"), conditions=conditions.get(pod_kind),
+                   waiting="CrashLoopBackOff" if pod_kind == "crash" else "")
+        made["metadata"]["name"] = f"web-{i:05d}"
+        pods.append(made)
+    return nodes, pods
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=hs.lists(hs.tuples(hs.sampled_from(_NODE_KINDS), hs.sampled_from(_POD_KINDS)), max_size=8))
+def test_counts_add_up_to_the_nodes_and_the_dashboards_live_fleet_agrees(spec: list[tuple[str, str]]) -> None:
+    """Whatever the cluster shows, each node of the DaemonSet is in one state, and the dashboard's incremental
+    LiveFleet (fed the same objects in any order) counts exactly what `fleet` counts."""
+    nodes, pods = _object_fleet(spec)
+    fleet = model.build([ds()], pods, nodes, [], now=0.0)
+    view = fleet.daemonsets[0]
+    expected_nodes = {f"n{i}" for i, (nk, pk) in enumerate(spec) if pk != "none" or nk != "missing"}
+    assert set(view.pods) == expected_nodes
+    doc = view.to_json()
+    assert sum(doc["states"].values()) == doc["nodes"] == len(expected_nodes)
+    assert doc["upToDate"] == doc["states"]["up to date"]
+    assert doc["phase"] == ("complete" if expected_nodes and doc["upToDate"] == len(expected_nodes)
+                            else "progressing")
+
+    fed = LiveFleet(clock=lambda: 0.0)
+    fed.on_daemonset("ADDED", ds(), None)
+    for the_node in nodes:
+        fed.on_node("ADDED", the_node, None)
+    for the_pod in pods:
+        fed.on_pod("ADDED", the_pod, None)
+    fed.finish_batch()
+    assert fed.counts() == {view.key: view.counts()}
+    (summary,) = fed.summaries()
+    assert (summary["u"], summary["d"], summary["p"]) == (view.up_to_date, view.desired, view.phase)
+    assert dict(fed.grid()) == {n.name: CODES[n.state] for n in fleet.nodes}
+    # Live changes after the first sync reach the same place as a fresh build.
+    fresh = LiveFleet(clock=lambda: 0.0)
+    fresh.on_daemonset("ADDED", ds(), None)
+    fresh.finish_batch()
+    for the_pod in pods:
+        fresh.on_pod("ADDED", the_pod, None)
+    for the_node in nodes:
+        fresh.on_node("ADDED", the_node, None)
+    assert fresh.counts() == fed.counts()
+
+
+@settings(max_examples=30, deadline=None)
+@given(order=hs.permutations(list(range(80))))
+def test_the_dashboards_events_are_the_newest_fifty_newest_first_whatever_the_arrival_order(order: list[int]) -> None:
+    fed = LiveFleet(clock=lambda: 0.0)
+    told: list[JSON] = []
+    fed.add_event_listener(told.append)
+    for i in order:
+        fed.on_event("ADDED", event("UpgradeSucceeded", pod_name=f"web-{i:05d}",
+                                    at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}Z"), None)
+    times = [e["time"] for e in fed.events]
+    assert len(times) == live.RECENT_EVENTS
+    assert times == sorted(times, reverse=True)
+    assert [e["object"] for e in fed.events] == [f"Pod/default/web-{i:05d}" for i in range(79, 29, -1)]
+    late = event("UpgradeSucceeded", pod_name="web-old00", at="2025-01-01T00:00:00Z")
+    fed.on_event("ADDED", late, None)  # older than the fifty kept: neither kept nor sent to the page
+    assert told[-1]["object"] != "Pod/default/web-old00" and len(fed.events) == live.RECENT_EVENTS

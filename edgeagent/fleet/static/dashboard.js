@@ -4,7 +4,7 @@
 
 const STATES = [
   ["u", "up to date"], ["g", "upgrading"], ["w", "waiting for its wave"],
-  ["h", "held"], ["o", "offline"], ["f", "failed"],
+  ["h", "held"], ["s", "stopped"], ["o", "offline"], ["f", "failed"],
 ];
 const STATE_NAMES = new Map(STATES);
 const MAX_EVENTS = 50;
@@ -199,12 +199,16 @@ function eventRow(ev) {
 }
 
 function setEvents(list) {
-  document.getElementById("events").replaceChildren(...list.map(eventRow));
+  const newest = [...list].sort((a, b) => b.time - a.time).slice(0, MAX_EVENTS);
+  document.getElementById("events").replaceChildren(...newest.map(eventRow));
 }
 
+// Newest first, at most MAX_EVENTS: an Event that arrives late (a relist) goes where its time puts it.
 function addEvent(ev) {
   const body = document.getElementById("events");
-  body.prepend(eventRow(ev));
+  const row = eventRow(ev);
+  const after = Array.from(body.children).find(tr => Number(tr.getAttribute("data-time")) < ev.time);
+  if (after) body.insertBefore(row, after); else body.append(row);
   while (body.children.length > MAX_EVENTS) body.lastElementChild.remove();
 }
 
@@ -222,14 +226,15 @@ async function loadDetails(node) {
   document.getElementById("details-name").textContent = d.node;
   const dl = document.getElementById("details-fields");
   const rows = [
-    ["State", d.state], ["Ready", d.ready],
-    ["Held", d.held ? d.held.reason + ": " + d.held.message : "no"],
-    ["Next window", d.nextWindow || (d.held ? "-" : "open now")],
+    ["State", d.state + (d.why ? " (" + d.why + ")" : "")], ["Ready", d.ready],
+    ["Held", d.held ? d.held.reason + ": " + d.held.message :
+      d.policy === "open" ? "no" : "unknown (no agent reported a policy)"],
+    ["Next window", d.nextWindow || (d.held ? "-" : d.policy === "open" ? "open now" : "unknown")],
     ["Last seen", d.lastSeen ? since(d.lastSeen) + " ago" : "-"],
   ];
   for (const [key, v] of Object.entries(d.daemonsets)) {
-    rows.push([key, (v.revision || "?") + (v.upToDate ? " (up to date)" : " (outdated)") + ", " + v.state +
-      (v.why ? " (" + v.why + ")" : "")]);
+    rows.push([key, (v.pod ? (v.revision || "?") + (v.current ? "" : " (older revision)") : "no pod") + ", " +
+      v.state + (v.why ? " (" + v.why + ")" : "")]);
   }
   dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
   const outcomes = document.getElementById("details-outcomes");
@@ -248,20 +253,39 @@ function select(node) {
 
 // ------------------------------------------------------------------------------------------- health
 
+let staleSince = null;  // when the page last knew the fleet to be current (the link broke after it)
+
 function setHealth(h) {
   const link = document.getElementById("link");
   const label = {ok: "live", connecting: "connecting…", unreachable: "API server unreachable",
-    refused: "credentials refused", lost: "dashboard unreachable, retrying…"}[h.state] || h.state;
+    refused: "credentials refused", forbidden: "not allowed to read the fleet",
+    lost: "dashboard unreachable, retrying…"}[h.state] || h.state;
   link.textContent = label + (h.server ? " · " + h.server : "");
   link.className = "link " + h.state;
   const problem = document.getElementById("problem");
-  const bad = h.state === "unreachable" || h.state === "refused";
+  const bad = h.state === "unreachable" || h.state === "refused" || h.state === "forbidden";
   problem.hidden = !bad;
-  document.getElementById("main").hidden = bad;
+  // The last known fleet stays on screen, marked stale, rather than a blank page: during an outage an
+  // operator still needs to see which nodes were where.
+  const known = cells.size > 0 || rollouts.size > 0;
+  const stale = (bad || h.state === "lost") && known;
+  if (stale && staleSince === null) staleSince = new Date();
+  if (!stale) staleSince = null;
+  document.getElementById("main").hidden = bad && !known;
+  document.getElementById("main").classList.toggle("stale", stale);
+  const banner = document.getElementById("stale");
+  banner.hidden = !stale;
+  if (stale) {
+    banner.textContent = "Stale: the fleet as last seen at " + staleSince.toLocaleTimeString() +
+      "; it is not updated until the link is back.";
+  }
   document.body.setAttribute("data-health", h.state);
+  document.body.setAttribute("data-stale", String(stale));
   if (bad) {
-    document.getElementById("problem-title").textContent = h.state === "refused"
-      ? "The API server refused the dashboard's credentials" : "The API server cannot be reached";
+    document.getElementById("problem-title").textContent = {
+      refused: "The API server refused the dashboard's credentials",
+      forbidden: "Your credentials may not read the fleet: a permission is missing",
+    }[h.state] || "The API server cannot be reached";
     document.getElementById("problem-text").textContent = h.problem || "";
     document.getElementById("problem-check").replaceChildren(...(h.check || []).map(t => el("li", null, t)));
   }

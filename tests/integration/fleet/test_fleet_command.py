@@ -12,7 +12,16 @@ from pathlib import Path
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
-from tests.support.fleet_scenario import EXPECTED, NODES, NS, WINDOW_MESSAGE, current_hash, manifest, mixed_fleet
+from tests.support.fleet_scenario import (
+    EXPECTED,
+    NODES,
+    NS,
+    WINDOW_MESSAGE,
+    current_hash,
+    manifest,
+    mixed_fleet,
+    post_sim,
+)
 from tests.support.waiting import eventually
 
 EDGEAGENT = [str(Path(sys.executable).parent / "edgeagent")]
@@ -86,8 +95,8 @@ async def test_fleet_counts_each_state_and_nodes_shows_one_row_per_node(sim_fact
     item = json.loads(out)["items"][0]
     assert (item["name"], item["upToDate"], item["desired"], item["held"], item["offline"], item["failed"]) == \
         ("web", 1, 6, 1, 1, 1)
-    assert item["states"] == {"up to date": 1, "upgrading": 1, "waiting for its wave": 1, "held": 1, "offline": 1,
-                              "failed": 1}
+    assert item["states"] == {"up to date": 1, "upgrading": 1, "waiting for its wave": 1, "held": 1, "stopped": 0,
+                              "offline": 1, "failed": 1}
 
 
 async def test_rollout_state_fills_wave_and_phase_and_selectors_filter(sim: SimCluster, admin: KubeClient) -> None:
@@ -137,3 +146,31 @@ async def test_unknown_daemonset_and_unreachable_cluster_are_one_line_and_exit_1
 async def test_no_managed_daemonset_says_so_like_kubectl(sim: SimCluster) -> None:
     code, out, err = await fleet("--kubeconfig", str(sim.admin_kubeconfig))
     assert (code, out, err) == (0, "", "No managed DaemonSets found in default namespace.\n")
+
+
+async def test_watch_prints_the_table_once_then_only_the_rows_that_change(sim_factory: SimFactory) -> None:
+    """`fleet nodes --watch`: a cut link prints edge-2's row again, and nothing else (not the table)."""
+    sim = await sim_factory(node_names=["edge-1", "edge-2", "edge-3"])
+    async with await KubeClient.connect(sim.admin_kubeconfig) as admin:
+        await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", manifest())
+        await eventually(lambda: current_hash(admin), what="web's first revision")
+    proc = await asyncio.create_subprocess_exec(*EDGEAGENT, "fleet", "nodes", "--watch", "-o", "wide",
+                                                "--kubeconfig", str(sim.admin_kubeconfig),
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                stdin=asyncio.subprocess.DEVNULL)
+    assert proc.stdout is not None
+    try:
+        async def line() -> str:
+            assert proc.stdout is not None
+            return (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().rstrip("\n")
+
+        first = [await line() for _ in range(4)]
+        assert first[0].startswith("NODE ") and [r.split()[0] for r in first[1:]] == ["edge-1", "edge-2", "edge-3"]
+        # Pods come up (a row per node that changed), then the cut: only edge-2's row, offline.
+        await post_sim(sim, "/sim/v1/nodes/edge-2/disconnect")
+        while "offline" not in (changed := await line()):
+            assert changed.split()[0] in ("edge-1", "edge-2", "edge-3"), changed  # a row, never the header again
+        assert changed.split()[:2] == ["edge-2", "NotReady"]
+    finally:
+        proc.terminate()
+        await proc.wait()
