@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from edgeagent.kube.timeutil import format_time, parse_time
 from edgeagent.rollout import plan as plans
 from edgeagent.rollout import state as states
-from edgeagent.kube.timeutil import format_time, parse_time
 
 JSON = dict[str, Any]
 Plan = plans.Plan
