@@ -255,9 +255,8 @@ class OwnerPods:
         cached = self.pods.get(key)
         if cached is None:
             return
-        if cached is pod:
-            self.unobserved[key] = written_rv
-        elif written_rv and not includes_write(str(meta(cached).get("resourceVersion") or ""), written_rv):
+        behind = bool(written_rv) and not includes_write(str(meta(cached).get("resourceVersion") or ""), written_rv)
+        if cached is pod or behind:
             self.unobserved[key] = written_rv
 
     def _left(self, node: str) -> None:
