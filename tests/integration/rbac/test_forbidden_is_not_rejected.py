@@ -10,6 +10,7 @@ daemonsets` logs one `plan_check_skipped` line; a list/watch refused with 403 ba
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -115,13 +116,13 @@ async def test_a_forbidden_list_watch_backs_off_to_a_minute_and_says_so_once(
             # kick the refused informer out of its backoff (FAST_AGENT probes every 0.1 s).
             await wait_connected(agent)
             tried = await eventually(lists, timeout=30, what="five refused lists")
-            status, ready = await _call(agent, "GET", "/v1/readyz")
+            _, ready = await _call(agent, "GET", "/v1/readyz")
             problems = " ".join(ready["problems"])
     assert ready["link"]["credentials"]["rejected"] is False, ready
     assert "refuses this node's pod list/watch (403" in problems and "credentials rejected" not in problems, ready
     # Backoff 0.2 s doubling, jittered to between half and all of it: the 4th wait is at least 0.8 s. Kicked by
     # each probe, it would be about the probe interval.
-    gaps = [b["time"] - a["time"] for a, b in zip(tried, tried[1:], strict=False)]
+    gaps = [b["time"] - a["time"] for a, b in itertools.pairwise(tried)]
     assert gaps[3] >= 0.8, gaps
     forbidden = [e for e in logs if e["event"] == "list_watch_forbidden"]
     assert len(forbidden) == 1 and forbidden[0]["log_level"] == "warning", forbidden
