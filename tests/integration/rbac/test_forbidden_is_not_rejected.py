@@ -10,6 +10,8 @@ daemonsets` logs one `plan_check_skipped` line; a list/watch refused with 403 ba
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from edgeagent.agent.app import Agent
+from edgeagent.fleet.dashboard import Dashboard
+from edgeagent.fleet.settings import DashboardConfig
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.errors import NotFound
 from edgeagent.sim.cluster import SimCluster
@@ -161,3 +165,32 @@ async def _absent(admin: KubeClient, path: str) -> bool:
     except NotFound:
         return True
     return False
+
+
+async def test_the_dashboard_says_a_refused_list_is_a_missing_grant_not_an_unreachable_server(
+        sim: SimCluster, tmp_path: Path) -> None:
+    """Before, a 403 counted as rejected credentials; now it does not, and must not read "Cannot reach"."""
+    async with admin_of(sim) as admin:
+        await admin.create("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "viewer"}})
+        token = await mint_token(admin, "viewer", "default")
+    assert sim.tls is not None
+    kubeconfig = identity_kubeconfig(tmp_path / "viewer.kubeconfig", sim.url, token, sim.tls.ca_file)
+    board = Dashboard(DashboardConfig(kubeconfig=kubeconfig))
+    await board.connect()
+    assert board.client is not None
+    runner = asyncio.create_task(board.run_informers())
+
+    def verdict() -> JSON | None:
+        health = board.health()
+        return health if health["state"] != "connecting" else None
+
+    try:
+        health = await eventually(verdict, what="the dashboard's verdict")
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+        await board.client.close()
+    assert health["state"] == "refused", health
+    assert "refuses what the dashboard reads" in health["problem"] and "forbidden" in health["problem"], health
+    assert not board.client.credentials.rejected
