@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import re
 import sys
@@ -28,6 +29,7 @@ from edgeagent.config import (
     RolloutConfig,
     SimConfig,
 )
+from edgeagent.kube.objects import is_dns1123_label, is_dns1123_subdomain
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -184,8 +186,6 @@ def _daemonset_name(text: str) -> str:
             raise argparse.ArgumentTypeError(f"{text!r} is not a DaemonSet: give NAME or ds/NAME")
     if not name:
         raise argparse.ArgumentTypeError("the DaemonSet name is empty")
-    from edgeagent.kube.objects import is_dns1123_subdomain
-
     if not is_dns1123_subdomain(name):
         raise argparse.ArgumentTypeError(f"{name!r} is not a DaemonSet name (lower-case letters, digits, '-' and "
                                          "'.', at most 253, starting and ending with a letter or digit)")
@@ -194,17 +194,21 @@ def _daemonset_name(text: str) -> str:
 
 @_named("namespace")
 def _namespace(text: str) -> str:
-    from edgeagent.kube.objects import is_dns1123_label
-
     if not is_dns1123_label(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a namespace (a DNS-1123 label: lower-case letters, "
                                          "digits and '-', at most 63, starting and ending with a letter or digit)")
     return text
+def _finite(text: str) -> float:
+    """`nan` and `inf` parse as floats but mean no duration: a timeout of `nan` never fires, nor does `inf`."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
 
 
 @_named("number")
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _finite(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
     return value
@@ -212,10 +216,20 @@ def _positive_float(text: str) -> float:
 
 @_named("number")
 def _non_negative_float(text: str) -> float:
-    value = float(text)
+    value = _finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
     return value
+
+
+@_named("name")
+def _node_name(text: str) -> str:
+    """The name of a Node object: a DNS-1123 subdomain. Any other cannot exist, and the agent would wait for it
+    for ever. Empty is left to the check that says the flag is required."""
+    if text and not is_dns1123_subdomain(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a node name: a node name is a DNS-1123 subdomain "
+                                         "(lower-case alphanumerics, '-' and '.', at most 253 characters)")
+    return text
 
 
 @_named("id")
@@ -357,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = _command(sub, "run", "run the node agent",
                    "Serves this node's pods on 127.0.0.1:10267 from a persisted cache and upgrades DaemonSet pods "
                    "on request, queueing requests on disk while the cloud is unreachable.")
-    _add(run, "--node-name", help="this node's name", fallback_env="NODE_NAME")
+    _add(run, "--node-name", help="this node's name", fallback_env="NODE_NAME", type=_node_name)
     _add(run, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
          fallback_env="KUBECONFIG")
     _add(run, "--bind", help="address to listen on; non-loopback needs --token-file or "

@@ -202,7 +202,7 @@ class Agent:
         )
         drainer = Drainer(client=client, link=link, state=state, node_name=cfg.node_name,
                           request_timeout=cfg.request_timeout, metrics=metrics, policy=policy,
-                          ready_timeout=cfg.ready_timeout)
+                          ready_timeout=cfg.ready_timeout, cache=cache)
         outcomes = Outcomes(cfg=cfg, client=client, state=state, informer=informer, cache=cache, link=link,
                             upgrades=upgrades, metrics=metrics, policy=policy)
         self.outcomes = outcomes

@@ -146,7 +146,7 @@ class AgentMetrics:
 
     def track_credentials(self, credentials: CredentialHealth) -> None:
         self.track_gauge("edgeagent_kube_credentials_rejected",
-                         "1 while the API server rejects the agent's credentials (401, or 403 on a read).",
+                         "1 while the API server rejects the agent's credentials (401; a 403 refuses one action).",
                          lambda: 1.0 if credentials.rejected else 0.0)
         self.track_counter("edgeagent_kube_credential_rejections",
                            "API responses that rejected the agent's credentials.",

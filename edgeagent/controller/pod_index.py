@@ -33,6 +33,7 @@ from edgeagent.contract import (
     LABEL_TEMPLATE_GENERATION,
 )
 from edgeagent.controller.pods import node_of
+from edgeagent.kube.objects import includes_write, meta
 
 JSON = dict[str, Any]
 V = TypeVar("V")
@@ -200,10 +201,12 @@ class OwnerPods:
         # The keys of the pods whose `PodImageReady` is there and not True: the only pods the pre-puller has
         # anything to do for.
         self.image_pending: set[str] = set()
-        # The keys of the pods written by this process (`wrote`) whose cached object is still the one the write
-        # was decided on: the write's own watch event has not arrived. A pass deciding on that object again would
-        # repeat the write, so it leaves these pods out. Any later version of the pod ends it.
-        self.unobserved: set[str] = set()
+        # The keys of the pods written by this process (`wrote`), to the resourceVersion the write was answered
+        # with, while the cached object does not include the write yet: its own watch event has not arrived (the
+        # cache holds the object the write was decided on, or another writer's change that landed just before
+        # ours). A pass deciding on that object would repeat the write, so it leaves these pods out. A version that
+        # includes the write ends it (`includes_write`).
+        self.unobserved: dict[str, str] = {}
         self._trackers: dict[type[Tracker[Any]], Tracker[Any]] = {}
         self._clock = clock
         self._per_node: dict[str, int] = {}
@@ -214,7 +217,9 @@ class OwnerPods:
         if before is not None:
             self._left(before[1])
         self.pods[key] = pod
-        self.unobserved.discard(key)
+        written = self.unobserved.get(key)
+        if written is not None and includes_write(str(meta(pod).get("resourceVersion") or ""), written):
+            del self.unobserved[key]
         digest, image_pending = digest_of(pod)
         self.digests[key] = digest
         if image_pending:
@@ -228,23 +233,31 @@ class OwnerPods:
         for tracker in self._trackers.values():
             tracker.mark(key, before)
 
-    def drop(self, key: str) -> None:
+    def drop(self, key: str, *, updating: bool = False) -> None:
+        """`updating`: a newer version of the pod is `put` next; whether it includes a write of ours is for `put`
+        to judge, so its `unobserved` mark stays."""
         self.pods.pop(key, None)
         before = self.digests.pop(key, None)
         if before is not None:
             self._left(before[1])
         self.image_pending.discard(key)
-        self.unobserved.discard(key)
+        if not updating:
+            self.unobserved.pop(key, None)
         for tracker in self._trackers.values():
             tracker.mark(key, before)
 
-    def wrote(self, key: str, pod: JSON) -> None:
-        """A write of ours decided on `pod` (the cached object) went through: the pod is `unobserved` until the
-        informer brings any later version of it. Nothing is kept when a later version is here already (its event
-        came before the write's answer). Kept by key, not read from each pod: a pass checks every pod it would
-        write (40,000 at a late wave change at 100,000 nodes) against this set, usually empty."""
-        if self.pods.get(key) is pod:
-            self.unobserved.add(key)
+    def wrote(self, key: str, pod: JSON, written_rv: str = "") -> None:
+        """A write of ours decided on `pod` (the cached object) went through, answered with `written_rv`: the pod
+        is `unobserved` until the informer brings a version that includes the write. Nothing is kept when the cache
+        has one already (its event came before the write's answer). Kept by key, not read from each pod: a pass
+        checks every pod it would write (40,000 at a late wave change at 100,000 nodes) against this, usually
+        empty. Without `written_rv`, any later version ends it."""
+        cached = self.pods.get(key)
+        if cached is None:
+            return
+        behind = bool(written_rv) and not includes_write(str(meta(cached).get("resourceVersion") or ""), written_rv)
+        if cached is pod or behind:
+            self.unobserved[key] = written_rv
 
     def _left(self, node: str) -> None:
         if not node:

@@ -238,7 +238,8 @@ class Controller:
         if etype == DELETED and self.prepull is not None:
             self.prepull.forget_pod(uid_of(obj))
         if old is not None:
-            self._unindex_pod(key, old)
+            # An update of a pod that stays with its owner keeps the mark of a write of ours it may not include yet.
+            self._unindex_pod(key, old, updating=etype != DELETED and _owner_uid(obj) == _owner_uid(old))
         if etype != DELETED:
             owner_uid = _owner_uid(obj)
             owner_key = _owner_key(obj)
@@ -254,12 +255,12 @@ class Controller:
         if owner:
             self.queue.add(owner)
 
-    def _unindex_pod(self, key: str, pod: JSON) -> None:
+    def _unindex_pod(self, key: str, pod: JSON, *, updating: bool = False) -> None:
         owner_uid = _owner_uid(pod)
         pods = self._pods_by_owner.get(owner_uid)
         if pods is not None:
-            pods.drop(key)
-            if not pods:
+            pods.drop(key, updating=updating)
+            if not pods and not updating:  # an update puts the pod back at once
                 del self._pods_by_owner[owner_uid]
         node = node_of(pod)
         owners = self._owners_by_node.get(node)
@@ -490,7 +491,7 @@ class Controller:
     async def _sync_conditions(self, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None = None) -> None:
         started = time.process_time()
         tracker = owned.tracker(OtaFacts)
-        changes, counts = tracker.scan(ds, owned.digests, hash_, self._clock(), gate, skip=owned.unobserved,
+        changes, counts = tracker.scan(ds, owned.digests, hash_, self._clock(), gate, skip=owned.unobserved.keys(),
                                        limit=_CONDITION_BURST)
         self.metrics.set_rollout(namespace_of(ds), name_of(ds), counts)
         self.metrics.planning_cpu.inc(time.process_time() - started)
@@ -502,7 +503,7 @@ class Controller:
                 self.metrics.write("condition_patch")
                 try:
                     # Built here, as it is sent, not in the planning pass that listed 50,000 of them.
-                    await self._client.patch(path, change.patch)
+                    answer = await self._client.patch(path, change.patch)
                 except (NotFound, Conflict, Invalid):
                     # Gone, or replaced by a same-named pod (UID guard): nothing to do for this one.
                     self.metrics.condition_patches.labels("gone").inc()
@@ -513,7 +514,7 @@ class Controller:
                 except KubeUnreachable:
                     self.metrics.condition_patches.labels("error").inc()
                     raise
-                owned.wrote(key_of(pod), pod)
+                owned.wrote(key_of(pod), pod, str(meta(answer).get("resourceVersion") or ""))
                 self.metrics.condition_patches.labels("patched").inc()
 
             return call

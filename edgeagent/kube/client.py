@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -78,11 +79,15 @@ class Timeouts:
 
 
 class CredentialHealth:
-    """Whether the API server currently rejects our credentials (401, or 403 on a read).
+    """Whether the API server currently rejects our credentials: a `401`, and only a `401`.
 
     A rejected credential looks like a working link (the server answers), so without this the agent would
     report itself ready while its cache is frozen. One log line per episode, not one per call: a rotated
     certificate that is not picked up would otherwise flood the journal.
+
+    A `403` says the credentials were accepted and one action was refused (RBAC, the Node authorizer, an
+    admission plugin): from Kubernetes 1.36 a kubelet identity gets one for any pod of another node. Whoever
+    made that call decides what it means; it is never an alarm about the credentials.
     """
 
     def __init__(self) -> None:
@@ -97,7 +102,7 @@ class CredentialHealth:
         self._listeners.append(fn)
 
     def observe(self, method: str, path: str, code: int, message: str) -> None:
-        if code == 401 or (code == 403 and method == "GET"):
+        if code == 401:
             self.rejections += 1
             self.last_error = f"{code}: {message}"
             if not self.rejected:
@@ -117,6 +122,58 @@ class CredentialHealth:
                 fn(rejected)
             except Exception:
                 _log.exception("credential health listener failed")
+
+
+# Distinct `Warning` texts logged per client; past this many a server that varies them (a name in each) would
+# grow the set without bound, so further new ones are counted, not logged (one line says so).
+MAX_LOGGED_WARNINGS = 100
+# One warning-value: code, agent, quoted text (backslash escapes), an optional quoted date; then a comma or the end.
+_WARNING_VALUE = re.compile(r'\s*\d{3}\s+\S+\s+"((?:[^"\\]|\\.)*)"(?:\s+"[^"]*")?\s*(?:,|$)')
+_ESCAPED = re.compile(r"\\(.)")
+
+
+def warning_texts(values: list[str]) -> list[str]:
+    """The texts of `Warning` response headers (RFC 7234 `299 - "text"`, several per header comma-separated).
+
+    Kubernetes sends deprecations and field-validation warnings this way (`kubectl` prints them). A value that
+    is not in that form is kept whole rather than dropped: it is still the server telling us something.
+    """
+    texts: list[str] = []
+    for value in values:
+        pos = 0
+        while pos < len(value.rstrip()):
+            match = _WARNING_VALUE.match(value, pos)
+            if match is None:
+                texts.append(value[pos:].strip(" ,"))
+                break
+            texts.append(_ESCAPED.sub(r"\1", match.group(1)))
+            pos = match.end()
+    return texts
+
+
+class WarningLog:
+    """Logs each distinct `Warning` header text the API server sends, once, with the call it came with.
+
+    A deprecated API or a field the server drops is announced only this way: unlogged, a deprecation would go
+    unnoticed until the removal breaks the call.
+    """
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.unlogged = 0
+
+    def observe(self, method: str, path: str, values: list[str]) -> None:
+        for text in warning_texts(values):
+            if text in self.seen:
+                continue
+            if len(self.seen) >= MAX_LOGGED_WARNINGS:
+                if self.unlogged == 0:
+                    _log.warning("api_server_warnings_not_logged", limit=MAX_LOGGED_WARNINGS,
+                                 hint="further distinct Warning headers of the API server are not logged")
+                self.unlogged += 1
+                continue
+            self.seen.add(text)
+            _log.warning("api_server_warning", warning=text, method=method, path=path)
 
 
 def _status_from_body(raw: bytes) -> JSON | None:
@@ -331,6 +388,7 @@ class KubeClient:
         self._transport: _Transport = transport
         self.timeouts = timeouts or Timeouts()
         self.credentials = CredentialHealth()
+        self.warnings = WarningLog()
 
     @property
     def host(self) -> str:
@@ -416,6 +474,7 @@ class KubeClient:
                 raise KubeUnreachable(f"{method} {path}: reading response: {exc}") from exc
             finally:
                 response.release()
+            self.warnings.observe(method, path, response.headers.getall("Warning", []))
             if response.status == 401 and attempt == 1 and await self._transport.reload_credentials():
                 continue  # rotated credentials on disk: once, before failing
             break
@@ -477,6 +536,7 @@ class KubeClient:
             response.release()  # rotated credentials on disk: once, before failing
             response = await self._send("GET", path, query=params, body=None, content_type=None,
                                         timeout=client_timeout)
+        self.warnings.observe("GET", path, response.headers.getall("Warning", []))
         try:
             if not 200 <= response.status <= 299:
                 raw = await response.read()

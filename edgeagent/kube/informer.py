@@ -84,8 +84,8 @@ class Informer:
         self._idle_timeout = idle_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
-        # While the server rejects our credentials (401/403) a retry every few seconds only repeats the
-        # rejection: back off further; whoever notices new credentials kicks the informer (see kick()).
+        # While the server rejects our credentials (401) or refuses us the list/watch (403), a retry every few
+        # seconds only repeats the refusal: back off further; whoever notices new credentials kicks the informer.
         self._backoff_max_rejected = backoff_max_rejected
         # Applied to every object before it is cached (like client-go's TransformFunc): a controller that
         # holds tens of thousands of objects keeps only the fields it reads. Selectors match the full object.
@@ -99,6 +99,9 @@ class Informer:
         self.resource_version: str = ""
         self.synced = asyncio.Event()
         self.healthy: bool = False
+        # The last list/watch was refused (401 or 403) and none has worked since: what readyz and the link
+        # monitor need to know (a kick repeats the refusal; a 403 is a missing grant, not a dead link).
+        self.refused: KubeError | None = None
         self.last_error: str = ""
         # The HTTP status of the last failure (None: none, or no answer): a 403 is a missing permission, which a
         # caller reports differently from a link down or a rejected credential.
@@ -166,7 +169,10 @@ class Informer:
                 continue
             except (KubeError, KubeUnreachable) as exc:
                 rejected = isinstance(exc, KubeError) and exc.code in (401, 403)
-                # A rejection is logged once per episode by the client (CredentialHealth), not per try here.
+                if rejected and isinstance(exc, KubeError):
+                    self._note_refused(exc)
+                # A refusal is logged once per episode (a 401 by the client's CredentialHealth, a 403 by
+                # _note_refused), not per try here.
                 self._mark_unhealthy(exc, quiet=rejected)
                 failures += 1
                 answered = answered + 1 if isinstance(exc, KubeError) else 0
@@ -205,7 +211,20 @@ class Informer:
         if was:
             self._notify_health(False)
 
+    def _note_refused(self, exc: KubeError) -> None:
+        """One line per episode of refusals: a missing grant (403) is the operator's to fix, a minute apart it
+        would still fill the journal."""
+        if exc.code == 403 and (self.refused is None or self.refused.code != 403):
+            self._log.warning("list_watch_forbidden", error=exc.message, code=exc.code,
+                              hint="the API server refuses this identity the list/watch; retried every "
+                                   f"{self._backoff_max_rejected:g} s at most until a grant allows it")
+        self.refused = exc
+
     def _mark_healthy(self) -> None:
+        if self.refused is not None:
+            if self.refused.code == 403:
+                self._log.info("list_watch_allowed_again")
+            self.refused = None
         if not self.healthy:
             self._log.info("informer healthy", resource_version=self.resource_version, items=len(self.items))
         was = self.healthy

@@ -104,6 +104,20 @@ def is_node_ready(node: JSON) -> bool:
     return condition_is_true(node, "Ready")
 
 
+def includes_write(seen_rv: str, written_rv: str) -> bool:
+    """Whether an object seen at resourceVersion `seen_rv` (a watch event, a cache) already includes a write of
+    ours that the server answered with `written_rv`.
+
+    Another writer's change that landed just before ours can reach the watch after our write's answer: judged
+    against it, our write looks undone and would be sent again, a no-op. kube-apiserver's resourceVersions are
+    etcd revisions, integers that only grow (the sim's too), so an older one is recognised. The API calls them
+    opaque: one that is not a number cannot be ordered, and any version counts (a write may then repeat once).
+    """
+    if seen_rv.isdigit() and written_rv.isdigit():
+        return int(seen_rv) >= int(written_rv)
+    return True
+
+
 def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
 

@@ -6,8 +6,12 @@ services; write its Node and status, pod status, events; create/delete pods), it
 `kube-node-lease`, and tokens only for ServiceAccounts a pod on the node runs as. Secrets, ConfigMaps and
 volumes need the authorizer's object graph, which the sim does not keep: they are denied.
 
-The Node authorizer cannot see which node a pod is bound to; NodeRestriction, running after it at admission,
-confines the writes to the node's own objects with the texts a kubelet logs
+A `get` of one pod follows the authorizer of Kubernetes 1.36: its object graph has an edge from a pod to the
+node it is bound to, and a node may get only the pods with such an edge to itself. Any other pod (bound to
+another node, not bound at all, or absent: the graph cannot tell them apart) is refused with the real text
+(`no relationship found between node 'edge-1' and this object`); 1.24 allowed them all. Lists and watches
+keep the 1.24 rule. For writes NodeRestriction, running after the authorizer at admission, confines them to
+the node's own objects with the texts a kubelet logs
 (`node "edge-1" can only delete pods with spec.nodeName set to itself`).
 """
 
@@ -57,6 +61,8 @@ class NodeAuthorizer:
                 return self._create_token(node, attrs)
             if attrs.api_group == "coordination.k8s.io" and attrs.resource == "leases":
                 return _lease(node, attrs)
+            if _pod_get(attrs):
+                return self._get_pod(node, attrs)
         if any(rule.allows(attrs) for rule in NODE_RULES):
             return Decision(True)
         return Decision(False)
@@ -73,6 +79,16 @@ class NodeAuthorizer:
             return Decision(False, "No Object name found")
         return Decision(False, f"no relationship found between node '{node}' and this object")
 
+    def _get_pod(self, node: str, attrs: Attributes) -> Decision:
+        """1.36: a pod with an edge to this node in the graph, i.e. bound to it; any other is no relationship."""
+        try:
+            pod = self._store.entry(PODS, attrs.namespace, attrs.name).obj
+        except errors.ApiError:
+            pod = {}
+        if (pod.get("spec") or {}).get("nodeName") == node:
+            return Decision(True)
+        return Decision(False, f"no relationship found between node '{node}' and this object")
+
     def _create_token(self, node: str, attrs: Attributes) -> Decision:
         if attrs.verb != "create" or not attrs.name:
             return Decision(False, "can only create tokens for individual service accounts")
@@ -81,6 +97,12 @@ class NodeAuthorizer:
             if spec.get("nodeName") == node and (spec.get("serviceAccountName") or "default") == attrs.name:
                 return Decision(True)
         return Decision(False, f"no relationship found between node '{node}' and this object")
+
+
+def _pod_get(attrs: Attributes) -> bool:
+    """A `get` of one pod, by name, in a namespace (its subresources stay with the static rules)."""
+    return (attrs.api_group == "" and attrs.resource == "pods" and not attrs.subresource and attrs.verb == "get"
+            and bool(attrs.name) and bool(attrs.namespace))
 
 
 def _lease(node: str, attrs: Attributes) -> Decision:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -36,6 +37,8 @@ class Fault:
 class FaultyProxy:
     upstream: str
     faults: list[Fault] = field(default_factory=list)
+    # Headers added to a forwarded answer (e.g. the `Warning` headers an API server sends), per request.
+    add_headers: Callable[[web.Request], list[tuple[str, str]]] | None = None
     url: str = ""
     _runner: web.AppRunner | None = None
     _session: aiohttp.ClientSession | None = None
@@ -80,7 +83,9 @@ class FaultyProxy:
             response = web.StreamResponse(status=upstream.status)
             for key, value in upstream.headers.items():
                 if key.lower() not in _HOP_HEADERS:
-                    response.headers[key] = value
+                    response.headers.add(key, value)
+            for key, value in self.add_headers(request) if self.add_headers is not None else []:
+                response.headers.add(key, value)
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)

@@ -19,6 +19,7 @@ from edgeagent.agent.api.responses import message_response
 from edgeagent.agent.policy.site import InvalidHold, SitePolicy
 from edgeagent.agent.policy.times import parse_time
 from edgeagent.agent.state.store import StateUnavailable
+from edgeagent.agent.text import text_problem
 
 ROUTE_HOLD = "/v1/hold"
 _POLICY = web.AppKey("site_policy", SitePolicy)
@@ -50,6 +51,10 @@ async def _post(request: web.Request) -> web.Response:
             return _error(request, 400, f"the body is not JSON: {exc}")
     if not isinstance(body, dict):
         return _error(request, 400, 'the body must be a JSON object: {"reason": "...", "until": "<RFC 3339>"}')
+    for key, value in body.items():
+        problem = text_problem("a field name", key) or (text_problem(key, value) if isinstance(value, str) else None)
+        if problem is not None:
+            return _error(request, 400, problem)
     unknown = sorted(set(body) - set(_FIELDS))
     if unknown:
         return _error(request, 400, f"unknown field(s) {', '.join(unknown)}: only reason and until are accepted")

@@ -11,9 +11,19 @@ from datetime import datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from edgeagent.agent.client.commands import EXIT_FAILED, EXIT_OK, ClientError, _message, _print_json, _request, _run
+from edgeagent.agent.client.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ClientError,
+    _message,
+    _print_json,
+    _request,
+    _run,
+)
 from edgeagent.agent.policy.times import parse_time, rfc3339
 from edgeagent.agent.policy.windows import local_zone
+from edgeagent.agent.text import text_problem
 from edgeagent.config import ClientConfig
 
 HOLD_PATH = "/v1/hold"
@@ -66,6 +76,10 @@ async def _change(cfg: ClientConfig, method: str, body: JSON | None, what: str) 
 
 
 def hold(cfg: ClientConfig, reason: str, until: datetime | None) -> int:
+    problem = text_problem("--reason", reason)
+    if problem is not None:  # a usage error: the agent would refuse it too (400), this says which flag
+        print(f"edgeagent: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     body: JSON = {}
     if reason:
         body["reason"] = reason

@@ -134,6 +134,10 @@ class LinkMonitor:
         creds = self._client.credentials
         if creds.rejected:
             found.append(f"credentials rejected by the API server ({creds.last_error})")
+        refused = self._informer.refused if self._informer is not None else None
+        if refused is not None and refused.code == 403:
+            found.append(f"the API server refuses this node's pod list/watch ({refused.code}: {refused.message}); "
+                         "the cache is not updated")
         if self.node_known is False:
             found.append(f"node {self._node!r} is not known to the cluster (no Lease {LEASE_NAMESPACE}/{self._node}; "
                          "check --node-name)")
@@ -147,6 +151,8 @@ class LinkMonitor:
         """New credential files on disk: try them now (also on an idle link), without any rejection backoff."""
         self._verify = True
         self.rejected_probes = 0
+        if self._informer is not None and not self._informer.healthy:
+            self._informer.kick()  # a refused watch retries with them too, rather than after its backoff
         self._wake.set()
 
     async def watch_credentials(self) -> None:
@@ -222,7 +228,7 @@ class LinkMonitor:
             ok, error = await self._probe()
             self._record(ok, error)
             pause = self._interval if self.connected else min(self._interval, self.RECONNECT_PROBE_INTERVAL)
-            if self._client.credentials.rejected:
+            if self._refused():
                 self.rejected_probes += 1
                 pause = rejected_backoff(self.rejected_probes, self._interval, self.REJECTED_PROBE_MAX)
             else:
@@ -230,6 +236,16 @@ class LinkMonitor:
             await wait_event(self._wake, pause)
 
     # ----------------------------------------------------------------- internals
+
+    def _refused(self) -> bool:
+        """Our credentials are rejected (401), or the watch is refused (403): a probe or a kick every interval
+        only repeats the refusal, so both back off (to REJECTED_PROBE_MAX, like the watch)."""
+        return self._client.credentials.rejected or (self._informer is not None and self._informer.refused is not None)
+
+    def _kick_helps(self, informer: Informer) -> bool:
+        """Whether an answered probe is news to an unhealthy watch: not if it was refused and still would be."""
+        refused = informer.refused
+        return refused is None or (refused.code == 401 and not self._client.credentials.rejected)
 
     def _watch_healthy(self) -> bool:
         return self._informer is not None and self._informer.healthy
@@ -286,10 +302,10 @@ class LinkMonitor:
             self._last_error = ""
             if not self.connected and self.consecutive_successes >= self._successes_needed:
                 self._set(True, "")
-            elif self._informer is not None and not self._informer.healthy:
+            elif self._informer is not None and not self._informer.healthy and self._kick_helps(self._informer):
                 # The API answers while the watch sits in its backoff (a restart too short for the link to count
-                # as cut): resume it now rather than after up to `backoff_max`. (While our credentials are
-                # rejected, probes back off like the watch, so this does not bring back a retry per interval.)
+                # as cut): resume it now rather than after up to `backoff_max`. Not a watch refused with a 403
+                # (nor with a 401 while the probe is rejected too): a kick per probe would undo its backoff.
                 self._informer.kick()
         else:
             self.consecutive_failures += 1

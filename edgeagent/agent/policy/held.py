@@ -31,6 +31,7 @@ from edgeagent.kube.informer import Informer
 from edgeagent.kube.objects import (
     daemonset_owner,
     get_condition,
+    includes_write,
     is_terminating,
     key_of,
     meta,
@@ -88,9 +89,9 @@ class HeldPublisher:
         self._policy = policy
         self._timeout = request_timeout
         self._wake = asyncio.Event()
-        # uid -> (condition sent, resourceVersion of the pod it was computed from): until the watch
-        # delivers a newer version of the pod, do not send the same patch again.
-        self._sent: dict[str, tuple[tuple[str, str, str], str]] = {}
+        # uid -> (condition sent, resourceVersion of the pod it was computed from, resourceVersion the patch was
+        # answered with): until the watch delivers a version that includes the patch, do not send it again.
+        self._sent: dict[str, tuple[tuple[str, str, str], str, str]] = {}
         # uid -> the status last written to that pod (see condition_patch).
         self._published: dict[str, str] = {}
         self.patches = 0
@@ -134,44 +135,49 @@ class HeldPublisher:
                 self._sent.pop(uid, None)
                 continue
             rv = str(meta(pod).get("resourceVersion") or "")
-            if self._sent.get(uid) == (want, rv):
-                continue  # patched already; the watch has not brought the new version yet
+            sent = self._sent.get(uid)
+            if sent is not None and sent[0] == want and (rv == sent[1] or not includes_write(rv, sent[2])):
+                # Patched already; the watch has not brought the patched version yet (only the pod as it was, or a
+                # change of another writer that landed just before ours: the controller's PodNeedUpgrade).
+                continue
             if not self._link.connected:
                 return False
-            ok = await self._patch(pod, want)
-            if ok:
-                self._sent[uid] = (want, rv)
-            complete = complete and ok
+            written = await self._patch(pod, want)
+            if written is not None:
+                self._sent[uid] = (want, rv, written)
+            complete = complete and written is not None
         for uid in set(self._sent) - live:
             del self._sent[uid]
         for uid in set(self._published) - live:
             del self._published[uid]
         return complete
 
-    async def _patch(self, pod: JSON, want: tuple[str, str, str]) -> bool:
+    async def _patch(self, pod: JSON, want: tuple[str, str, str]) -> str | None:
+        """The resourceVersion the patch was answered with ("" when there is nothing to wait for: the pod is gone);
+        None when it failed and is to be tried again."""
         namespace, name = str(meta(pod).get("namespace") or ""), str(meta(pod).get("name") or "")
         uid = uid_of(pod)
         body = condition_patch(pod, want, self._policy.now(), published=self._published.get(uid))
         started = time.monotonic()
         try:
             async with asyncio.timeout(self._timeout + 1.0):
-                await self._client.patch(f"{pod_path(namespace, name)}/status", body, CONTENT_STRATEGIC_MERGE_PATCH,
-                                         timeout=self._timeout)
+                answer = await self._client.patch(f"{pod_path(namespace, name)}/status", body,
+                                                  CONTENT_STRATEGIC_MERGE_PATCH, timeout=self._timeout)
         except (NotFound, Conflict, Invalid) as exc:
             # Gone or replaced: the watch brings the successor, which gets its own patch.
             _log.info("upgrade_held_pod_gone", pod=key_of(pod), code=exc.code)
-            return True
+            return ""
         except KubeError as exc:
             _log.warning("upgrade_held_patch_refused", pod=key_of(pod), code=exc.code, error=exc.message)
-            return False
+            return None
         except (KubeUnreachable, TimeoutError) as exc:
             self._link.report_failure(f"UpgradeHeld patch of {key_of(pod)}: {exc or type(exc).__name__}")
-            return False
+            return None
         self.patches += 1
         self._published[uid] = want[0]
         _log.info("upgrade_held_published", pod=key_of(pod), status=want[0], reason=want[1], message=want[2],
                   ms=round((time.monotonic() - started) * 1000, 1))
-        return True
+        return str(meta(answer).get("resourceVersion") or "")
 
 
 __all__ = ["HeldPublisher", "condition_patch", "desired"]

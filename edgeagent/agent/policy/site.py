@@ -24,6 +24,7 @@ from edgeagent.agent.policy import windows as win
 from edgeagent.agent.policy.hold_table import HoldTable, StoredHold
 from edgeagent.agent.policy.times import MAX_HOLD, rfc3339
 from edgeagent.agent.state.store import StateStore
+from edgeagent.agent.text import text_problem
 from edgeagent.aio import wait_event
 from edgeagent.contract import AUTO_UPGRADE_FAILED, HELD_BY_OPERATOR, OPEN, OUTSIDE_MAINTENANCE_WINDOW
 
@@ -188,6 +189,9 @@ class SitePolicy:
         """Hold the node (replacing any hold); durable when this returns. StateUnavailable if not stored."""
         if kind not in HOLD_KINDS:
             raise InvalidHold(f"unknown hold kind {kind!r}: expected one of {', '.join(HOLD_KINDS)}")
+        problem = text_problem("reason", reason)
+        if problem is not None:
+            raise InvalidHold(problem)
         if len(reason) > MAX_REASON_LENGTH:
             raise InvalidHold(f"reason is {len(reason)} characters long; at most {MAX_REASON_LENGTH} are allowed")
         now = self.now()

@@ -18,7 +18,7 @@ import time
 from typing import Any, Protocol
 
 from edgeagent import backoff, log
-from edgeagent.agent.requests.guarded import GuardedDelete, Refusal, Result
+from edgeagent.agent.requests.guarded import GuardedDelete, PodLookup, Refusal, Result
 from edgeagent.agent.requests.upgrade import Link, UpgradeMetrics, publish_queue_counts
 from edgeagent.agent.requests.verifier import record_deleted
 from edgeagent.agent.state.store import (
@@ -66,6 +66,8 @@ _ENDS: dict[tuple[Result, Refusal | None], str] = {
     (Result.REFUSED, Refusal.OTHER_NODE): FAILED,
     (Result.REFUSED, Refusal.NOT_A_DAEMONSET_POD): FAILED,
     (Result.REFUSED, Refusal.CLOUD): FAILED,
+    # Not in this node's cache and not readable by it (Kubernetes >= 1.36): gone from this node, as a 404 says.
+    (Result.REFUSED, Refusal.NOT_VISIBLE): OBSOLETE,
 }
 
 
@@ -75,8 +77,9 @@ class Drainer:
     def __init__(self, *, client: KubeClient, link: WaitableLink, state: StateStore, node_name: str,
                  request_timeout: float, metrics: UpgradeMetrics | None = None, concurrency: int = 4,
                  poll_interval: float = 1.0, backoff_initial: float = 0.5, backoff_max: float = 60.0,
-                 policy: OpenGate | None = None, ready_timeout: float = 300.0) -> None:
+                 policy: OpenGate | None = None, ready_timeout: float = 300.0, cache: PodLookup | None = None) -> None:
         self._client = client
+        self._cache = cache
         self._link = link
         self._state = state
         self._node = node_name
@@ -175,7 +178,7 @@ class Drainer:
     async def _decide_and_delete(self, entry: UpgradeRequest) -> tuple[str, str, JSON | None]:
         """(state, message, the deleted pod or None); after a delete the verifier decides the outcome."""
         guard = GuardedDelete(self._client, self._link, entry.namespace, entry.name, node_name=self._node,
-                              timeout=lambda: self._timeout, expected_uid=entry.uid, queued=True)
+                              timeout=lambda: self._timeout, expected_uid=entry.uid, queued=True, cache=self._cache)
         deletion = await guard.run()
         if deletion.result is Result.TRANSIENT or deletion.refusal is Refusal.PLAN_NOT_CAUGHT_UP:
             # Not yet (the controller has not caught up with its DaemonSet's change): wait, like a cloud that

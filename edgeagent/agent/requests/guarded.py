@@ -63,6 +63,9 @@ class Refusal(StrEnum):
     NOT_NEEDED = "NotNeeded"
     IMAGE_NOT_READY = "ImageNotReady"
     CLOUD = "Cloud"  # the API server refused with a 4xx it means (RBAC, validation)
+    # The API server refuses this node reading a pod that is not in its cache: from Kubernetes 1.36 the Node
+    # authorizer answers 403 for any pod not bound to the node, and for one that does not exist.
+    NOT_VISIBLE = "NotVisible"
     # The pod's DaemonSet has a rollout plan whose state lags its spec: PodNeedUpgrade may be stale. Not yet,
     # rather than no: a queued or automatic request waits and is tried again.
     PLAN_NOT_CAUGHT_UP = "PlanNotCaughtUp"
@@ -75,6 +78,23 @@ class Deletion:
     pod: JSON | None = None  # as read: the deleted pod (for the verifier), or the one the checks refused
     refusal: Refusal | None = None
     error: BaseException | None = None  # the cloud's answer, or the missing one
+
+
+class PodLookup(Protocol):
+    """What the guard and the upgrade service need from the pod cache (PodCache satisfies it)."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+def refused_read(key: str, node_name: str, exc: Forbidden, cached: JSON | None) -> tuple[Refusal, str]:
+    """What a `403` on reading pod `key` means. A pod in this node's cache is bound here, so the refusal is a
+    missing grant (`CLOUD`, the cloud's message). Any other pod is one this node may not read: a kubelet identity
+    on Kubernetes >= 1.36 gets a 403 for a pod bound to another node and for one that does not exist alike
+    (`NOT_VISIBLE`). Never a verdict on our credentials: only a 401 is (kube/client.py CredentialHealth)."""
+    if cached is not None:
+        return Refusal.CLOUD, f"the cloud API refused reading pod {key} ({exc.code}): {exc.message}"
+    return Refusal.NOT_VISIBLE, (f"pod {key} is not bound to this node ({node_name!r}), or does not exist: the "
+                                 f"cloud API refuses this node reading it ({exc.code}: {exc.message})")
 
 
 class Link(Protocol):
@@ -187,14 +207,17 @@ class GuardedDelete:
     then `delete()`, so that a request is on disk before its pod is deleted."""
 
     def __init__(self, client: KubeClient, link: Link, namespace: str, name: str, *, node_name: str,
-                 timeout: Callable[[], float], expected_uid: str | None = None, queued: bool = False) -> None:
+                 timeout: Callable[[], float], expected_uid: str | None = None, queued: bool = False,
+                 cache: PodLookup | None = None) -> None:
         self._client = client
+        self._cache = cache  # tells a 403 on a pod of ours (a missing grant) from one on a pod not ours
         self._link = link
         self._node = node_name
         self._timeout = timeout  # seconds left for the next call (raises TimeoutError when none are)
         self._expected_uid = expected_uid
         self._queued = queued
         self.key = f"{namespace}/{name}"
+        self._namespace, self._name = namespace, name
         self.path = pod_path(namespace, name)
 
     async def run(self) -> Deletion:
@@ -209,6 +232,14 @@ class GuardedDelete:
                 pod = await self._client.get(self.path, timeout=left)
         except NotFound as exc:
             return Deletion(Result.GONE, f"pod {self.key} not found (it no longer exists, or never did)", error=exc)
+        except Forbidden as exc:
+            cached = self._cache.get(self._namespace, self._name) if self._cache is not None else {}
+            why, message = refused_read(self.key, self._node, exc, cached)
+            if self._queued and why is Refusal.CLOUD:
+                # A queued pod still in the cache: the cache may not have caught up with its deletion yet (the
+                # link just returned), or a grant is missing; either is no verdict on the request. It waits.
+                return Deletion(Result.TRANSIENT, f"GET {self.key}: {message}", error=exc)
+            return Deletion(Result.REFUSED, message, refusal=why, error=exc)
         except (KubeError, KubeUnreachable, TimeoutError) as exc:
             return self._failed("GET", "reading", exc)
         uid = uid_of(pod)
@@ -308,5 +339,5 @@ class GuardedDelete:
         return Deletion(Result.TRANSIENT, reason, pod=pod, error=exc)
 
 
-__all__ = ["Deletion", "GuardedDelete", "Refusal", "Result", "describe_failure", "placement_refusal", "plan_lag",
-           "upgrade_check"]
+__all__ = ["Deletion", "GuardedDelete", "PodLookup", "Refusal", "Result", "describe_failure", "placement_refusal",
+           "plan_lag", "refused_read", "upgrade_check"]

@@ -26,11 +26,13 @@ from edgeagent import log
 from edgeagent.agent.requests.guarded import (
     Deletion,
     GuardedDelete,
+    PodLookup,
     Refusal,
     Result,
     describe_failure,
     key_of_pod,
     placement_refusal,
+    refused_read,
     upgrade_check,
 )
 from edgeagent.agent.requests.verifier import record_deleted
@@ -53,7 +55,7 @@ from edgeagent.contract import (
     version_message,
 )
 from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
-from edgeagent.kube.errors import Conflict, Invalid, NotFound
+from edgeagent.kube.errors import Conflict, Forbidden, Invalid, NotFound
 from edgeagent.kube.objects import (
     get_condition,
     is_dns1123_label,
@@ -85,12 +87,6 @@ class Answer(StrEnum):
 
 # A refusal of the checks, as an answer.
 _REFUSED = {Refusal.NOT_A_DAEMONSET_POD: Answer.BAD_REQUEST, Refusal.CLOUD: Answer.BAD_GATEWAY}
-
-
-class PodLookup(Protocol):
-    """What the upgrade service needs from the pod cache (PodCache satisfies it)."""
-
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
 class Link(Protocol):
@@ -217,7 +213,8 @@ class UpgradeService:
             return await self._queue_from_cache(namespace, name, "the cloud link is down")
 
         deadline = _Deadline(self._upgrade_timeout, self._request_timeout)
-        guard = GuardedDelete(self._client, self._link, namespace, name, node_name=self._node, timeout=deadline.left)
+        guard = GuardedDelete(self._client, self._link, namespace, name, node_name=self._node, timeout=deadline.left,
+                              cache=self._cache)
         read = await guard.read()
         if isinstance(read, Deletion):
             if read.result is Result.TRANSIENT:
@@ -364,6 +361,8 @@ class UpgradeService:
                     pod = await self._client.get(pod_path(namespace, name), timeout=self._request_timeout)
             except NotFound:
                 return _outcome(Answer.NOT_FOUND, f"pod {key} not found")
+            except Forbidden as exc:
+                return _refused(refused_read(key, self._node, exc, self._cache.get(namespace, name)))
             except KubeError as exc:
                 if not exc.retryable:
                     return self._cloud_refused("reading", key, exc)
@@ -418,6 +417,7 @@ class UpgradeService:
                             "try again when it is back")
         path = pod_path(namespace, name)
         deadline = _Deadline(self._upgrade_timeout, self._request_timeout)
+        pod: JSON | None = None
         try:
             async with asyncio.timeout(self._upgrade_timeout):
                 pod = await self._client.get(path, timeout=deadline.left())
@@ -441,6 +441,10 @@ class UpgradeService:
                                          timeout=deadline.left())
         except NotFound:
             return _outcome(Answer.NOT_FOUND, f"pod {key} not found")
+        except Forbidden as exc:
+            if pod is None:  # the read was refused: a pod this node may not see; else a missing grant to patch
+                return _refused(refused_read(key, self._node, exc, self._cache.get(namespace, name)))
+            return self._cloud_refused("patching", key, exc)
         except (Conflict, Invalid) as exc:
             return _outcome(Answer.CONFLICT, f"pod {key} was replaced meanwhile; the image pre-pull was not recorded: "
                                      f"{exc.message}")

@@ -331,10 +331,16 @@ async def test_node_identity_is_confined_to_its_own_node(sim: SimCluster, admin:
          f'secrets "s" is forbidden: {who} cannot get resource "secrets" in API group "" in the namespace "default": '
          "no relationship found between node 'edge-1' and this object"),
     ]
+    # Kubernetes 1.36 (issue 38 item 3): a pod of another node, or none at all, is no relationship of this node's.
+    for pod in ("theirs", "no-such-pod"):
+        cases.append(("GET", f"/api/v1/namespaces/default/pods/{pod}", None,
+                      f'pods "{pod}" is forbidden: {who} cannot get resource "pods" in API group "" in the namespace '
+                      "\"default\": no relationship found between node 'edge-1' and this object"))
     for method, path, body, message in cases:
         status, answer = await api.call(method, path, token=token, body=body, url=url)
         assert (status, answer["message"]) == (403, message), path
-    assert (await api.call("GET", "/api/v1/namespaces/default/pods/theirs", token=token, url=url))[0] == 200
+    await _pod_on(admin, "mine-again", "edge-1")
+    assert (await api.call("GET", "/api/v1/namespaces/default/pods/mine-again", token=token, url=url))[0] == 200
 
 
 # ---------------------------------------------------------------------------------------------- modes and CLI
