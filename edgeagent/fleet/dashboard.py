@@ -172,15 +172,6 @@ class Dashboard:
                               f"kubectl --kubeconfig {kubeconfig} get nodes works",
                               "your user may list and watch daemonsets, controllerrevisions, pods, nodes "
                               "and events (kubectl auth can-i watch pods -A)"]}
-        # Accepted credentials, refused lists (403): a missing grant, not a dead link (issue 38 item 3).
-        forbidden = [i.refused for i in self.informers if i.refused is not None and i.refused.code == 403]
-        if forbidden:
-            return {"state": "refused", "server": host,
-                    "problem": f"The API server at {host} accepts the credentials of {kubeconfig} but refuses "
-                               f"what the dashboard reads: {forbidden[0].message}",
-                    "check": ["your user may list and watch daemonsets, controllerrevisions, pods, nodes "
-                              "and events (kubectl auth can-i watch pods -A)",
-                              "the page reconnects by itself once a grant allows it"]}
         broken = [i for i in self.informers if not i.healthy and i.last_error]
         if broken:
             return {"state": "unreachable", "server": host,

@@ -191,6 +191,7 @@ async def test_the_dashboard_says_a_refused_list_is_a_missing_grant_not_an_unrea
         with contextlib.suppress(asyncio.CancelledError):
             await runner
         await board.client.close()
-    assert health["state"] == "refused", health
-    assert "refuses what the dashboard reads" in health["problem"] and "forbidden" in health["problem"], health
+    assert health["state"] == "forbidden", health
+    assert "accepted the credentials" in health["problem"] and "does not allow them to list and watch" in \
+        health["problem"], health
     assert not board.client.credentials.rejected
