@@ -208,7 +208,20 @@ def _shown(path: str) -> str:
 
 def _props(s: JSON) -> dict[str, JSON]:
     props = s.get("properties")
-    return props if isinstance(props, dict) else {}
+    if not isinstance(props, dict):
+        return {}
+    return {str(k): v for k, v in props.items() if isinstance(v, dict)}
+
+
+def _dicts(s: JSON, key: str) -> list[JSON]:
+    """The schemas (or rules) listed under `key`; anything malformed is left out."""
+    value = s.get(key)
+    return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+
+def _strings(s: JSON, key: str) -> list[str]:
+    value = s.get(key)
+    return [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
 
 
 def _extra(s: JSON) -> tuple[bool, JSON | None]:
@@ -481,7 +494,7 @@ class _Validator:
                                         f"{path} in body must be of type {type_name}: {go_quote(value)}"))
 
     def _junctors(self, s: JSON, data: Any, path: str) -> None:
-        any_of = [x for x in s.get("anyOf") or [] if isinstance(x, dict)]
+        any_of = _dicts(s, "anyOf")
         if any_of:
             best: list[Cause] | None = None
             for sub in any_of:
@@ -494,7 +507,7 @@ class _Validator:
                 self.causes.append(invalid(NIL_FIELD, "", f"{go_quote(path)} must validate at least one schema "
                                                           "(anyOf)"))
             self.causes.extend(best or [])
-        one_of = [x for x in s.get("oneOf") or [] if isinstance(x, dict)]
+        one_of = _dicts(s, "oneOf")
         if one_of:
             results = [self._sub(sub, data, path) for sub in one_of]
             valid = sum(1 for r in results if not r)
@@ -504,7 +517,7 @@ class _Validator:
                                                           f"(oneOf). {extra}"))
                 if valid == 0:
                     self.causes.extend(results[0])
-        all_of = [x for x in s.get("allOf") or [] if isinstance(x, dict)]
+        all_of = _dicts(s, "allOf")
         if all_of:
             results = [self._sub(sub, data, path) for sub in all_of]
             valid = sum(1 for r in results if not r)
@@ -621,7 +634,7 @@ class _Validator:
         for key, prop in props.items():
             if key in data:
                 self._keyed(prop, data[key], _child(path, key), old, key, correlated)
-        for key in s.get("required") or []:
+        for key in _strings(s, "required"):
             if key not in data:
                 self.causes.append(required(_field(f"{path}.{key}")))
 
@@ -672,7 +685,7 @@ def _correlate_items(s: JSON, data: list[Any], old: Any) -> dict[int, Any]:
         return {}
     kind = s.get("x-kubernetes-list-type")
     if kind == "map":
-        keys = [str(k) for k in s.get("x-kubernetes-list-map-keys") or []]
+        keys = _strings(s, "x-kubernetes-list-map-keys")
         by_key = {_map_key(o, keys): o for o in old if _map_key(o, keys) is not None}
         return {i: by_key[_map_key(item, keys)] for i, item in enumerate(data) if _map_key(item, keys) in by_key}
     if kind == "set":
@@ -733,7 +746,7 @@ def _list_errors(s: JSON | None, value: Any, path: str, out: list[Cause]) -> Non
                 if any(_same(item, earlier) for earlier in value[:i]):
                     out.append(duplicate(f"{path}[{i}]", item))
         elif kind == "map":
-            keys = [str(k) for k in s.get("x-kubernetes-list-map-keys") or []]
+            keys = _strings(s, "x-kubernetes-list-map-keys")
             seen: set[tuple[str, ...]] = set()
             for i, item in enumerate(value):
                 key = _map_key(item, keys)
@@ -859,7 +872,7 @@ class _Rules:
                     self.node(sub, value, None, sub_path, unchanged and old_map is None)
 
     def _rules(self, s: JSON, data: Any, old: Any, path: str, unchanged: bool) -> None:
-        rules = [r for r in s.get("x-kubernetes-validations") or [] if isinstance(r, dict)]
+        rules = _dicts(s, "x-kubernetes-validations")
         if not rules:
             return
         kind = str(s.get("type") or "")
@@ -1107,7 +1120,8 @@ def _rule_json(rule: JSON) -> str:
 
 
 def _rule_checks(s: JSON, path: str, out: list[Cause]) -> None:
-    for i, rule in enumerate(s.get("x-kubernetes-validations") or []):
+    rules = s.get("x-kubernetes-validations")
+    for i, rule in enumerate(rules if isinstance(rules, list) else []):
         where = f"{path}.x-kubernetes-validations[{i}]"
         if not isinstance(rule, dict):
             continue
