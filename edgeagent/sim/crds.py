@@ -88,13 +88,7 @@ def _schema_causes(index: int, schema: JSON) -> list[JSON]:
     from edgeagent.sim import crd_schema
 
     base = f"spec.versions[{index}].schema.openAPIV3Schema"
-    causes: list[JSON] = []
-    for cause in crd_schema.check_structural(schema, base):
-        path = cause.field
-        if not path.startswith("spec."):
-            path = base if not path else base + ("" if path.startswith("[") else ".") + path
-        causes.append({"reason": cause.type, "message": cause.message, "field": path})
-    return causes
+    return [cause.as_status_cause() for cause in crd_schema.check_structural(schema, base)]
 
 
 def _names_causes(names: JSON) -> list[JSON]:
@@ -163,7 +157,7 @@ def _version_causes(versions: list[Any]) -> list[JSON]:
             if column.get("type") not in PRINTER_COLUMN_TYPES:
                 causes.append(errors.field_not_supported(f"{cpath}.type", column.get("type"), PRINTER_COLUMN_TYPES))
             if not column.get("jsonPath"):
-                causes.append(errors.field_required(f"{cpath}.JSONPath"))
+                causes.append(errors.field_required(f"{cpath}.jsonPath"))
         scale = _dict(_dict(version.get("subresources")).get("scale"))
         if _dict(version.get("subresources")).get("scale") is not None:
             for key in ("specReplicasPath", "statusReplicasPath"):
