@@ -735,6 +735,24 @@ def _format_valid(fmt: str, data: str) -> bool:
 
 # --- x-kubernetes-list-type and embedded resources -----------------------------------------------------------
 
+def _set_key(item: Any) -> tuple[str, Any]:
+    """How Go tells list items apart: compounds by their JSON, scalars by type and value (1 is not 1.0 or true)."""
+    if isinstance(item, (dict, list)):
+        return "json", go_json(item)
+    return type(item).__name__, item
+
+
+def _second_occurrences(keys: list[tuple[str, Any]]) -> list[int]:
+    """validateListSet: the index of each value's second appearance (later ones are not reported again)."""
+    seen: dict[tuple[str, Any], int] = {}
+    found: list[int] = []
+    for i, key in enumerate(keys):
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 2:
+            found.append(i)
+    return found
+
+
 def _list_errors(s: JSON | None, value: Any, path: str, out: list[Cause]) -> None:
     """ValidateListSetsAndMaps: items of a `set` are unique, items of a `map` unique by their keys."""
     if s is None or value is None:
@@ -742,19 +760,10 @@ def _list_errors(s: JSON | None, value: Any, path: str, out: list[Cause]) -> Non
     if isinstance(value, list):
         kind = s.get("x-kubernetes-list-type")
         if kind == "set":
-            for i, item in enumerate(value):
-                if any(_same(item, earlier) for earlier in value[:i]):
-                    out.append(duplicate(f"{path}[{i}]", item))
+            for i in _second_occurrences([_set_key(item) for item in value]):
+                out.append(duplicate(f"{path}[{i}]", value[i]))
         elif kind == "map":
-            keys = _strings(s, "x-kubernetes-list-map-keys")
-            seen: set[tuple[str, ...]] = set()
-            for i, item in enumerate(value):
-                key = _map_key(item, keys)
-                if key is None:
-                    continue
-                if key in seen:
-                    out.append(duplicate(f"{path}[{i}]", {k: item.get(k) for k in keys if k in item}))
-                seen.add(key)
+            _map_list_errors(_strings(s, "x-kubernetes-list-map-keys"), value, path, out)
         items = _items(s)
         for i, item in enumerate(value):
             _list_errors(items, item, f"{path}[{i}]", out)
@@ -766,6 +775,16 @@ def _list_errors(s: JSON | None, value: Any, path: str, out: list[Cause]) -> Non
                 _list_errors(props[key], item, _child(path, key), out)
             elif extra is not None:
                 _list_errors(extra, item, f"{path}[{key}]", out)
+
+
+def _map_list_errors(keys: list[str], value: list[Any], path: str, out: list[Cause]) -> None:
+    for i, item in enumerate(value):
+        if item is not None and not isinstance(item, dict):
+            out.append(invalid(f"{path}[{i}]", item, "must be an object for an array of list-type map"))
+            return
+    identities = [{k: item[k] for k in keys if k in item} if isinstance(item, dict) else {} for item in value]
+    for i in _second_occurrences([_set_key(identity) for identity in identities]):
+        out.append(duplicate(f"{path}[{i}]", identities[i]))
 
 
 def _embedded_errors(s: JSON | None, value: Any, path: str, out: list[Cause], root: bool = True) -> None:

@@ -661,3 +661,17 @@ def test_an_optional_old_self_rule_runs_on_create_too() -> None:
     assert causes({"n": 3}, schema) == [("n", "FieldValueInvalid", "Invalid value: 3: not 3 at first")]
     assert causes({"n": 5}, schema, {"n": 4}) == []
     assert causes({"n": 2}, schema, {"n": 4}) == [("n", "FieldValueInvalid", "Invalid value: 2: may not shrink")]
+
+
+def test_a_duplicate_is_reported_once_at_its_second_appearance_and_types_tell_items_apart() -> None:
+    assert causes(widget(tags=["a", "a", "a", "b", "b"])) == [
+        ("spec.tags[1]", "FieldValueDuplicate", 'Duplicate value: "a"'),
+        ("spec.tags[4]", "FieldValueDuplicate", 'Duplicate value: "b"')]
+    schema = {"type": "object", "properties": {"s": {"type": "array", "x-kubernetes-list-type": "set",
+                                                     "items": {"x-kubernetes-int-or-string": True}}}}
+    assert causes({"s": [1, "1", 2]}, schema) == []
+
+
+def test_map_list_items_without_their_key_share_the_empty_key() -> None:
+    assert causes(widget(ports=[{"port": 1}, {"port": 2}])) == [
+        ("spec.ports[1]", "FieldValueDuplicate", "Duplicate value: {}")]
