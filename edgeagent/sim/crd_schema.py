@@ -1222,13 +1222,9 @@ def _metadata_invariants(s: JSON, check_meta: bool, level: str, path: str, out: 
     if level == _ROOT:
         rest = {k: v for k, v in s.items() if k not in ("type", "default", "properties")}
         names = set(_props(s))
-        if rest or not names <= {"name", "generateName"} or any(
-                set(p) - {"type"} - _VALUE_KEYS for p in _props(s).values() if isinstance(p, dict)):
+        if rest or not names <= {"name", "generateName"}:
             out.append(forbidden(path, "must not specify anything other than name and generateName, but metadata "
                                        "is implicitly specified"))
-
-
-_VALUE_KEYS = frozenset({"maxLength", "minLength", "pattern", "enum", "format", "allOf", "anyOf", "oneOf", "not"})
 
 
 def _value_validation(s: JSON, level: str, path: str, out: list[Cause]) -> None:

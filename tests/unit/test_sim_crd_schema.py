@@ -675,3 +675,9 @@ def test_a_duplicate_is_reported_once_at_its_second_appearance_and_types_tell_it
 def test_map_list_items_without_their_key_share_the_empty_key() -> None:
     assert causes(widget(ports=[{"port": 1}, {"port": 2}])) == [
         ("spec.ports[1]", "FieldValueDuplicate", "Duplicate value: {}")]
+
+
+def test_root_metadata_may_restrict_name_and_generate_name_only() -> None:
+    name_only = {"type": "object", "properties": {"metadata": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 10, "description": "short"}}}}}
+    assert check_structural(name_only) == []
