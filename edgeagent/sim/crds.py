@@ -27,6 +27,8 @@ NAMES_ACCEPTED = "NamesAccepted"
 ESTABLISHED = "Established"
 TERMINATING = "Terminating"
 SCOPES = ("Cluster", "Namespaced")
+# Groups under k8s.io and kubernetes.io belong to the Kubernetes project: a CRD there needs this annotation.
+APPROVAL_ANNOTATION = "api-approved.kubernetes.io"
 PRINTER_COLUMN_TYPES = ("boolean", "date", "integer", "number", "string")
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _DNS1035_MESSAGE = (
@@ -188,6 +190,12 @@ def validate(crd: JSON, old: JSON | None) -> None:
         causes.append(errors.field_invalid("spec.group", group, _DNS1123_SUBDOMAIN_MESSAGE))
     elif "." not in group:
         causes.append(errors.field_invalid("spec.group", group, "should be a domain with at least one dot"))
+    elif (group.endswith(".k8s.io") or group.endswith(".kubernetes.io") or group in ("k8s.io", "kubernetes.io")) \
+            and not _dict(_dict(crd.get("metadata")).get("annotations")).get(APPROVAL_ANNOTATION):
+        causes.append(errors.field_required(
+            f"metadata.annotations[{APPROVAL_ANNOTATION}]",
+            f'protected groups must have approval annotation "{APPROVAL_ANNOTATION}", see '
+            "https://github.com/kubernetes/enhancements/pull/1111"))
     scope = spec.get("scope")
     if not scope:
         causes.append(errors.field_required("spec.scope"))

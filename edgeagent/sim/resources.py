@@ -333,7 +333,8 @@ class Registry:
         stored: dict[str, Resource] = dict(RESOURCES)
         for served in self._custom.values():
             for res in served:
-                by_gv.setdefault((res.group, res.version), {})[res.plural] = res
+                if res.plural not in _BY_GROUP_VERSION.get((res.group, res.version), {}):  # built-ins win
+                    by_gv.setdefault((res.group, res.version), {})[res.plural] = res
             stored[served[0].key] = served[0]
         self._by_gv = by_gv
         self.stored = stored  # store key -> the Resource its objects are kept as (a CRD's storage version)
