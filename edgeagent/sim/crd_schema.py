@@ -247,13 +247,23 @@ def _types(s: JSON) -> list[str]:
 _STRING_FORMATS = frozenset({
     "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4", "uuid5",
     "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password", "date",
-    "duration", "datetime", "date-time"})
+    "duration", "datetime", "quantity", "k8sshortname", "k8slongname"})
 
 
 def _format(s: JSON) -> str:
-    """The format kube-apiserver keeps (it strips the ones its validator does not support)."""
+    """The format kube-apiserver keeps: string formats it validates, int32/int64, float/double; others dropped."""
     fmt = s.get("format")
-    return fmt if isinstance(fmt, str) and fmt in _STRING_FORMATS else ""
+    if not isinstance(fmt, str) or not fmt:
+        return ""
+    types = _types(s)
+    kind = types[0] if len(types) == 1 else ""
+    if kind in ("", "string"):
+        return fmt if fmt.replace("-", "") in _STRING_FORMATS else ""
+    if kind == "integer":
+        return fmt if fmt in ("int32", "int64") else ""
+    if kind == "number":
+        return fmt if fmt in ("float", "double") else ""
+    return ""
 
 
 def _is_number(value: Any) -> bool:
@@ -460,7 +470,7 @@ class _Validator:
         self._junctors(s, data, path)
         if isinstance(data, str):
             self._string(s, data, path)
-            if fmt:
+            if fmt.replace("-", "") in _STRING_FORMATS:
                 self._string_format(fmt, data, path)
         if _is_number(data):
             self._number(s, data, path)
@@ -698,6 +708,9 @@ _MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$|^([0-9A-Fa-f]{4}\.
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
                        r"[A-Za-z0-9])?)*\.?$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_SHORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LONG_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _format_valid(fmt: str, data: str) -> bool:
@@ -728,6 +741,12 @@ def _format_valid(fmt: str, data: str) -> bool:
             return bool(_HOSTNAME.match(data))
         if fmt == "email":
             return bool(_EMAIL.match(data))
+        if fmt == "quantity":
+            return bool(_QUANTITY.match(data))
+        if fmt == "k8s-short-name":
+            return len(data) <= 63 and bool(_SHORT_NAME.match(data))
+        if fmt == "k8s-long-name":
+            return len(data) <= 253 and bool(_LONG_NAME.match(data))
     except ValueError:
         return False
     return True

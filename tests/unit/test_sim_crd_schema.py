@@ -681,3 +681,14 @@ def test_root_metadata_may_restrict_name_and_generate_name_only() -> None:
     name_only = {"type": "object", "properties": {"metadata": {"type": "object", "properties": {
         "name": {"type": "string", "maxLength": 10, "description": "short"}}}}}
     assert check_structural(name_only) == []
+
+
+def test_an_int32_field_names_its_format_when_a_value_is_not_an_integer() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "format": "int32"},
+                                               "f": {"type": "number", "format": "bogus"}}}
+    assert causes({"n": 3, "f": True}, schema) == [
+        ("f", "FieldValueTypeInvalid", 'Invalid value: "boolean": f in body must be of type number: "boolean"')]
+    assert causes({"n": 1.5}, schema) == [
+        ("n", "FieldValueTypeInvalid", 'Invalid value: "float64": n in body must be of type int32: "float64"')]
+    assert causes({"n": "3"}, schema) == [
+        ("n", "FieldValueTypeInvalid", 'Invalid value: "string": n in body must be of type integer: "string"')]
