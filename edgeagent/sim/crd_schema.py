@@ -953,7 +953,7 @@ class _Rules:
             if detail is None:
                 message = str(rule.get("message") or "")
                 detail = message.strip() if message else f"failed rule: {_rule_error_string(rule)}"
-            value = _OMIT if kind in ("object", "array") or isinstance(data, (dict, list)) else data
+            value = _OMIT if kind in ("object", "array") else data  # an untyped node shows even a map
             self.causes.append(_rule_failure(rule, where, value, detail))
 
 

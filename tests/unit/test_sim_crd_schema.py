@@ -692,3 +692,10 @@ def test_an_int32_field_names_its_format_when_a_value_is_not_an_integer() -> Non
         ("n", "FieldValueTypeInvalid", 'Invalid value: "float64": n in body must be of type int32: "float64"')]
     assert causes({"n": "3"}, schema) == [
         ("n", "FieldValueTypeInvalid", 'Invalid value: "string": n in body must be of type integer: "string"')]
+
+
+def test_a_failed_rule_on_an_untyped_node_shows_the_value() -> None:
+    schema = {"type": "object", "properties": {"free": {"x-kubernetes-preserve-unknown-fields": True,
+                                                        "x-kubernetes-validations": [{"rule": "size(self) < 2"}]}}}
+    assert causes({"free": {"a": 1, "b": 2}}, schema) == [
+        ("free", "FieldValueInvalid", 'Invalid value: {"a":1,"b":2}: failed rule: size(self) < 2')]
