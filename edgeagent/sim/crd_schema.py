@@ -29,6 +29,7 @@ values of objects and arrays omitted from CEL failures: `Invalid value: failed r
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import importlib
 import ipaddress
@@ -990,21 +991,23 @@ def _memo_key(rule: str, s: JSON, data: Any, old: Any) -> tuple[str, int, str, s
 
 
 def _memo_get(key: tuple[str, int, str, str | None] | None, s: JSON) -> tuple[bool, str | None] | None:
-    if key is None or key not in _MEMO:
+    if key is None:
         return None
-    node, outcome = _MEMO[key]
-    if node is not s:
+    entry = _MEMO.get(key)
+    if entry is None or entry[0] is not s:
         return None
-    _MEMO.move_to_end(key)
-    return outcome
+    with contextlib.suppress(KeyError):  # another thread may have evicted it meanwhile
+        _MEMO.move_to_end(key)
+    return entry[1]
 
 
 def _memo_put(key: tuple[str, int, str, str | None] | None, s: JSON, outcome: tuple[bool, str | None]) -> None:
     if key is None:
         return
     _MEMO[key] = (s, outcome)
-    if len(_MEMO) > _MEMO_SIZE:
-        _MEMO.popitem(last=False)
+    while len(_MEMO) > _MEMO_SIZE:
+        with contextlib.suppress(KeyError):
+            _MEMO.popitem(last=False)
 
 
 # --- the public checks ------------------------------------------------------------------------------------------
