@@ -292,7 +292,30 @@ def _functions() -> dict[str, Callable[..., Any]]:
             return default if target.value is None else target.value
         return target
 
+    numeric = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+
+    def equal(a: Any, b: Any) -> Any:
+        """CEL's heterogeneous equality (cel-go, as Kubernetes runs it): 1 == 1.0, and values of unrelated types are
+        unequal rather than an error."""
+        if isinstance(a, numeric) and isinstance(b, numeric) and not isinstance(a, celtypes.BoolType) \
+                and not isinstance(b, celtypes.BoolType):
+            return boolean(float(a) == float(b) if isinstance(a, celtypes.DoubleType) or
+                           isinstance(b, celtypes.DoubleType) else int(a) == int(b))
+        if _is_error(a) or _is_error(b):
+            return a if _is_error(a) else b
+        if isinstance(a, celtypes.BoolType) != isinstance(b, celtypes.BoolType):
+            return boolean(False)
+        try:
+            return boolean(a == b)
+        except TypeError:
+            return boolean(False)
+
+    def not_equal(a: Any, b: Any) -> Any:
+        result = equal(a, b)
+        return result if _is_error(result) else boolean(not result)
+
     return {
+        "_==_": equal, "_!=_": not_equal,
         "hasValue": has_value, "value": value, "orValue": or_value,
         "charAt": char_at, "indexOf": index_of, "lastIndexOf": last_index_of,
         "lowerAscii": lambda s: string("".join(c.lower() if c.isascii() else c for c in str(s))),

@@ -699,3 +699,16 @@ def test_a_failed_rule_on_an_untyped_node_shows_the_value() -> None:
                                                         "x-kubernetes-validations": [{"rule": "size(self) < 2"}]}}}
     assert causes({"free": {"a": 1, "b": 2}}, schema) == [
         ("free", "FieldValueInvalid", 'Invalid value: {"a":1,"b":2}: failed rule: size(self) < 2')]
+
+
+@pytest.mark.parametrize(("rule", "result"), [
+    ("self.ratio == 1", True), ("self.ratio != 1", False), ("self.count == 1.0", True), ("self.name == 1", False),
+    ("self.flag == 1", False), ("self.flag != 0", True), ("[1, 2] == [1, 2]", True)])
+def test_equality_across_types_is_cel_gos_heterogeneous_equality(rule: str, result: bool) -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [{"rule": rule}],
+                                                        "properties": {"ratio": {"type": "number"},
+                                                                       "count": {"type": "integer"},
+                                                                       "name": {"type": "string"},
+                                                                       "flag": {"type": "boolean"}}}}}
+    found = validate(schema, {"spec": {"ratio": 1.0, "count": 1, "name": "n", "flag": True}}, None)
+    assert (found == []) is result, found
