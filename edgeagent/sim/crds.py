@@ -156,10 +156,18 @@ def _version_causes(versions: list[Any]) -> list[JSON]:
             column = _dict(column)
             if not column.get("name"):
                 causes.append(errors.field_required(f"{cpath}.name"))
-            if column.get("type") not in PRINTER_COLUMN_TYPES:
+            if not column.get("type"):
+                causes.append(errors.field_required(f"{cpath}.type",
+                                                    "must be one of " + ",".join(PRINTER_COLUMN_TYPES)))
+            elif column.get("type") not in PRINTER_COLUMN_TYPES:
                 causes.append(errors.field_not_supported(f"{cpath}.type", column.get("type"), PRINTER_COLUMN_TYPES))
-            if not column.get("jsonPath"):
-                causes.append(errors.field_required(f"{cpath}.jsonPath"))
+            # The real server names this field after its internal Go name.
+            json_path = column.get("jsonPath")
+            if not json_path:
+                causes.append(errors.field_required(f"{cpath}.JSONPath"))
+            elif not str(json_path).startswith("."):
+                causes.append(errors.field_invalid(f"{cpath}.JSONPath", json_path,
+                                                   "must be a simple json path starting with ."))
         scale = _dict(_dict(version.get("subresources")).get("scale"))
         if _dict(version.get("subresources")).get("scale") is not None:
             for key in ("specReplicasPath", "statusReplicasPath"):

@@ -266,3 +266,19 @@ async def test_a_protected_group_needs_the_approval_annotation_and_built_ins_are
              "spec": {"holderIdentity": "me"}}
     created = await api.ok("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", body=lease)
     assert created["spec"] == {"holderIdentity": "me"}  # the built-in Lease, not the CRD's schema (size required)
+
+
+async def test_printer_columns_are_checked(api: Api) -> None:
+    body = widget_crd()
+    body["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Size", "type": "text", "jsonPath": ".spec.size"},
+        {"name": "Bad", "type": "string", "jsonPath": "spec.size"},
+    ]
+    reply = await api.call("POST", CRDS, body=body)
+    assert reply.status == 422
+    assert [(c["field"], c["message"]) for c in reply.body["details"]["causes"]] == [
+        ("spec.versions[0].additionalPrinterColumns[0].type",
+         'Unsupported value: "text": supported values: "boolean", "date", "integer", "number", "string"'),
+        ("spec.versions[0].additionalPrinterColumns[1].JSONPath",
+         'Invalid value: "spec.size": must be a simple json path starting with .'),
+    ]
