@@ -55,13 +55,97 @@ def _environment() -> Any:
 
 @functools.lru_cache(maxsize=4096)
 def _compiled(rule: str) -> tuple[Any, str | None]:
-    """(program, None) or (None, error detail); cached by rule text so 10,000 objects compile a rule once."""
+    """(program, None) or (program or None, error detail); cached by rule text so 10,000 objects compile a rule
+    once. A rule that parses but names an unknown variable or function gets a detail and still a program."""
     env = _environment()
     try:
         ast = env.compile(rule)
     except Exception as exc:  # celpy's parse errors share no public base class
         return None, _compile_detail(rule, exc)
-    return env.program(ast, functions=_functions()), None
+    return env.program(ast, functions=_functions()), _reference_error(rule, ast)
+
+
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_TYPE_NAMES = frozenset({"bool", "bytes", "double", "int", "list", "map", "null_type", "string", "type", "uint"})
+
+
+@functools.cache
+def _known_functions() -> frozenset[str]:
+    base = _celpy().evaluation.base_functions
+    names = {name for name in base if name.isidentifier()}
+    return frozenset(names | set(_functions()) | _MACROS | {"has", "min", "max"})
+
+
+def _reference_error(rule: str, ast: Any) -> str | None:
+    """cel-go's check of names: only self, oldSelf, macro variables, known functions and type names exist."""
+    import lark
+
+    known = _known_functions()
+
+    def token(node: Any, index: int) -> Any:
+        child = node.children[index] if len(node.children) > index else None
+        return child if isinstance(child, lark.Token) else None
+
+    def undeclared(name_token: Any) -> str:
+        line, column = int(name_token.line or 1), int(name_token.column or 1)
+        lines = rule.splitlines() or [""]
+        source = lines[min(line, len(lines)) - 1]
+        return (f"compilation failed: ERROR: <input>:{line}:{column}: undeclared reference to '{name_token}' "
+                f"(in container '')\n | {source}\n | {'.' * max(column - 1, 0)}^")
+
+    def first_ident(node: Any) -> str | None:
+        if not isinstance(node, lark.Tree):
+            return None
+        if node.data == "ident":
+            name = token(node, 0)
+            return str(name) if name is not None else None
+        for child in node.children:
+            found = first_ident(child)
+            if found:
+                return found
+        return None
+
+    def walk(node: Any, bound: frozenset[str]) -> str | None:
+        if not isinstance(node, lark.Tree):
+            return None
+        if node.data == "ident":
+            name = token(node, 0)
+            if name is not None and str(name) not in bound | _TYPE_NAMES | {"self", "oldSelf"}:
+                return undeclared(name)
+            return None
+        if node.data in ("ident_arg", "member_dot_arg"):
+            offset = 0 if node.data == "ident_arg" else 1
+            name = token(node, offset)
+            if name is not None and str(name) not in known:
+                return undeclared(name)
+            args = [c for c in node.children[offset + 1:] if isinstance(c, lark.Tree)]
+            exprs = [c for a in args for c in a.children] if args and args[0].data == "exprlist" else args
+            if node.data == "member_dot_arg":
+                found = walk(node.children[0], bound)
+                if found:
+                    return found
+            if name is not None and str(name) in _MACROS and exprs:
+                variable = first_ident(exprs[0])
+                inner = bound | {variable} if variable else bound
+                for expr in exprs[1:]:
+                    found = walk(expr, inner)
+                    if found:
+                        return found
+                return None
+            if name is not None and str(name) == "has":
+                return None  # has(self.field): the selection is not evaluated
+            for expr in exprs:
+                found = walk(expr, bound)
+                if found:
+                    return found
+            return None
+        for child in node.children:
+            found = walk(child, bound)
+            if found:
+                return found
+        return None
+
+    return walk(ast, frozenset())
 
 
 def _compile_detail(rule: str, exc: Exception) -> str:

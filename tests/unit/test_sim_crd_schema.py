@@ -712,3 +712,15 @@ def test_equality_across_types_is_cel_gos_heterogeneous_equality(rule: str, resu
                                                                        "flag": {"type": "boolean"}}}}}
     found = validate(schema, {"spec": {"ratio": 1.0, "count": 1, "name": "n", "flag": True}}, None)
     assert (found == []) is result, found
+
+
+def test_a_rule_naming_an_unknown_variable_or_function_refuses_the_crd() -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+        {"rule": "self.items.all(i, i.size() > 0 && i.lowerAscii() == i)"},
+        {"rule": "self.items.all(i, i.shout())"},
+        {"rule": "replicas > 1"}]}}}
+    found = structural(schema)
+    assert [f[0].rsplit(".", 2)[-2] for f in found] == ["x-kubernetes-validations[1]", "x-kubernetes-validations[2]"]
+    assert found[0][2].endswith("undeclared reference to 'shout' (in container '')\n"
+                                " | self.items.all(i, i.shout())\n | ....................^")
+    assert "undeclared reference to 'replicas'" in found[1][2]
