@@ -7,11 +7,13 @@ schema, as the real server types them: `integer` is int, `number` is double, a `
 and a `duration` string a duration, so `self.start < self.end` compares instants rather than strings.
 
 The texts of evaluation errors are cel-go's ("no such key: x", "division by zero", ...) because kube-apiserver
-puts them in the 422 it returns. Compilation errors keep cel-python's detail after cel-go's prefix (the two
-parsers word syntax errors differently). cel-python is the sim's optional dependency, imported on first use.
-Not supported: the optional syntax (`?.`, `optional.of`; an `optionalOldSelf` rule's `oldSelf` has
-`hasValue()`, `value()` and `orValue()` only), the quantity, URL, IP and CIDR libraries, and type
-checking at CRD time beyond parsing (an unknown identifier fails when the rule first runs, as an evaluation error).
+puts them in the 422 it returns. At CRD time a rule must parse and name only what exists (self, oldSelf, macro
+variables, known functions: cel-go's "undeclared reference to 'x'"); a syntax error keeps cel-go's layout with
+cel-python's position. Equality is cel-go's heterogeneous equality (1 == 1.0). cel-python is the sim's optional
+dependency, imported on first use. Not supported: the optional syntax (`?.`, `optional.of`; an
+`optionalOldSelf` rule's `oldSelf` has `hasValue()`, `value()` and `orValue()` only), the quantity, URL, IP
+and CIDR libraries, and the checker's field and argument types (a field the schema lacks, or `double + int`,
+fails or passes when the rule runs instead of refusing the CRD), and the cost budget.
 """
 
 from __future__ import annotations
