@@ -295,19 +295,48 @@ def _json_type(value: Any) -> tuple[str, str]:
 # --- pruning, null pruning, defaulting -----------------------------------------------------------------------
 
 def prune(schema: JSON, obj: JSON) -> list[str]:
-    """Drop what the schema does not know, in place; return the dropped paths (sorted) as Strict/Warn name them.
+    """Drop what the schema does not know, in place; return the dropped paths as Strict/Warn name them.
 
-    Also drops non-nullable nulls that have no default (the real decoder's next step), without reporting them.
+    In the real decoder's order: unknown root `metadata` fields (not ObjectMeta's), then the fields the schema
+    prunes (sorted), then unknown `metadata` fields of embedded resources. Also drops non-nullable nulls that have
+    no default (the decoder's next step), without reporting them.
     """
+    meta_unknown = _drop_unknown_meta(obj.get("metadata"), "metadata")
     pruned: list[str] = []
-    metadata = obj.get("metadata")
-    if isinstance(metadata, dict):
-        for key in [k for k in metadata if k not in OBJECT_META_FIELDS]:
-            del metadata[key]
-            pruned.append(f"metadata.{key}")
     _prune(obj, schema, "", pruned, embedded=True)
     _prune_nulls(obj, schema)
-    return sorted(pruned)
+    coerced: list[str] = []
+    _coerce_embedded(obj, schema, "", coerced, root=True)
+    return meta_unknown + sorted(pruned) + coerced
+
+
+def _drop_unknown_meta(metadata: Any, path: str) -> list[str]:
+    if not isinstance(metadata, dict):
+        return []
+    unknown = sorted(k for k in metadata if k not in OBJECT_META_FIELDS)
+    for key in unknown:
+        del metadata[key]
+    return [f"{path}.{key}" for key in unknown]
+
+
+def _coerce_embedded(value: Any, s: JSON | None, path: str, found: list[str], root: bool = False) -> None:
+    """The metadata of an x-kubernetes-embedded-resource object is an ObjectMeta too."""
+    if s is None:
+        return
+    if isinstance(value, dict):
+        if s.get("x-kubernetes-embedded-resource") and not root:
+            found.extend(_drop_unknown_meta(value.get("metadata"), _child(path, "metadata")))
+        props = _props(s)
+        extra = _extra(s)[1]
+        for key, item in value.items():
+            if key in props:
+                _coerce_embedded(item, props[key], _child(path, key), found)
+            elif extra is not None:
+                _coerce_embedded(item, extra, _child(path, key), found)
+    elif isinstance(value, list):
+        items = _items(s)
+        for i, item in enumerate(value):
+            _coerce_embedded(item, items, f"{path}[{i}]", found)
 
 
 def _prune(value: Any, s: JSON | None, path: str, pruned: list[str], embedded: bool = False) -> None:

@@ -273,8 +273,10 @@ def test_prune_drops_unknown_fields_and_reports_their_paths_sorted() -> None:
     obj["status"] = {"ready": 1, "bogus": True}
     obj["top"] = 1
     obj["metadata"]["surprise"] = 1
+    obj["spec"]["template"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "odd": 1}}
     assert prune(WIDGET, obj) == ["metadata.surprise", "spec.extra.known.c", "spec.steps[0].x", "spec.zeta",
-                                  "status.bogus", "top"]
+                                  "status.bogus", "top", "spec.template.metadata.odd"]
+    assert obj["spec"]["template"]["metadata"] == {"name": "p"}
     assert obj["spec"]["extra"] == {"anything": {"goes": 1}, "known": {"a": "b"}}
     assert obj["apiVersion"] == "example.com/v1" and obj["kind"] == "Widget" and obj["metadata"] == {"name": "w"}
     assert obj["spec"]["steps"] == [{"name": "a"}]
