@@ -234,11 +234,12 @@ def iter_failures(state: RolloutState) -> Iterable[tuple[str, str, str]]:
         yield item.get("node", ""), item.get("pod", ""), item.get("reason", "")
 
 
-def newest_completed(history: Iterable[HistoryEntry]) -> str | None:
-    """The newest revision whose rollout completed: the only kind of revision a rollback may restore (never one
-    that was aborted, rolled back or did not finish)."""
+def newest_completed(history: Iterable[HistoryEntry], other_than: str | None = None) -> str | None:
+    """The newest revision whose rollout completed, other than `other_than` (the one being rolled: going back to a
+    revision that completed once, its rollback target is the one before it): the only kind of revision a rollback
+    may restore (never one that was aborted, rolled back or did not finish)."""
     for entry in history:
-        if entry.phase == PHASE_COMPLETE:
+        if entry.phase == PHASE_COMPLETE and entry.revision != other_than:
             return entry.revision
     return None
 
