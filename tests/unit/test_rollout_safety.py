@@ -255,3 +255,14 @@ def test_retry_after_an_abort_clears_the_failures_and_goes_on_from_the_same_wave
     d = run(aborted, ModelObservation(pods(upgraded=set(RANKING.nodes_of_wave(1)))), steering=Steering(retry="c"))
     assert d.state is not None and d.state.wave == 2 and d.state.failed == 0 and d.state.phase == PHASE_PROGRESSING
     assert d.gate.allows(RANKING.nodes_of_wave(2)[0]) and not d.gate.allows(RANKING.nodes_of_wave(3)[0])
+
+
+def test_going_back_to_a_revision_that_completed_once_its_rollback_target_is_the_one_before_it() -> None:
+    """c was aborted; GitOps reverts to b, which completed before c: rolling b again, its stable revision must not
+    be b itself (a rollback would restore the revision that is failing) but a."""
+    history = (HistoryEntry("c", (), PHASE_ABORTED, T0), HistoryEntry("b", (), PHASE_COMPLETE, T0 - 100),
+               HistoryEntry("a", (), PHASE_COMPLETE, T0 - 200))
+    state = RolloutState(revision="c", stable_revision="b", waves=3, wave=1, phase=PHASE_ABORTED, history=history)
+    d = run(state, ModelObservation(pods()), revision="b")
+    assert d.state is not None and d.state.stable_revision == "a"
+    assert [h.revision for h in d.state.history] == ["b", "c", "a"]
