@@ -40,7 +40,7 @@ from edgeagent.sim.images import ImageCatalog, ImageSpec
 from edgeagent.sim.jobs import JobController
 from edgeagent.sim.kubelet import NodeLifecycleController, NodeSimulator
 from edgeagent.sim.links import CUT_MODES, Link
-from edgeagent.sim.persist import Snapshot, StateFile
+from edgeagent.sim.persist import Snapshot, StateError, StateFile
 from edgeagent.sim.ports import free_stable_port
 from edgeagent.sim.server import ServerSettings, create_app
 from edgeagent.sim.store import Store
@@ -186,7 +186,11 @@ class SimCluster:
         self._state = StateFile(self.dir)
         snapshot = self._state.load()
         if snapshot is not None:
-            self.store.restore(snapshot.resource_version, snapshot.objects)
+            try:
+                self.store.restore(snapshot.resource_version, snapshot.objects)
+            except ValueError as exc:  # objects of a kind no saved CRD defines
+                self._state.close()
+                raise StateError(f"{self._state.path} cannot be loaded: {exc}; nothing was loaded") from exc
             self.images.restore(snapshot.images)  # already checked by load()
             self.resumed = True
             _log.info("resumed simulated cluster state", dir=str(self.dir),

@@ -7,9 +7,10 @@ to `/apis/apps/v1/namespaces/<ns>/daemonsets`. OpenAPI documents are in sim/open
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from edgeagent.sim.resources import Resource, group_versions, resources_in
+from edgeagent.sim.resources import Registry, Resource
 
 JSON = dict[str, Any]
 
@@ -43,29 +44,40 @@ def api_versions(server_address: str) -> JSON:
     }
 
 
-def _group_entry(group: str) -> JSON:
-    versions = [{"groupVersion": f"{group}/{v}", "version": v} for g, v in group_versions() if g == group]
+def _group_entry(registry: Registry, group: str) -> JSON:
+    versions = [{"groupVersion": f"{group}/{v}", "version": v} for g, v in registry.group_versions() if g == group]
+    versions.sort(key=lambda v: _version_priority(v["version"]))
     return {"name": group, "versions": versions, "preferredVersion": versions[0]}
 
 
-def api_group_names() -> list[str]:
+def _version_priority(version: str) -> tuple[int, int, int]:
+    """kube-aggregator's version order (GA before beta before alpha, higher first): the first is preferred."""
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if match is None:
+        return (3, 0, 0)
+    stage = {None: 0, "beta": 1, "alpha": 2}[match.group(2)]
+    return (stage, -int(match.group(1)), -int(match.group(3) or 0))
+
+
+def api_group_names(registry: Registry) -> list[str]:
     names: list[str] = []
-    for group, _ in group_versions():
+    for group, _ in registry.group_versions():
         if group and group not in names:
             names.append(group)
     return names
 
 
-def api_group_list() -> JSON:
-    """`/apis`: every named group."""
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group_entry(g) for g in api_group_names()]}
+def api_group_list(registry: Registry) -> JSON:
+    """`/apis`: every named group, custom ones (from Established CRDs) included."""
+    groups = [_group_entry(registry, g) for g in api_group_names(registry)]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
-def api_group(group: str) -> JSON | None:
+def api_group(registry: Registry, group: str) -> JSON | None:
     """`/apis/<group>`, or None for a group the server does not serve."""
-    if group not in api_group_names():
+    if group not in registry.groups:
         return None
-    return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(group)}
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(registry, group)}
 
 
 def _resource_entries(res: Resource) -> list[JSON]:
@@ -82,21 +94,19 @@ def _resource_entries(res: Resource) -> list[JSON]:
         main["categories"] = list(res.categories)
     entries = [main]
     for sub in res.subresources:
-        entries.append(
-            {
-                "name": f"{res.plural}/{sub}",
-                "singularName": "",
-                "namespaced": res.namespaced,
-                "kind": res.kind,
-                "verbs": SUBRESOURCE_VERBS,
-            }
-        )
+        entry: JSON = {"name": f"{res.plural}/{sub}", "singularName": "", "namespaced": res.namespaced}
+        if sub == "scale":  # another group's kind, named as such
+            entry.update(group="autoscaling", version="v1", kind="Scale")
+        else:
+            entry["kind"] = res.kind
+        entry["verbs"] = SUBRESOURCE_VERBS
+        entries.append(entry)
     return entries
 
 
-def api_resource_list(group: str, version: str) -> JSON | None:
+def api_resource_list(registry: Registry, group: str, version: str) -> JSON | None:
     """`/api/v1` or `/apis/<group>/<version>`, or None when that group/version is not served."""
-    served = resources_in(group, version)
+    served = registry.resources_in(group, version)
     if not served:
         return None
     return {

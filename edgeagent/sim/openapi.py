@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from edgeagent.sim import openapi_docs
-from edgeagent.sim.resources import Resource, group_versions, resources_in
+from edgeagent.sim.resources import Registry, Resource, group_versions, resources_in
 
 JSON = dict[str, Any]
 
@@ -185,11 +185,65 @@ def _definitions(ref_prefix: str) -> dict[str, JSON]:
     return builder.definitions
 
 
-def definitions_v2() -> dict[str, JSON]:
-    return _definitions(V2_REFS)
+# What the real server writes for the apiVersion and kind of every custom kind's schema.
+_API_VERSION_DESCRIPTION = (
+    "APIVersion defines the versioned schema of this representation of an object. Servers should convert "
+    "recognized schemas to the latest internal value, and may reject unrecognized values. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"
+)
+_KIND_DESCRIPTION = (
+    "Kind is a string value representing the REST resource this object represents. Servers may infer this from "
+    "the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+)
+_METADATA_DESCRIPTION = (
+    "Standard object's metadata. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+)
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
-def v2_document() -> JSON:
+def custom_definition_name(res: Resource) -> str:
+    """The real server's name for a custom kind's schema: the group reversed, the version, the kind."""
+    return ".".join([*reversed(res.group.split(".")), res.version, res.kind])
+
+
+def _custom_schema(res: Resource, ref_prefix: str) -> JSON:
+    """A CRD version's schema as the published document carries it: apiVersion, kind and metadata added."""
+    assert res.custom is not None
+    schema: JSON = json.loads(json.dumps(res.custom.schema))
+    schema["type"] = "object"
+    props = schema.setdefault("properties", {})
+    props["apiVersion"] = {"type": "string", "description": _API_VERSION_DESCRIPTION}
+    props["kind"] = {"type": "string", "description": _KIND_DESCRIPTION}
+    meta: JSON = {"$ref": ref_prefix + OBJECT_META}
+    if ref_prefix == V3_REFS:
+        meta = {"allOf": [meta]}
+    props["metadata"] = {**meta, "description": _METADATA_DESCRIPTION}
+    schema[GVK_EXTENSION] = [{"group": res.group, "version": res.version, "kind": res.kind}]
+    return schema
+
+
+def definitions(registry: Registry, ref_prefix: str) -> dict[str, JSON]:
+    """The built-in kinds' definitions (built once per process) and the served custom kinds' (per registry)."""
+    custom = registry.custom_resources()
+    if not custom:
+        return _definitions(ref_prefix)
+    key = "definitions" + ref_prefix
+    found: dict[str, JSON] | None = registry.cache.get(key)
+    if found is None:
+        found = dict(_definitions(ref_prefix))
+        for res in custom:
+            found[custom_definition_name(res)] = _custom_schema(res, ref_prefix)
+        registry.cache[key] = found
+    return found
+
+
+def definitions_v2(registry: Registry | None = None) -> dict[str, JSON]:
+    return _definitions(V2_REFS) if registry is None else definitions(registry, V2_REFS)
+
+
+def v2_document(registry: Registry | None = None) -> JSON:
     """`/openapi/v2` (Swagger 2.0): definitions only (see the module docstring for why no paths)."""
     from edgeagent.sim.discovery import SERVER_MAJOR, SERVER_MINOR
 
@@ -197,19 +251,33 @@ def v2_document() -> JSON:
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": f"v{SERVER_MAJOR}.{SERVER_MINOR}.0"},
         "paths": {},
-        "definitions": definitions_v2(),
+        "definitions": definitions_v2(registry),
     }
 
 
+def _cached(registry: Registry, name: str, build: Any) -> Any:
+    """Per-registry cache for documents that include custom kinds (dropped when the registry changes)."""
+    if name not in registry.cache:
+        registry.cache[name] = build()
+    return registry.cache[name]
+
+
+def v2_json(registry: Registry | None = None) -> bytes:
+    if registry is None or not registry.custom_resources():
+        return _v2_json_builtin()
+    return bytes(_cached(registry, "v2_json", lambda: json.dumps(v2_document(registry), separators=(",", ":"))
+                         .encode()))
+
+
 @functools.cache
-def v2_json() -> bytes:
+def _v2_json_builtin() -> bytes:
     return json.dumps(v2_document(), separators=(",", ":")).encode()
 
 
-def schemas_v3(group: str, version: str) -> dict[str, JSON]:
+def schemas_v3(group: str, version: str, registry: Registry | None = None) -> dict[str, JSON]:
     """The components.schemas of one group/version document: its kinds and everything they reference."""
-    definitions = _definitions(V3_REFS)
-    roots = [name for name, schema in definitions.items()
+    defs = _definitions(V3_REFS) if registry is None else definitions(registry, V3_REFS)
+    roots = [name for name, schema in defs.items()
              if any(g["group"] == group and g["version"] == version for g in schema.get(GVK_EXTENSION, []))]
     wanted: dict[str, JSON] = {}
     pending = list(roots)
@@ -217,14 +285,15 @@ def schemas_v3(group: str, version: str) -> dict[str, JSON]:
         name = pending.pop()
         if name in wanted:
             continue
-        wanted[name] = definitions[name]
-        pending.extend(_refs(definitions[name]))
+        wanted[name] = defs[name]
+        pending.extend(_refs(defs[name]))
     return dict(sorted(wanted.items()))
 
 
 def _refs(schema: Any) -> list[str]:
     if isinstance(schema, dict):
-        found = [schema["$ref"].rsplit("/", 1)[1]] if "$ref" in schema else []
+        ref = schema.get("$ref")
+        found = [ref.rsplit("/", 1)[1]] if isinstance(ref, str) else []
         return found + [r for value in schema.values() for r in _refs(value)]
     if isinstance(schema, list):
         return [r for value in schema for r in _refs(value)]
@@ -257,21 +326,22 @@ def _str(number: int, text: str) -> bytes:
 def _schema_pb(schema: JSON) -> bytes:
     """openapi_v2.Schema (gnostic): the fields kube-openapi reads to build kubectl's validation models."""
     out = bytearray()
-    if "$ref" in schema:
+    if isinstance(schema.get("$ref"), str):
         out += _str(1, schema["$ref"])
-    out += _str(2, schema.get("format", ""))
-    out += _str(4, schema.get("description", ""))
+    out += _str(2, str(schema.get("format", "")))
+    out += _str(4, str(schema.get("description", "")))
     extra = schema.get("additionalProperties")
     if isinstance(extra, dict):
         out += _ld(21, _ld(1, _schema_pb(extra)))
-    if "type" in schema:
+    if isinstance(schema.get("type"), str):
         out += _ld(22, _str(1, schema["type"]))
-    if "items" in schema:
+    if isinstance(schema.get("items"), dict):
         out += _ld(23, _ld(1, _schema_pb(schema["items"])))
     for part in schema.get("allOf", []):
-        out += _ld(24, _schema_pb(part))
+        if isinstance(part, dict):
+            out += _ld(24, _schema_pb(part))
     props = schema.get("properties")
-    if props:
+    if isinstance(props, dict) and props:
         out += _ld(25, b"".join(_ld(1, _str(1, k) + _ld(2, _schema_pb(v))) for k, v in props.items()))
     if GVK_EXTENSION in schema:
         yaml_text = json.dumps(schema[GVK_EXTENSION])  # JSON is YAML; kube-openapi parses the yaml field
@@ -279,10 +349,19 @@ def _schema_pb(schema: JSON) -> bytes:
     return bytes(out)
 
 
-@functools.cache
-def v2_protobuf() -> bytes:
+def v2_protobuf(registry: Registry | None = None) -> bytes:
     """The v2 document as the gnostic openapi_v2.Document protobuf client-go asks for."""
-    doc = v2_document()
+    if registry is None or not registry.custom_resources():
+        return _v2_protobuf_builtin()
+    return bytes(_cached(registry, "v2_protobuf", lambda: _v2_protobuf(v2_document(registry))))
+
+
+@functools.cache
+def _v2_protobuf_builtin() -> bytes:
+    return _v2_protobuf(v2_document())
+
+
+def _v2_protobuf(doc: JSON) -> bytes:
     info = _str(1, doc["info"]["title"]) + _str(2, doc["info"]["version"])
     definitions = b"".join(_ld(1, _str(1, name) + _ld(2, _schema_pb(schema)))
                            for name, schema in doc["definitions"].items())
@@ -301,12 +380,13 @@ def v3_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def v3_document(group: str, version: str) -> JSON:
+def v3_document(group: str, version: str, registry: Registry | None = None) -> JSON:
     from edgeagent.sim.discovery import SERVER_MAJOR, SERVER_MINOR
 
     path = v3_path(group, version)
     paths: JSON = {}
-    for res in resources_in(group, version):
+    served = resources_in(group, version) if registry is None else registry.resources_in(group, version)
+    for res in served:
         scope = "/namespaces/{namespace}" if res.namespaced else ""
         paths[f"/{path}{scope}/{res.plural}/{{name}}"] = {
             "patch": {
@@ -324,20 +404,39 @@ def v3_document(group: str, version: str) -> JSON:
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": f"v{SERVER_MAJOR}.{SERVER_MINOR}.0"},
         "paths": paths,
-        "components": {"schemas": schemas_v3(group, version)},
+        "components": {"schemas": schemas_v3(group, version, registry)},
     }
 
 
+def _v3_entry(group: str, version: str, registry: Registry | None) -> tuple[bytes, str]:
+    body = json.dumps(v3_document(group, version, registry), separators=(",", ":")).encode()
+    return body, hashlib.sha256(body).hexdigest()[:32].upper()
+
+
 @functools.cache
-def v3_documents() -> dict[str, tuple[bytes, str]]:
-    """Every group/version's document, serialised, with the content hash kubectl caches it under."""
-    out: dict[str, tuple[bytes, str]] = {}
-    for group, version in group_versions():
-        body = json.dumps(v3_document(group, version), separators=(",", ":")).encode()
-        out[v3_path(group, version)] = (body, hashlib.sha256(body).hexdigest()[:32].upper())
-    return out
+def _v3_builtin() -> dict[str, tuple[bytes, str]]:
+    return {v3_path(group, version): _v3_entry(group, version, None) for group, version in group_versions()}
 
 
-def v3_index() -> JSON:
+def v3_documents(registry: Registry | None = None) -> dict[str, tuple[bytes, str]]:
+    """Every group/version's document, serialised, with the content hash kubectl caches it under: the built-in
+    ones once per process, those with custom kinds whenever the registry changed (a CRD Established or gone)."""
+    builtin = _v3_builtin()
+    if registry is None or not registry.custom_resources():
+        return builtin
+
+    def build() -> dict[str, tuple[bytes, str]]:
+        custom_gvs = {(res.group, res.version) for res in registry.custom_resources()}
+        out = dict(builtin)
+        for group, version in registry.group_versions():
+            if (group, version) in custom_gvs:
+                out[v3_path(group, version)] = _v3_entry(group, version, registry)
+        return out
+
+    found: dict[str, tuple[bytes, str]] = _cached(registry, "v3_documents", build)
+    return found
+
+
+def v3_index(registry: Registry | None = None) -> JSON:
     return {"paths": {path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
-                      for path, (_, digest) in v3_documents().items()}}
+                      for path, (_, digest) in v3_documents(registry).items()}}

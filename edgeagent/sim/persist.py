@@ -113,13 +113,14 @@ class StateFile:
             for plural, namespace, name, body in self._db.execute(
                 "SELECT plural, namespace, name, body FROM objects ORDER BY plural, namespace, name"
             ):
-                if plural not in objects:
+                # A custom kind's key is `<plural>.<group>` (Resource.key); its CRD must be among the rows.
+                if plural not in objects and "." not in plural:
                     raise ValueError(f"unknown resource {plural!r}")
                 obj = json.loads(body)
                 meta = obj.get("metadata") if isinstance(obj, dict) else None
                 if not isinstance(meta, dict) or meta.get("name") != name:
                     raise ValueError(f"row {plural}/{namespace}/{name} does not hold that object")
-                objects[plural].append(obj)
+                objects.setdefault(plural, []).append(obj)
             ports = json.loads(self._meta("linkPorts") or "{}")
             api_port = self._meta("apiPort")
             images = json.loads(self._meta("images") or "[]")
@@ -141,9 +142,9 @@ class StateFile:
         """The whole store at once (a new directory): one transaction, so it is there entirely or not at all."""
         with self._transaction():
             self._db.execute("DELETE FROM objects")
-            for plural in RESOURCES:
-                for stored in store.list_page(RESOURCES[plural]).items:
-                    self._put(plural, stored.obj)
+            for key, res in store.registry.stored.items():
+                for stored in store.list_page(res).items:
+                    self._put(key, stored.obj)
             self._set("format", FORMAT)
             self._set("resourceVersion", str(store.resource_version))
 
@@ -154,10 +155,10 @@ class StateFile:
                 meta = event.object.get("metadata") or {}
                 self._db.execute(
                     "DELETE FROM objects WHERE plural = ? AND namespace = ? AND name = ?",
-                    (event.resource.plural, str(meta.get("namespace") or ""), str(meta.get("name") or "")),
+                    (event.resource.key, str(meta.get("namespace") or ""), str(meta.get("name") or "")),
                 )
             else:
-                self._put(event.resource.plural, event.object, event.object_json())
+                self._put(event.resource.key, event.object, event.object_json())
             self._set("resourceVersion", str(event.rv))
 
     def save_ports(self, api_port: int, link_ports: dict[str, int]) -> None:

@@ -685,6 +685,7 @@ def printer_for(kind: str) -> KindPrinter:
     return PRINTERS.get(kind, DEFAULT_PRINTER)
 
 
+
 # ---------------------------------------------------------------------------------------------- requests
 
 
@@ -734,10 +735,11 @@ def table(
     list_meta: JSON | None = None,
     columns: bool = True,
     now: float | None = None,
+    printer: KindPrinter | None = None,
 ) -> JSON:
     """A Table of `objects` (all of one kind). `columns=False` leaves out the column definitions, as the
     real server does on every watch event after the first."""
-    printer = printer_for(kind)
+    printer = printer or printer_for(kind)
     at = time.time() if now is None else now
     body: JSON = {"kind": TABLE_KIND, "apiVersion": f"{META_GROUP}/{version}", "metadata": list_meta or {}}
     body["columnDefinitions"] = [c.json() for c in printer.columns] if columns else None

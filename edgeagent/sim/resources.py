@@ -6,9 +6,37 @@ generation, unconditional updates) all read this table, so adding a kind is a on
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from edgeagent.kube.selectors import GENERIC_FIELDS, POD_FIELDS
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    """One `additionalPrinterColumns` entry of a CRD version (what `kubectl get` shows beside the name)."""
+
+    name: str
+    type: str
+    json_path: str
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class CustomInfo:
+    """What a CustomResourceDefinition says about one served version beyond the table's common fields."""
+
+    crd_name: str
+    storage_version: str
+    schema: JSON = field(compare=False, hash=False)  # the version's openAPIV3Schema
+    printer_columns: tuple[PrinterColumn, ...] = ()
+    # The scale subresource's paths (specReplicasPath, statusReplicasPath, labelSelectorPath), when on.
+    scale: JSON | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -34,6 +62,15 @@ class Resource:
     # an unknown field as `field label not supported: X`; every other kind uses the apiserver's default,
     # `"X" is not a known field selector: only "metadata.name", "metadata.namespace"`.
     own_field_labels: bool = False
+    # Set for the kinds a CustomResourceDefinition defines (sim/crds.py); None for the built-in kinds.
+    custom: CustomInfo | None = field(default=None, compare=False)
+    # Where the store keeps this kind's objects: the plural for built-in kinds (as state files always had it),
+    # `<plural>.<group>` for custom ones, so a CRD may reuse a built-in plural in its own group.
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", f"{self.plural}.{self.group}" if self.custom else self.plural)
 
     def unknown_field_message(self, field: str) -> str:
         if self.own_field_labels:
@@ -43,6 +80,14 @@ class Resource:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def stored_api_version(self) -> str:
+        """The apiVersion objects of this kind are stored with: a custom kind's are in its CRD's storage version
+        whichever version wrote them (the HTTP layer shows them in the version a client reads through)."""
+        if self.custom is not None and self.custom.storage_version != self.version:
+            return f"{self.group}/{self.custom.storage_version}"
+        return self.api_version
 
     @property
     def group_version(self) -> str:
@@ -220,13 +265,17 @@ VALIDATING_ADMISSION_POLICIES = _stored(_ADMISSION, "validatingadmissionpolicies
 VALIDATING_ADMISSION_POLICY_BINDINGS = _stored(_ADMISSION, "validatingadmissionpolicybindings",
                                                "ValidatingAdmissionPolicyBinding", namespaced=False,
                                                has_generation=True, categories=("api-extensions",))
+# apiextensions.k8s.io/v1: each Established CRD adds its kind to a store's Registry (sim/crds.py).
+CUSTOM_RESOURCE_DEFINITIONS = _stored("apiextensions.k8s.io", "customresourcedefinitions", "CustomResourceDefinition",
+                                      namespaced=False, short_names=("crd", "crds"), status=True,
+                                      has_generation=True, categories=("api-extensions",))
 
 RESOURCES: dict[str, Resource] = {
     r.plural: r
     for r in (
         PODS, NODES, NAMESPACES, EVENTS, SERVICE_ACCOUNTS, CONFIG_MAPS, SECRETS, SERVICES, DAEMONSETS, DEPLOYMENTS,
         CONTROLLER_REVISIONS, LEASES, JOBS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS,
-        VALIDATING_ADMISSION_POLICIES, VALIDATING_ADMISSION_POLICY_BINDINGS,
+        VALIDATING_ADMISSION_POLICIES, VALIDATING_ADMISSION_POLICY_BINDINGS, CUSTOM_RESOURCE_DEFINITIONS,
     )
 }
 
@@ -245,21 +294,86 @@ EVENTS_V1 = Resource(
     field_selectors=EVENTS.field_selectors,
 )
 
-# Group -> version -> plural -> Resource: the URL router's view of the table.
+# Group -> version -> plural -> Resource: the URL router's view of the built-in table.
 _BY_GROUP_VERSION: dict[tuple[str, str], dict[str, Resource]] = {}
 for _r in (*RESOURCES.values(), EVENTS_V1):
     _BY_GROUP_VERSION.setdefault((_r.group, _r.version), {})[_r.plural] = _r
 
 
 def resource_for(group: str, version: str, plural: str) -> Resource | None:
+    """A built-in kind (a store's Registry also knows the custom ones)."""
     return _BY_GROUP_VERSION.get((group, version), {}).get(plural)
 
 
 def resources_in(group: str, version: str) -> list[Resource]:
-    """The kinds served under one group/version, in table order (discovery lists them)."""
+    """The built-in kinds served under one group/version, in table order."""
     return list(_BY_GROUP_VERSION.get((group, version), {}).values())
 
 
 def group_versions() -> list[tuple[str, str]]:
-    """Every (group, version) served, core first."""
+    """Every built-in (group, version), core first."""
     return list(_BY_GROUP_VERSION)
+
+
+class Registry:
+    """The kinds one simulated API server serves: the built-in table plus the kinds of its Established CRDs.
+
+    Each Store holds one (several sims may run in one process). Routing, discovery, OpenAPI, field selectors,
+    printing, persistence and RBAC all read it, so a CRD's kind is served everywhere the moment it is
+    registered and nowhere once it is removed. `generation` moves with every change (OpenAPI caches by it).
+    """
+
+    def __init__(self) -> None:
+        self._custom: dict[str, tuple[Resource, ...]] = {}  # CRD name -> its served versions (storage first)
+        self.generation = 0
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        by_gv = {gv: dict(kinds) for gv, kinds in _BY_GROUP_VERSION.items()}
+        stored: dict[str, Resource] = dict(RESOURCES)
+        for served in self._custom.values():
+            for res in served:
+                if res.plural not in _BY_GROUP_VERSION.get((res.group, res.version), {}):  # built-ins win
+                    by_gv.setdefault((res.group, res.version), {})[res.plural] = res
+            stored[served[0].key] = served[0]
+        self._by_gv = by_gv
+        self.stored = stored  # store key -> the Resource its objects are kept as (a CRD's storage version)
+        self.groups = frozenset(group for group, _ in by_gv if group)
+        self.generation += 1
+        # What others derive from the served kinds (OpenAPI documents), valid until the next change.
+        self.cache: dict[str, Any] = {}
+
+    def set_custom(self, crd_name: str, served: Iterable[Resource]) -> None:
+        """Serve (or re-serve, after a CRD update) a CRD's versions; the first is the storage version."""
+        served = tuple(served)
+        if not served:
+            self.remove_custom(crd_name)
+            return
+        if self._custom.get(crd_name) == served and all(
+            a.custom == b.custom and a.custom is not None and b.custom is not None
+            and a.custom.schema == b.custom.schema and a.custom.scale == b.custom.scale
+            for a, b in zip(self._custom[crd_name], served, strict=True)
+        ):
+            return
+        self._custom[crd_name] = served
+        self._rebuild()
+
+    def remove_custom(self, crd_name: str) -> None:
+        if self._custom.pop(crd_name, None) is not None:
+            self._rebuild()
+
+    def custom(self, crd_name: str) -> tuple[Resource, ...]:
+        return self._custom.get(crd_name, ())
+
+    def resource_for(self, group: str, version: str, plural: str) -> Resource | None:
+        return self._by_gv.get((group, version), {}).get(plural)
+
+    def resources_in(self, group: str, version: str) -> list[Resource]:
+        return list(self._by_gv.get((group, version), {}).values())
+
+    def group_versions(self) -> list[tuple[str, str]]:
+        return list(self._by_gv)
+
+    def custom_resources(self) -> list[Resource]:
+        """Every served custom kind and version."""
+        return [res for served in self._custom.values() for res in served]

@@ -21,15 +21,26 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from edgeagent.kube.selectors import FieldSelector, LabelSelector
-from edgeagent.sim import admission_policy, discovery, errors, events_v1, openapi, printers, protobuf
+from edgeagent.sim import (
+    admission_policy,
+    custom_printers,
+    custom_scale,
+    custom_writes,
+    discovery,
+    errors,
+    events_v1,
+    openapi,
+    printers,
+    protobuf,
+)
 from edgeagent.sim.audit import AuditLog, note_delete
 from edgeagent.sim.auth_http import AuthLayer
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.faults import FaultInjector
-from edgeagent.sim.patch import APPLY_PATCH, PatchError, apply_patch, media_type
+from edgeagent.sim.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch, media_type
 from edgeagent.sim.patch import CONTENT_TYPES as PATCH_CONTENT_TYPES
 from edgeagent.sim.protobuf import ProtobufError
-from edgeagent.sim.resources import EVENTS, EVENTS_V1, Resource, resource_for
+from edgeagent.sim.resources import EVENTS, EVENTS_V1, Registry, Resource
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
 
 JSON = dict[str, Any]
@@ -38,6 +49,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})  # Go's strconv.ParseBool
 _BODY_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# What a custom object's PATCH accepts (no strategic merge: a CRD's schema carries no patch strategies).
+CUSTOM_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
 
 
 @dataclass
@@ -165,7 +178,8 @@ class _TableRequest:
     columns_sent: bool = False  # a watch sends the column definitions with its first event only
 
     def render(self, res: Resource, objects: list[JSON], list_meta: JSON) -> JSON:
-        return printers.table(res.kind, objects, version=self.version, include=self.include, list_meta=list_meta)
+        return printers.table(res.kind, objects, version=self.version, include=self.include, list_meta=list_meta,
+                              printer=custom_printers.printer_for_resource(res))
 
     def watch_line(self, res: Resource, line: bytes) -> bytes:
         """One watch event with its object as a one-row Table; ERROR and BOOKMARK events pass unchanged."""
@@ -175,7 +189,8 @@ class _TableRequest:
         obj = event["object"]
         meta = {"resourceVersion": str((obj.get("metadata") or {}).get("resourceVersion", ""))}
         event["object"] = printers.table(
-            res.kind, [obj], version=self.version, include=self.include, list_meta=meta, columns=not self.columns_sent
+            res.kind, [obj], version=self.version, include=self.include, list_meta=meta, columns=not self.columns_sent,
+            printer=custom_printers.printer_for_resource(res),
         )
         self.columns_sent = True
         return dumps(event) + b"\n"
@@ -211,18 +226,24 @@ async def _api_versions(request: web.Request) -> web.Response:
     return _json_response(discovery.api_versions(request.host))
 
 
+def _registry(request: web.Request) -> Registry:
+    return request.app[STATE].store.registry
+
+
 async def _api_groups(request: web.Request) -> web.Response:
-    return _json_response(discovery.api_group_list())
+    return _json_response(discovery.api_group_list(_registry(request)))
 
 
 async def _openapi_index(request: web.Request) -> web.Response:
-    # Built once per process (about half a second); a thread keeps the event loop serving meanwhile.
-    await asyncio.to_thread(openapi.v3_documents)
-    return _json_response(openapi.v3_index())
+    # Built once per process (about half a second), and again for the groups of CRDs when those change; a thread
+    # keeps the event loop serving meanwhile.
+    registry = _registry(request)
+    await asyncio.to_thread(openapi.v3_documents, registry)
+    return _json_response(openapi.v3_index(registry))
 
 
 async def _openapi_document(request: web.Request) -> web.Response:
-    found = (await asyncio.to_thread(openapi.v3_documents)).get(request.match_info["path"])
+    found = (await asyncio.to_thread(openapi.v3_documents, _registry(request))).get(request.match_info["path"])
     if found is None:
         raise errors.not_found_path()
     return _json_response(found[0])
@@ -231,10 +252,11 @@ async def _openapi_document(request: web.Request) -> web.Response:
 async def _openapi_v2(request: web.Request) -> web.Response:
     """client-go asks for gnostic protobuf; anyone else (`kubectl get --raw`, curl) gets JSON."""
     accept = request.headers.get("Accept", "")
+    registry = _registry(request)
     if any(media in accept for media in openapi.V2_PROTOBUF_ACCEPTED):
-        body = await asyncio.to_thread(openapi.v2_protobuf)
+        body = await asyncio.to_thread(openapi.v2_protobuf, registry)
         return web.Response(body=body, content_type=openapi.V2_PROTOBUF)
-    return _json_response(await asyncio.to_thread(openapi.v2_json))
+    return _json_response(await asyncio.to_thread(openapi.v2_json, registry))
 
 
 async def _unknown(request: web.Request) -> web.Response:
@@ -242,7 +264,7 @@ async def _unknown(request: web.Request) -> web.Response:
 
 
 async def _core_root(request: web.Request) -> web.Response:
-    doc = discovery.api_resource_list("", request.match_info["version"])
+    doc = discovery.api_resource_list(_registry(request), "", request.match_info["version"])
     if doc is None or request.method != "GET":
         raise errors.not_found_path()
     return _json_response(doc)
@@ -253,27 +275,24 @@ def _page_not_found() -> web.Response:
     return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
 
 
-_SERVED_GROUPS = frozenset(discovery.api_group_names())
-
-
-def _group_served(group: str) -> bool:
-    return group in _SERVED_GROUPS
+def _group_served(request: web.Request, group: str) -> bool:
+    return group in _registry(request).groups
 
 
 async def _group_root(request: web.Request) -> web.Response:
     group = request.match_info["group"]
-    if not _group_served(group):
+    if not _group_served(request, group):
         return _page_not_found()
-    doc = discovery.api_group(group)
+    doc = discovery.api_group(_registry(request), group)
     if doc is None or request.method != "GET":
         raise errors.not_found_path()
     return _json_response(doc)
 
 
 async def _group_version_root(request: web.Request) -> web.Response:
-    if not _group_served(request.match_info["group"]):
+    if not _group_served(request, request.match_info["group"]):
         return _page_not_found()
-    doc = discovery.api_resource_list(request.match_info["group"], request.match_info["version"])
+    doc = discovery.api_resource_list(_registry(request), request.match_info["group"], request.match_info["version"])
     if doc is None or request.method != "GET":
         raise errors.not_found_path()
     return _json_response(doc)
@@ -285,7 +304,7 @@ async def _core(request: web.Request) -> web.StreamResponse:
 
 async def _grouped(request: web.Request) -> web.StreamResponse:
     info = request.match_info
-    if not _group_served(info["group"]):
+    if not _group_served(request, info["group"]):
         return _page_not_found()
     return await _dispatch(request, info["group"], info["version"], info["tail"])
 
@@ -299,7 +318,7 @@ class _Target:
     watch_path: bool  # the deprecated `/watch/` prefix
 
 
-def _parse_path(group: str, version: str, tail: str) -> _Target:
+def _parse_path(registry: Registry, group: str, version: str, tail: str) -> _Target:
     segments = [s for s in tail.split("/") if s]
     watch_path = bool(segments) and segments[0] == "watch"
     if watch_path:
@@ -309,7 +328,7 @@ def _parse_path(group: str, version: str, tail: str) -> _Target:
         namespace, segments = segments[1], segments[2:]
     if not segments or len(segments) > 3:
         raise errors.not_found_path()
-    res = resource_for(group, version, segments[0])
+    res = registry.resource_for(group, version, segments[0])
     if res is None or (namespace is not None and not res.namespaced):
         raise errors.not_found_path()
     name = segments[1] if len(segments) > 1 else None
@@ -322,8 +341,29 @@ def _parse_path(group: str, version: str, tail: str) -> _Target:
 
 
 async def _dispatch(request: web.Request, group: str, version: str, tail: str) -> web.StreamResponse:
-    target = _parse_path(group, version, tail)
     state = request.app[STATE]
+    target = _parse_path(state.store.registry, group, version, tail)
+    if target.res.custom is not None and request.method in ("POST", "PUT", "PATCH"):
+        return await _custom_write(request, state, target)
+    return await _serve(request, state, target)
+
+
+async def _custom_write(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
+    """A write of a custom object: its `fieldValidation` (default Warn) decides what unknown fields earn; the
+    warnings go back as `Warning: 299 - "…"` headers, which kubectl prints."""
+    directive = custom_writes.parse_field_validation(request.method, request.query.get("fieldValidation"))
+    write = custom_writes.WriteRequest(directive)
+    token = custom_writes.WRITE.set(write)
+    try:
+        response = await _serve(request, state, target)
+    finally:
+        custom_writes.WRITE.reset(token)
+    for text in write.warnings:
+        response.headers.add("Warning", f"299 - {json.dumps(text)}")
+    return response
+
+
+async def _serve(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
     if target.res is EVENTS_V1:
         return await _events_v1(request, state, target)
     method = request.method
@@ -331,7 +371,7 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
     if target.name is None:
         if method == "GET":
             if target.watch_path or query.get("watch", "") in _TRUE:
-                return await _watch(request, state, target)
+                return await _watch(request, state, target, _version_view(target.res))
             return await _list(state, target, query, _table_request(request))
         if method == "POST":
             return await _create(request, state, target)
@@ -339,7 +379,9 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
             return await _delete_collection(request, state, target)
         raise errors.method_not_allowed(method.lower(), target.res.plural, target.res.group)
     if target.watch_path and method == "GET":
-        return await _watch(request, state, target)
+        return await _watch(request, state, target, _version_view(target.res))
+    if target.subresource == "scale":
+        return await _scale(request, state, target)
     store = state.store
     res = target.res
     dry_run = "All" in query.getall("dryRun", [])
@@ -349,6 +391,8 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
         if table is not None:
             rv = str((entry.obj.get("metadata") or {}).get("resourceVersion", ""))
             return _json_response(table.render(res, [entry.obj], {"resourceVersion": rv}))
+        if _converts(res):
+            return _json_response(_in_version(res, entry.obj))
         return _json_response(entry.json())
     if method == "PUT":
         obj = await _read_object(request)
@@ -363,7 +407,8 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
-        return _json_response(store.update(res, obj, subresource=target.subresource, dry_run=dry_run))
+        return _json_response(_in_version(res, store.update(res, obj, subresource=target.subresource,
+                                                            dry_run=dry_run)))
     if method == "PATCH":
         body = await request.read()
         content_type = request.headers.get("Content-Type", "")
@@ -371,6 +416,9 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
         if patch_media not in PATCH_CONTENT_TYPES:
             # go-restful refuses a Content-Type the route does not consume before the handler runs: plain text.
             return web.Response(status=415, text="415: Unsupported Media Type", content_type="text/plain")
+        if patch_media == STRATEGIC_MERGE_PATCH and res.custom is not None:
+            # Custom kinds have no patch strategies: kubectl patch must say --type merge or json.
+            raise errors.unsupported_media_type(content_type, CUSTOM_PATCH_TYPES)
         if patch_media == APPLY_PATCH and not query.get("fieldManager"):
             cause = errors.field_required("fieldManager", "is required for apply patch")
             raise errors.invalid("PatchOptions", "", [cause], "meta.k8s.io")
@@ -378,16 +426,68 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
         patched = store.patch(
             res, target.namespace, target.name, body, content_type, subresource=target.subresource, dry_run=dry_run
         )
-        return _json_response(patched, 200 if existed else 201)
+        return _json_response(_in_version(res, patched), 200 if existed else 201)
     if method == "DELETE" and target.subresource is None:
         options = await _delete_options(request)
         recorded = len(store.deletes)
         try:
-            return _json_response(store.delete(res, target.namespace, target.name, options, dry_run=dry_run))
+            return _json_response(_in_version(res, store.delete(res, target.namespace, target.name, options,
+                                                                dry_run=dry_run)))
         finally:
             if len(store.deletes) > recorded:  # store.delete records synchronously: this call's own record
                 note_delete(store.deletes[recorded])
     raise errors.method_not_allowed(method.lower(), res.plural, res.group)
+
+
+async def _scale(request: web.Request, state: _ServerState, target: _Target) -> web.Response:
+    """`<kind>/scale` of a custom kind: GET, PUT and JSON/merge PATCH of its autoscaling/v1 Scale."""
+    store, res, method = state.store, target.res, request.method
+    name = target.name or ""
+    current = store.entry(res, target.namespace, name).obj
+    if method == "GET":
+        return _json_response(custom_scale.scale_of(res, current))
+    if method == "PUT":
+        scale = await _read_object(request)
+    elif method == "PATCH":
+        content_type = request.headers.get("Content-Type", "")
+        if media_type(content_type) not in ("application/json-patch+json", "application/merge-patch+json"):
+            raise errors.unsupported_media_type(content_type, CUSTOM_PATCH_TYPES[:2])
+        try:
+            scale = apply_patch(custom_scale.scale_of(res, current), await request.read(), content_type, "Scale")
+        except PatchError as exc:
+            raise exc.to_api_error() from exc
+    else:
+        raise errors.method_not_allowed(method.lower(), f"{res.plural}/scale", res.group)
+    dry_run = "All" in request.query.getall("dryRun", [])
+    updated = store.update(res, custom_scale.apply_scale(res, current, scale), dry_run=dry_run)
+    return _json_response(custom_scale.scale_of(res, updated))
+
+
+def _converts(res: Resource) -> bool:
+    """A custom kind served through a version other than its CRD's storage version."""
+    return res.custom is not None and res.version != res.custom.storage_version
+
+
+def _in_version(res: Resource, obj: JSON) -> JSON:
+    """A custom object as the version it is read through shows it: with the CRD's `None` conversion, the stored
+    object with that version's apiVersion."""
+    if not _converts(res) or obj.get("kind") != res.kind:
+        return obj
+    return {**obj, "apiVersion": res.api_version}
+
+
+class _VersionView:
+    """Watch events of a custom kind read through a version other than its storage version."""
+
+    def watch_line(self, res: Resource, line: bytes) -> bytes:
+        event = json.loads(line)
+        if isinstance(event.get("object"), dict) and event.get("type") != "ERROR":
+            event["object"]["apiVersion"] = res.api_version
+        return dumps(event) + b"\n"
+
+
+def _version_view(res: Resource) -> _LineView | None:
+    return _VersionView() if _converts(res) else None
 
 
 def _exists(store: Store, target: _Target) -> bool:
@@ -541,7 +641,7 @@ async def _create(request: web.Request, state: _ServerState, target: _Target) ->
     obj = await _read_object(request)
     dry_run = "All" in request.query.getall("dryRun", [])
     created = state.store.create(res, obj, namespace=target.namespace, dry_run=dry_run)
-    return _json_response(created, 201)
+    return _json_response(_in_version(res, created), 201)
 
 
 async def _delete_collection(request: web.Request, state: _ServerState, target: _Target) -> web.Response:

@@ -37,23 +37,25 @@ from edgeagent.kube.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from edgeagent.sim import errors, stored_kinds
+from edgeagent.sim import crds as crds_rules
+from edgeagent.sim import custom_writes, errors, stored_kinds
 from edgeagent.sim.admission_policy import PolicyAdmission
 from edgeagent.sim.admission_policy import Request as AdmissionRequest
 from edgeagent.sim.job_defaults import default_job
 from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
 from edgeagent.sim.pod_admission import admit_new_pod, default_pod_only, mirror_service_account
 from edgeagent.sim.resources import (
+    CUSTOM_RESOURCE_DEFINITIONS,
     DAEMONSETS,
     EVENTS,
     JOBS,
     LEASES,
     NAMESPACES,
     PODS,
-    RESOURCES,
     SERVICE_ACCOUNTS,
     VALIDATING_ADMISSION_POLICIES,
     VALIDATING_ADMISSION_POLICY_BINDINGS,
+    Registry,
     Resource,
 )
 
@@ -62,6 +64,8 @@ JSON = dict[str, Any]
 _Keys = list[tuple[str, str]]
 _Objects = list[JSON]
 _Pairs = list[tuple[JSON, JSON]]
+_Names = list[str]
+_Served = list[Resource]
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-node-lease", "kube-public")
 # The apiserver's random suffix alphabet for generateName (no vowels, no confusable characters), which
@@ -242,7 +246,9 @@ FIRST_RESOURCE_VERSION = 1000
 class Store:
     def __init__(self, history: int = 10000) -> None:
         self._rv = FIRST_RESOURCE_VERSION
-        self._objects: dict[str, dict[tuple[str, str], StoredObject]] = {plural: {} for plural in RESOURCES}
+        # The kinds served: the built-in table plus those of Established CRDs (sim/crds.py).
+        self.registry = Registry()
+        self._objects: dict[str, dict[tuple[str, str], StoredObject]] = {key: {} for key in self.registry.stored}
         self._sorted_keys: dict[str, list[tuple[str, str]]] = {}
         self._history: deque[WatchEvent] = deque()
         self._history_limit = max(0, history)
@@ -253,7 +259,7 @@ class Store:
         # Owner UID -> the objects that name it in ownerReferences, so a deletion's cascade visits its
         # dependents instead of every object (at 30,000 pods the scan cost more than the rest of a delete).
         self._dependents: dict[str, set[tuple[str, tuple[str, str]]]] = {}
-        self._subscribers: dict[str, set[Subscription]] = {plural: set() for plural in RESOURCES}
+        self._subscribers: dict[str, set[Subscription]] = {key: set() for key in self.registry.stored}
         self._subscribers_all: set[Subscription] = set()
         self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.deletes: list[JSON] = []
@@ -276,7 +282,7 @@ class Store:
 
     def entry(self, res: Resource, namespace: str | None, name: str) -> StoredObject:
         """The shared stored version (callers must not mutate `.obj`)."""
-        found = self._objects[res.plural].get(self._key(res, namespace, name))
+        found = self._objects[res.key].get(self._key(res, namespace, name))
         if found is None:
             raise errors.not_found(res.plural, name, res.group)
         return found
@@ -344,7 +350,7 @@ class Store:
                 raise errors.list_too_old()
         else:
             at_rv = self._rv
-        objects = self._objects[res.plural] if at_rv == self._rv else self._state_at(res, at_rv)
+        objects = self._objects[res.key] if at_rv == self._rv else self._state_at(res, at_rv)
         keys = self._keys_sorted(res) if at_rv == self._rv else sorted(objects, key=_key_string)
         ns = namespace if res.namespaced else None
         items: list[StoredObject] = []
@@ -376,11 +382,11 @@ class Store:
 
     def _state_at(self, res: Resource, at_rv: int) -> dict[tuple[str, str], StoredObject]:
         """The objects of one kind as they were right after RV `at_rv`, by undoing later events."""
-        state = dict(self._objects[res.plural])
+        state = dict(self._objects[res.key])
         for event in reversed(self._history):
             if event.rv <= at_rv:
                 break
-            if event.resource.plural != res.plural:
+            if event.resource.key != res.key:
                 continue
             key = self._key_of(res, event.object)
             if event.type == "ADDED":
@@ -390,10 +396,10 @@ class Store:
         return state
 
     def _keys_sorted(self, res: Resource) -> _Keys:
-        keys = self._sorted_keys.get(res.plural)
+        keys = self._sorted_keys.get(res.key)
         if keys is None:
-            keys = sorted(self._objects[res.plural], key=_key_string)
-            self._sorted_keys[res.plural] = keys
+            keys = sorted(self._objects[res.key], key=_key_string)
+            self._sorted_keys[res.key] = keys
         return keys
 
     @staticmethod
@@ -465,19 +471,19 @@ class Store:
         copy: bool = False,
         max_queue: int | None = None,
     ) -> Subscription:
-        plurals = frozenset(r.plural for r in resources) if resources is not None else None
+        plurals = frozenset(r.key for r in resources) if resources is not None else None
         if since_rv is not None and since_rv < self._compacted_rv:
             raise errors.gone(f"too old resource version: {since_rv} ({self._compacted_rv})")
         sub = Subscription(self, plurals, copy=copy, max_queue=max_queue)
         if since_rv is not None:
             for event in self._history:
-                if event.rv > since_rv and (plurals is None or event.resource.plural in plurals):
+                if event.rv > since_rv and (plurals is None or event.resource.key in plurals):
                     sub._push(event)
         if plurals is None:
             self._subscribers_all.add(sub)
         else:
             for plural in plurals:
-                self._subscribers[plural].add(sub)
+                self._subscribers.setdefault(plural, set()).add(sub)
         return sub
 
     @property
@@ -488,7 +494,7 @@ class Store:
     def _unsubscribe(self, sub: Subscription) -> None:
         self._subscribers_all.discard(sub)
         for plural in sub.plurals or ():
-            self._subscribers[plural].discard(sub)
+            self._subscribers.get(plural, set()).discard(sub)
 
     def compact(self, keep: int = 0) -> None:
         """Forget all but the newest `keep` events, as etcd compaction does (tests use it to force 410s)."""
@@ -502,10 +508,21 @@ class Store:
         """Replace everything with saved state (a restarted sim): no history before it, so older RVs are 410."""
         if self._subscribers_all or any(self._subscribers.values()):
             raise RuntimeError("restore() must run before anyone watches the store")
-        self._objects = {plural: {} for plural in RESOURCES}
+        self.registry = Registry()
+        self._objects = {key: {} for key in self.registry.stored}
         self._dependents = {}
+        crds = objects.get(CUSTOM_RESOURCE_DEFINITIONS.key) or []
+        for crd in crds:  # first: they bring the kinds of the other objects
+            self.registry.set_custom(crds_rules.name_of(crd), crds_rules.served_resources(crd))
+        for stored_key in self.registry.stored:
+            self._objects.setdefault(stored_key, {})
+            self._subscribers.setdefault(stored_key, set())
         for plural, items in objects.items():
-            res = RESOURCES[plural]
+            res = self.registry.stored.get(plural)
+            if res is None:
+                if items:
+                    raise ValueError(f"objects of {plural!r}, which no CustomResourceDefinition defines")
+                continue
             for obj in items:
                 key = self._key_of(res, obj)
                 self._objects[plural][key] = StoredObject(obj)
@@ -546,25 +563,25 @@ class Store:
         if self.persist is not None:
             self.persist(event)  # first: a write that cannot be made durable is not made at all
         self._rv = rv
-        table = self._objects[res.plural]
+        table = self._objects[res.key]
         key = self._key_of(res, obj)
         previous = table.get(key)
         if type_ == "DELETED":
             table.pop(key, None)
-            self._sorted_keys.pop(res.plural, None)
-            self._index_owners(res.plural, key, previous.obj if previous else None, None)
+            self._sorted_keys.pop(res.key, None)
+            self._index_owners(res.key, key, previous.obj if previous else None, None)
         else:
             if key not in table:
-                self._sorted_keys.pop(res.plural, None)
+                self._sorted_keys.pop(res.key, None)
             table[key] = StoredObject(obj)
-            self._index_owners(res.plural, key, previous.obj if previous else None, obj)
+            self._index_owners(res.key, key, previous.obj if previous else None, obj)
         if self._history_limit:
             self._history.append(event)
             while len(self._history) > self._history_limit:
                 self._compacted_rv = self._history.popleft().rv
         else:
             self._compacted_rv = rv
-        for sub in list(self._subscribers[res.plural]):
+        for sub in list(self._subscribers.get(res.key, ())):
             sub._push(event)
         for sub in list(self._subscribers_all):
             sub._push(event)
@@ -603,7 +620,7 @@ class Store:
                     f"unable to create new content in namespace {ns} because it is being terminated",
                     res.group,
                 )
-        if self._key(res, ns, str(name)) in self._objects[res.plural]:
+        if self._key(res, ns, str(name)) in self._objects[res.key]:
             raise errors.already_exists(res.plural, str(name), res.group)
         meta["name"] = name
         if res.namespaced:
@@ -620,9 +637,23 @@ class Store:
             meta.pop("generation", None)
         _default(res, new)
         _validate(res, new)
-        if res.kind in stored_kinds.KINDS:
-            stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.plural].values()])
-        if res is DAEMONSETS:
+        if res.custom is not None:
+            self._refuse_create_while_terminating(res)
+            if res.has_status:
+                new.pop("status", None)  # a create through the main endpoint sets no status
+            custom_writes.decode(res, new, patched=False)
+            custom_writes.validate(res, new, None)
+        elif res.kind in stored_kinds.KINDS:
+            stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.key].values()])
+        if res is CUSTOM_RESOURCE_DEFINITIONS:
+            crds_rules.default(new)
+            crds_rules.validate(new, None)
+            finalizers = meta.setdefault("finalizers", [])
+            if crds_rules.CLEANUP_FINALIZER not in finalizers:
+                finalizers.append(crds_rules.CLEANUP_FINALIZER)
+            new["status"] = {"acceptedNames": {"plural": "", "kind": ""},
+                             "storedVersions": [crds_rules.storage_version(new)]}
+        elif res is DAEMONSETS:
             meta.setdefault("annotations", {})[ANNOTATION_TEMPLATE_GENERATION] = "1"
             new["status"] = {
                 "currentNumberScheduled": 0,
@@ -646,6 +677,8 @@ class Store:
         if dry_run:
             return new  # nothing stored, so no resourceVersion (as the real dry run answers)
         self._commit(res, "ADDED", new, None)
+        if res is CUSTOM_RESOURCE_DEFINITIONS:
+            self._sync_crds()  # the naming and establishing controllers' work, done at once
         return clone(new)
 
     def update(
@@ -683,7 +716,7 @@ class Store:
             )
         if res is LEASES:
             _check_micro_times(new, name, patched=False)
-        merged = self._prepare_update(res, old, new, subresource)
+        merged = self._prepare_update(res, old, new, subresource, patched=False)
         self._admit("UPDATE", res, subresource, merged, old, dry_run)
         return self._finish_update(res, old, merged, dry_run)
 
@@ -703,7 +736,7 @@ class Store:
         if media not in CONTENT_TYPES:
             raise errors.unsupported_media_type(content_type)
         key = self._key(res, namespace, name)
-        stored = self._objects[res.plural].get(key)
+        stored = self._objects[res.key].get(key)
         try:
             if stored is None:
                 if media == APPLY_PATCH and subresource is None:
@@ -733,7 +766,7 @@ class Store:
             raise errors.invalid(res.kind, name, causes + [dict(c) for c in causes], res.group)
         if res is LEASES:
             _check_micro_times(patched, name, patched=True)
-        merged = self._prepare_update(res, old, patched, subresource)
+        merged = self._prepare_update(res, old, patched, subresource, patched=True)
         self._admit("UPDATE", res, subresource, merged, old, dry_run)
         return self._finish_update(res, old, merged, dry_run)
 
@@ -750,17 +783,23 @@ class Store:
             )
         return self.create(res, obj, namespace=namespace, dry_run=dry_run)
 
-    def _prepare_update(self, res: Resource, old: JSON, new: JSON, subresource: str | None) -> JSON:
+    def _prepare_update(
+        self, res: Resource, old: JSON, new: JSON, subresource: str | None, *, patched: bool = False
+    ) -> JSON:
         """The object PUT/PATCH would store: system fields kept, status split, kind-specific rules applied."""
         if subresource is not None and subresource not in res.subresources:
             raise errors.not_found_path()
         old_meta = _meta(old)
+        if res.custom is not None:
+            custom_writes.decode(res, new, patched=patched)
         if subresource == "status":
             # Only status is taken from a status write (ResetObjectMetaForStatus and the strategies).
             merged = {k: v for k, v in old.items() if k != "status"}
             merged["metadata"] = dict(old_meta)
             if "status" in new:
                 merged["status"] = new["status"]
+            if res.custom is not None:
+                custom_writes.validate(res, merged, old)
             return _ordered(res, merged)
         meta = new["metadata"]
         for system in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
@@ -792,19 +831,26 @@ class Store:
                 new.pop("status", None)
         _default(res, new)
         _validate(res, new)
-        if res.kind in stored_kinds.KINDS:
-            stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.plural].values()], old)
+        if res is CUSTOM_RESOURCE_DEFINITIONS:
+            crds_rules.default(new)
+            crds_rules.validate(new, old)
+        elif res.custom is None and res.kind in stored_kinds.KINDS:
+            stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.key].values()], old)
         if res is PODS:
             _check_pod_update(old, new)
         if res is NAMESPACES:
             new.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
         if res.has_generation:
             generation = int(old_meta.get("generation") or 1)
-            if new.get("spec") != old.get("spec"):
+            moved = (custom_writes.generation_moves(res, old, new) if res.custom is not None
+                     else new.get("spec") != old.get("spec"))
+            if moved:
                 generation += 1
             meta["generation"] = generation
         if res is DAEMONSETS:
             _daemonset_update(old, new)
+        if res.custom is not None:
+            custom_writes.validate(res, new, old)
         return _ordered(res, new)
 
     def _finish_update(self, res: Resource, old: JSON, new: JSON, dry_run: bool) -> JSON:
@@ -821,8 +867,15 @@ class Store:
         ):
             # The last finalizer of an object being deleted went away: the update completes the deletion.
             event = self._commit(res, "DELETED", new, old)
+            if res is CUSTOM_RESOURCE_DEFINITIONS:
+                self._sync_crds()
+            elif res.custom is not None:
+                self._custom_gone(res)
             return clone(event.object)
         self._commit(res, "MODIFIED", new, old)
+        if res is CUSTOM_RESOURCE_DEFINITIONS:
+            self._sync_crds()
+            return self.get(res, None, str(meta.get("name")))
         return clone(new)
 
     def delete(
@@ -853,7 +906,7 @@ class Store:
             "time": time.time(),
         }
         self.deletes.append(record)
-        stored = self._objects[res.plural].get(self._key(res, namespace, name))
+        stored = self._objects[res.key].get(self._key(res, namespace, name))
         if stored is None:
             raise errors.not_found(res.plural, name, res.group)
         old = stored.obj
@@ -883,10 +936,12 @@ class Store:
             record["outcome"] = "dry_run"
             return clone(old) if res is PODS else errors.success_status(res.plural, name, old_meta.get("uid", ""))
         result = self._delete_pod(old, options) if res is PODS else self._delete_other(res, old)
-        gone = self._key(res, namespace, name) not in self._objects[res.plural]
+        gone = self._key(res, namespace, name) not in self._objects[res.key]
         record.update(outcome="deleted" if gone else "graceful", rv=self._rv)
         if gone:
             self._cascade(res, old, options)
+            if res.custom is not None:
+                self._custom_gone(res)
         return result
 
     def expire(self, res: Resource, namespace: str | None, name: str, resource_version: str) -> bool:
@@ -894,7 +949,7 @@ class Store:
 
         Not a DELETE: no admission, no record in `deletes`, no cascade (only leased kinds, Events, get here);
         watchers see DELETED as they do when etcd expires a key."""
-        stored = self._objects[res.plural].get(self._key(res, namespace, name))
+        stored = self._objects[res.key].get(self._key(res, namespace, name))
         if stored is None or _meta(stored.obj).get("resourceVersion") != resource_version:
             return False
         self._commit(res, "DELETED", stored.obj, stored.obj)
@@ -931,6 +986,8 @@ class Store:
 
     def _delete_other(self, res: Resource, old: JSON) -> JSON:
         old_meta = _meta(old)
+        if res is CUSTOM_RESOURCE_DEFINITIONS:
+            return self._delete_crd(old)
         if res is NAMESPACES:
             self._empty_namespace(str(old_meta.get("name")))
         if old_meta.get("finalizers"):
@@ -945,32 +1002,147 @@ class Store:
             return clone(event.object)
         return errors.success_status(res.plural, str(old_meta.get("name")), str(old_meta.get("uid", "")), res.group)
 
+    # ------------------------------------------------------------------------------------------ CRDs
+
+    def _sync_crds(self) -> None:
+        """The naming and establishing controllers: each CRD's accepted names and conditions (oldest first, so
+        the CRD that had a name keeps it), and the kinds the Established ones serve."""
+        table = self._objects[CUSTOM_RESOURCE_DEFINITIONS.key]
+        order = sorted(table.values(), key=lambda e: (str(_meta(e.obj).get("creationTimestamp") or ""),
+                                                      str(_meta(e.obj).get("name") or "")))
+        names = [str(_meta(e.obj).get("name")) for e in order]
+        now = timestamp()
+        for name in names:
+            stored = table.get(("", name))
+            if stored is None:
+                continue
+            crd = stored.obj
+            if not _meta(crd).get("deletionTimestamp"):
+                others = [e.obj for key, e in table.items() if key[1] != name]
+                status = crds_rules.status_for(crd, others, now)
+                if status != crd.get("status"):
+                    new = {**crd, "metadata": dict(_meta(crd)), "status": status}
+                    self._commit(CUSTOM_RESOURCE_DEFINITIONS, "MODIFIED", new, crd)
+                    crd = new
+            self._serve(name, crds_rules.served_resources(crd))
+        for name in [n for n in self._served_crds() if ("", n) not in table]:
+            self._serve(name, [])
+
+    def _served_crds(self) -> _Names:
+        return sorted({res.custom.crd_name for res in self.registry.custom_resources() if res.custom is not None})
+
+    def _serve(self, crd_name: str, served: _Served) -> None:
+        self.registry.set_custom(crd_name, served)
+        if served:
+            self._objects.setdefault(served[0].key, {})
+            self._subscribers.setdefault(served[0].key, set())
+
+    def _delete_crd(self, old: JSON) -> JSON:
+        """The apiextensions finalizer's work, done at once: Terminating, every object of the kind deleted (its
+        watchers see each DELETED), then the kind and the CRD itself go. Objects with finalizers are only marked
+        deleted, and the CRD stays Terminating (its kind still served, creates refused) until the last is gone."""
+        crds = CUSTOM_RESOURCE_DEFINITIONS
+        old_meta = _meta(old)
+        name = str(old_meta.get("name"))
+        if not old_meta.get("deletionTimestamp"):
+            now = timestamp()
+            status = dict(old.get("status") or {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != crds_rules.TERMINATING]
+            status["conditions"] = [*conditions, crds_rules.terminating_condition(now)]
+            meta = {**old_meta, "deletionTimestamp": now, "deletionGracePeriodSeconds": 0}
+            self._commit(crds, "MODIFIED", {**old, "metadata": meta, "status": status}, old)
+        served = self.registry.custom(name)
+        if served and self._drain_custom(served[0]):
+            return self.get(crds, None, name)
+        return self._remove_crd(name)
+
+    def _drain_custom(self, storage: Resource) -> int:
+        """Delete every object of a custom kind; those with finalizers are marked (how many remain)."""
+        table = self._objects.get(storage.key, {})
+        held = 0
+        for key in list(self._keys_sorted(storage)):
+            stored = table.get(key)
+            if stored is None:
+                continue
+            meta = _meta(stored.obj)
+            if meta.get("finalizers"):
+                held += 1
+                if not meta.get("deletionTimestamp"):
+                    marked = {**stored.obj, "metadata": {**meta, "deletionTimestamp": timestamp(),
+                                                         "deletionGracePeriodSeconds": 0}}
+                    self._commit(storage, "MODIFIED", marked, stored.obj)
+            else:
+                self._commit(storage, "DELETED", stored.obj, stored.obj)
+                self._cascade(storage, stored.obj, {})  # the garbage collector's part: their dependents go too
+        return held
+
+    def _custom_gone(self, res: Resource) -> None:
+        """After a custom object went: the deletion of its Terminating CRD completes with the last one."""
+        assert res.custom is not None
+        crd = self._objects[CUSTOM_RESOURCE_DEFINITIONS.key].get(("", res.custom.crd_name))
+        if crd is not None and _meta(crd.obj).get("deletionTimestamp") and not self._objects.get(res.key):
+            self._remove_crd(res.custom.crd_name)
+
+    def _refuse_create_while_terminating(self, res: Resource) -> None:
+        assert res.custom is not None
+        crd = self._objects[CUSTOM_RESOURCE_DEFINITIONS.key].get(("", res.custom.crd_name))
+        if crd is not None and _meta(crd.obj).get("deletionTimestamp"):
+            raise crds_rules.terminating_create_error(res)
+
+    def _remove_crd(self, name: str) -> JSON:
+        """The kind stops being served (open watches end), the cleanup finalizer goes, and with it the CRD unless
+        it has finalizers of its own."""
+        crds = CUSTOM_RESOURCE_DEFINITIONS
+        served = self.registry.custom(name)
+        if served:
+            storage = served[0]
+            self.registry.remove_custom(name)
+            if not any(r.key == storage.key for r in self.registry.custom_resources()):
+                self._objects.pop(storage.key, None)
+                self._sorted_keys.pop(storage.key, None)
+                for sub in list(self._subscribers.pop(storage.key, ())):
+                    sub.close()
+        current = self._objects[crds.key][("", name)].obj
+        remaining = [f for f in _meta(current).get("finalizers") or [] if f != crds_rules.CLEANUP_FINALIZER]
+        if remaining:
+            if remaining != _meta(current).get("finalizers"):
+                kept = {**current, "metadata": {**_meta(current), "finalizers": remaining}}
+                self._commit(crds, "MODIFIED", kept, current)
+                return clone(kept)
+            return clone(current)
+        final = {**current, "metadata": {**_meta(current), "finalizers": []}}
+        final["metadata"].pop("finalizers")
+        event = self._commit(crds, "DELETED", final, current)
+        self._sync_crds()  # a name this CRD held may be free for another now
+        return clone(event.object)
+
     def _empty_namespace(self, namespace: str) -> None:
         """The namespace controller's job, done at once: everything in the namespace goes first."""
-        for res in RESOURCES.values():
+        for res in list(self.registry.stored.values()):
             if not res.namespaced:
                 continue
             for key in [k for k in self._keys_sorted(res) if k[0] == namespace]:
-                stored = self._objects[res.plural].get(key)
+                stored = self._objects[res.key].get(key)
                 if stored is None:
                     continue
                 obj = stored.obj
                 if _meta(obj).get("finalizers"):
                     obj = {**obj, "metadata": {**_meta(obj), "finalizers": []}}
                     self._commit(res, "MODIFIED", obj, stored.obj)
-                    stored = self._objects[res.plural][key]
+                    stored = self._objects[res.key][key]
                 self._commit(res, "DELETED", stored.obj, stored.obj)
 
     def _cascade(self, res: Resource, owner: JSON, options: JSON) -> None:
         """The garbage collector's job, done at once: dependents of a deleted owner go (or are orphaned)."""
         owner_uid = _meta(owner).get("uid")
         orphan = options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True
-        order = {plural: index for index, plural in enumerate(RESOURCES)}
-        dependents = sorted(self._dependents.get(str(owner_uid), ()), key=lambda e: (order[e[0]], _key_string(e[1])))
+        order = {plural: index for index, plural in enumerate(self.registry.stored)}
+        dependents = sorted(self._dependents.get(str(owner_uid), ()),
+                            key=lambda e: (order.get(e[0], len(order)), _key_string(e[1])))
         for plural, key in dependents:
-            dep_res = RESOURCES[plural]
-            stored = self._objects[plural].get(key)
-            if dep_res is NAMESPACES or stored is None:
+            dep_res = self.registry.stored.get(plural)
+            stored = self._objects.get(plural, {}).get(key)
+            if dep_res is None or dep_res is NAMESPACES or stored is None:
                 continue
             refs = _meta(stored.obj).get("ownerReferences") or []
             if orphan:
@@ -1047,7 +1219,7 @@ class Store:
         base = prefix[: 63 - 5]
         while True:
             name = base + "".join(random.choices(NAME_ALPHABET, k=5))
-            if self._key(res, namespace, name) not in self._objects[res.plural]:
+            if self._key(res, namespace, name) not in self._objects[res.key]:
                 return name
 
     @staticmethod
@@ -1095,7 +1267,7 @@ def _own(obj: Any) -> JSON:
 
 def _ordered(res: Resource, obj: JSON) -> JSON:
     """kind, apiVersion, metadata first, like the real server's JSON."""
-    out: JSON = {"kind": res.kind, "apiVersion": res.api_version, "metadata": obj.get("metadata", {})}
+    out: JSON = {"kind": res.kind, "apiVersion": res.stored_api_version, "metadata": obj.get("metadata", {})}
     for key, value in obj.items():
         if key not in out:
             out[key] = value

@@ -30,7 +30,8 @@ async def test_api_group_list(api: Api) -> None:
     groups = {g["name"]: g["preferredVersion"]["groupVersion"] for g in body["groups"]}
     assert groups == {"apps": "apps/v1", "coordination.k8s.io": "coordination.k8s.io/v1", "batch": "batch/v1",
                       "rbac.authorization.k8s.io": "rbac.authorization.k8s.io/v1", "events.k8s.io": "events.k8s.io/v1",
-                      "admissionregistration.k8s.io": "admissionregistration.k8s.io/v1"}
+                      "admissionregistration.k8s.io": "admissionregistration.k8s.io/v1",
+                      "apiextensions.k8s.io": "apiextensions.k8s.io/v1"}
 
 
 @pytest.mark.parametrize(

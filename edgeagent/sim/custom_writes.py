@@ -1,0 +1,91 @@
+"""What a write of a custom object goes through, as kube-apiserver's apiextensions server does it: unknown fields
+pruned (or refused, or warned about, by the request's `fieldValidation`), the schema's defaults applied, and the
+structural schema with its CEL rules checked, with the real server's texts.
+
+The schema rules themselves are sim/crd_schema.py's; this module decides what the request gets back. The HTTP
+layer says what the request asked for (`fieldValidation`) and collects the warnings through WRITE, a context
+variable, so the Store's signatures stay those every in-process caller already uses.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgeagent.sim import crd_schema, errors
+from edgeagent.sim.resources import Resource
+
+JSON = dict[str, Any]
+
+FIELD_VALIDATIONS = ("Ignore", "Warn", "Strict")
+# kube-apiserver's default for a client that sends no fieldValidation (kubectl sends Strict).
+DEFAULT_FIELD_VALIDATION = "Warn"
+
+
+@dataclass
+class WriteRequest:
+    """One HTTP write's `fieldValidation` and the warnings it earned (sent back as `Warning: 299` headers)."""
+
+    field_validation: str = DEFAULT_FIELD_VALIDATION
+    warnings: list[str] = field(default_factory=list)
+
+
+WRITE: contextvars.ContextVar[WriteRequest | None] = contextvars.ContextVar("edgeagent_sim_write", default=None)
+
+
+# What kube-apiserver's ValidateFieldValidation lists (sorted, the empty string included).
+_SUPPORTED = ("", "Ignore", "Strict", "Warn")
+# The options kind each write verb decodes its query into (named in the 422).
+_OPTIONS = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+
+
+def parse_field_validation(method: str, value: str | None) -> str:
+    """The `fieldValidation` query parameter, checked as the real server checks it (422 for another value)."""
+    if value in (None, ""):
+        return DEFAULT_FIELD_VALIDATION
+    if value not in FIELD_VALIDATIONS:
+        cause = errors.field_not_supported("fieldValidation", value, _SUPPORTED)
+        raise errors.invalid(_OPTIONS.get(method, "CreateOptions"), "", [cause], "meta.k8s.io")
+    return str(value)
+
+
+def _schema(res: Resource) -> JSON:
+    assert res.custom is not None
+    return res.custom.schema
+
+
+def decode(res: Resource, obj: JSON, *, patched: bool) -> None:
+    """Prune unknown fields and apply defaults, in place; under Strict an unknown field is 400 instead.
+
+    A create or update names the kind in its error (`Widget in version "v1" cannot be handled as a Widget: …`),
+    a patch does not: the real server reports one while decoding the body, the other after applying the patch."""
+    schema = _schema(res)
+    unknown = crd_schema.prune(schema, obj)
+    crd_schema.apply_defaults(schema, obj)
+    request = WRITE.get()
+    if not unknown or request is None or request.field_validation == "Ignore":
+        return
+    problems = [f'unknown field "{path.lstrip(".")}"' for path in unknown]
+    if request.field_validation == "Strict":
+        text = "strict decoding error: " + ", ".join(problems)
+        if not patched:
+            text = f'{res.kind} in version "{res.version}" cannot be handled as a {res.kind}: {text}'
+        raise errors.bad_request(text)
+    request.warnings.extend(problems)
+
+
+def validate(res: Resource, obj: JSON, old: JSON | None) -> None:
+    """422 with every cause the schema and its CEL rules find (transition rules see `old`)."""
+    causes = crd_schema.validate(_schema(res), obj, old)
+    if causes:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        raise errors.invalid(res.kind, name, [c.as_status_cause() for c in causes], res.group)
+
+
+def generation_moves(res: Resource, old: JSON, new: JSON) -> bool:
+    """A custom object's generation moves with any change outside metadata (and outside status when the status
+    subresource is on), not only with `spec`."""
+    ignored = ("metadata", "status") if res.has_status else ("metadata",)
+    keys = (set(old) | set(new)) - set(ignored) - {"apiVersion", "kind"}
+    return any(old.get(k) != new.get(k) for k in keys)
