@@ -52,7 +52,7 @@ SEED ?= 1
 SOAK_ARGS ?=
 MODEL_EXAMPLES ?= 2000
 soak: venv-test
-	EDGEAGENT_MODEL_EXAMPLES=$(MODEL_EXAMPLES) $(BIN)/pytest -q -n 0 -p no:randomly tests/unit/test_rollout_model.py
+	EDGEAGENT_MODEL_EXAMPLES=$(MODEL_EXAMPLES) $(BIN)/pytest -q -n 0 -p no:randomly --timeout 0 tests/unit/test_rollout_model.py
 	$(BIN)/python bench/soak.py --seconds $(SECONDS) --seed $(SEED) $(SOAK_ARGS)
 
 bench-quick: venv-demo

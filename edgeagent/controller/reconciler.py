@@ -61,7 +61,7 @@ from edgeagent.kube.objects import (
     namespace_of,
     uid_of,
 )
-from edgeagent.rollout.machine import Decision, Gate, Steering, decide, settled_gate, steering_of
+from edgeagent.rollout.machine import Decision, Gate, decide, settled_gate, steering_of
 from edgeagent.rollout.plan import parse_plan
 from edgeagent.rollout.state import PHASE_ABORTED, PHASE_ROLLED_BACK, state_of
 
@@ -701,7 +701,6 @@ class Controller:
         if settled is not None:
             # Complete, stopped, or a revision rolled back from: nothing to observe, no O(nodes) work.
             self.metrics.planning_cpu.inc(time.process_time() - started)
-            await self._warn_rolled_back(ds, hash_, steering)
             if state is not None and state.generation != _generation(ds):
                 # The spec changed without a new revision (or a rollback restored the template): only the
                 # generation is new. Written so that agents see the state is current again; nothing restarts.
@@ -755,7 +754,6 @@ class Controller:
             decision.state = dataclasses.replace(decision.state, generation=generation)
         elif state is not None and state.generation != generation:
             decision.state = dataclasses.replace(state, generation=generation)
-        await self._warn_rolled_back(ds, hash_, steering)
         # decide -> write -> act: a decision whose write is refused moves nothing (`outcome`).
         if decision.writes and not await self._write_plan(ds, decision, hash_, story):
             # Our cache was behind (the DaemonSet's status moves all the time during a roll): decide again on
@@ -769,13 +767,6 @@ class Controller:
             self.queue.add_after(key, max(0.0, decision.requeue_after) + _PLAN_SLACK)
         self._plan_gates[uid] = decision.gate
         return decision.gate
-
-    async def _warn_rolled_back(self, ds: JSON, hash_: str, steering: Steering) -> None:
-        if steering.rolled_back_from == hash_:
-            await self._warn_once(
-                ds, _PLAN_TOPIC + "rolled-back", hash_, EVENT_ROLLOUT_ROLLED_BACK,
-                f"revision {hash_} is the template again, but it was rolled back ({ANNOTATION_ROLLED_BACK_FROM}="
-                f"{hash_}): no pod is moved to it automatically; remove the annotation to roll it again")
 
     async def _write_plan(self, ds: JSON, decision: Decision, hash_: str, story: list[tuple[str, str, str]]) -> bool:
         """One write per transition: a JSON patch that first tests the DaemonSet's UID and that the state

@@ -397,8 +397,9 @@ def decide(
             stable = previous()
         else:
             # Only ever a revision whose rollout completed (an older state without history: its own rule).
-            stable = newest_completed(state.history) or (
-                state.revision if state.phase == PHASE_COMPLETE else state.stable_revision)
+            stable = newest_completed(state.history, other_than=revision) or (
+                state.revision if state.phase == PHASE_COMPLETE and state.revision != revision
+                else state.stable_revision if state.stable_revision != revision else None)
         history = _begin(state, revision, images(revision), started_at)
         kept = tuple(c for c in (state.conditions if state is not None else ())
                      if dict(c).get("type") != CONDITION_HELD)

@@ -215,6 +215,27 @@ class RolloutState:
         ), None
 
 
+def state_from_status(status: Any) -> tuple[RolloutState | None, str | None]:
+    """A RolloutPlan's `status` (what `to_status` writes) as a state, read as tolerantly as the annotation: (None,
+    None) when the controller has written none yet, (None, problem) for anything unreadable."""
+    if status is None or status == {}:
+        return None, None
+    if not isinstance(status, dict):
+        return None, "status is not an object"
+    phases = {api_phase: phase for phase, api_phase in STATUS_PHASES.items()}
+    phase = status.get("phase")
+    if phase not in phases:
+        return None, f"status has an unknown phase {phase!r}"
+    body = dict(status)
+    body["phase"] = phases[phase]
+    body["history"] = [{**h, "phase": phases.get(str(h.get("phase")), PHASE_PROGRESSING)}
+                       for h in status.get("history") or [] if isinstance(h, dict)]
+    if "observedGeneration" in status:
+        body[STATE_GENERATION] = status["observedGeneration"]
+    state, problem = RolloutState.from_json(json.dumps(body))
+    return state, problem.replace(f"annotation {ANNOTATION_ROLLOUT_STATE}", "status") if problem else None
+
+
 def state_of(ds: JSON) -> tuple[RolloutState | None, str | None]:
     """The DaemonSet's rollout state, read as `RolloutState.from_json` does."""
     raw = annotations_of(ds).get(ANNOTATION_ROLLOUT_STATE)
@@ -234,11 +255,12 @@ def iter_failures(state: RolloutState) -> Iterable[tuple[str, str, str]]:
         yield item.get("node", ""), item.get("pod", ""), item.get("reason", "")
 
 
-def newest_completed(history: Iterable[HistoryEntry]) -> str | None:
-    """The newest revision whose rollout completed: the only kind of revision a rollback may restore (never one
-    that was aborted, rolled back or did not finish)."""
+def newest_completed(history: Iterable[HistoryEntry], other_than: str | None = None) -> str | None:
+    """The newest revision whose rollout completed, other than `other_than` (the one being rolled: going back to a
+    revision that completed once, its rollback target is the one before it): the only kind of revision a rollback
+    may restore (never one that was aborted, rolled back or did not finish)."""
     for entry in history:
-        if entry.phase == PHASE_COMPLETE:
+        if entry.phase == PHASE_COMPLETE and entry.revision != other_than:
             return entry.revision
     return None
 

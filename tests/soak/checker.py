@@ -3,7 +3,7 @@
 A soak run records what happened (the sim's audit log with each pod DELETE's state at that instant, the
 Events, every agent's request list, the operators' accepted requests, pre-pull Job samples, convergence and
 `rollout status` at the end, process exits and log excerpts, each client's episodes of rejected credentials)
-into a `History`; `check(history)` returns every violation of the eight invariants below, and `report()` prints
+into a `History`; `check(history)` returns every violation of the invariants below, and `report()` prints
 each with the seed, the fault schedule and the minimal history around it, so that the run can be replayed with
 the same seed.
 
@@ -29,6 +29,17 @@ towards silence (documented per rule), so that every report is a real defect.
 7. ``processes``: no process exited except those the schedule killed or stopped, and no log has a traceback.
 8. ``credentials``: every client the API server refused with 401 (an agent whose token was rotated and the
    old one revoked) was accepted again afterwards: none is left stuck on a dead credential.
+9. ``wave``: no DELETE (or in-place image PATCH, where the audit records the pod's state at it as for a DELETE)
+   of an old pod on a node whose wave the DaemonSet's rollout had not reached (part of ``eligible`` before; its
+   own name so that a report says which rule broke).
+10. ``stable``: the stable revision of a rollout state (its rollback target), and a rollback's restored revision,
+    is never one seen aborted, rolled back or unfinished in history without ever having completed.
+11. ``forged``: a failure a rollout state counts from an agent's report (`agent: ...`) is about a node whose own
+    agent created an Event before the state was seen: a report by another credential (another node's agent, an
+    operator, anyone allowed to create Events) never counts.
+
+Rules 10 and 11 read the rollout states the audit recorded with each DELETE (the DaemonSet's annotations at
+that instant): a state never seen there is not judged.
 """
 
 from __future__ import annotations
@@ -46,7 +57,8 @@ from edgeagent.rollout.plan import parse_plan, rank
 JSON = dict[str, Any]
 
 INVARIANTS = ("eligible", "delete-once", "requests", "budget", "events-once", "convergence", "processes",
-              "credentials")
+              "credentials", "wave", "stable", "forged")
+PATCHED = frozenset({"patched"})  # an in-place PATCH of a pod's images that took effect
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "obsolete"})
 EFFECTIVE = frozenset({"deleted", "graceful"})  # a DELETE that took effect (whatever answer the client got)
 CONTROLLER_AGENT = "edgeagent-controller/"
@@ -130,8 +142,20 @@ def pod_deletes(audit: Iterable[JSON]) -> list[JSON]:
             and isinstance(e.get("delete"), dict) and e["delete"].get("resource") == "pods"]
 
 
+def pod_patches(audit: Iterable[JSON]) -> list[JSON]:
+    """Audit entries of in-place PATCHes of pods whose state at that instant was recorded (`patch`, shaped as a
+    DELETE's `delete` record): judged as a DELETE by the wave rule. Entries without it are not judged."""
+    return [e for e in audit if e.get("verb") == "PATCH" and "/pods/" in str(e.get("path"))
+            and isinstance(e.get("patch"), dict) and e["patch"].get("resource") == "pods"]
+
+
+def _record(entry: JSON) -> JSON:
+    found = entry.get("delete") if isinstance(entry.get("delete"), dict) else entry.get("patch")
+    return found if isinstance(found, dict) else {}
+
+
 def _pod_name(entry: JSON) -> str:
-    record = entry["delete"]
+    record = _record(entry)
     return f"{record.get('namespace')}/{record.get('name')}"
 
 
@@ -260,18 +284,155 @@ def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]
             if agent_node is not None and node != agent_node:
                 why.append(f"it is bound to {node}, not to the agent's node {agent_node}")
         if ds and not ds.get("gone") and node:
-            phase, reached, wave, revision = _plan_position(ds, state.get("nodeLabels") or {}, str(node))
+            phase, _reached, _wave, revision = _plan_position(ds, state.get("nodeLabels") or {}, str(node))
             if revision is not None and revision == ds.get("currentHash") and phase is not None:
                 pod_hash = (state.get("labels") or {}).get("controller-revision-hash")
-                if pod_hash != revision:  # an old pod, on its way to the revision being rolled
-                    if who == "controller" and phase in STOPPED_PHASES:
-                        why.append(f"its rollout was {phase}")
-                    if phase in MOVING_PHASES | STOPPED_PHASES and reached is not None and wave is not None \
-                            and wave > reached:
-                        why.append(f"its node is in wave {wave}, the rollout had reached wave {reached}")
+                # An old pod, on its way to the revision being rolled (the wave it may move in: rule 9).
+                if pod_hash != revision and who == "controller" and phase in STOPPED_PHASES:
+                    why.append(f"its rollout was {phase}")
         if why:
             out.append(Violation("eligible", f"{who} deleted {pod} (uid {record.get('uid')}) on {node}: "
                                  + "; ".join(why), t, node, pod))
+    return out
+
+
+def check_wave(history: History, checked: dict[str, int]) -> list[Violation]:
+    """Rule 9: an old pod moved (deleted, or its images patched in place) only on a node of a wave reached."""
+    out: list[Violation] = []
+    ds_writes = daemonset_writes(history.audit)
+    for entry in [*pod_deletes(history.audit), *pod_patches(history.audit)]:
+        record = _record(entry)
+        verb = "deleted" if entry.get("verb") == "DELETE" else "patched in place"
+        if record.get("outcome") not in (EFFECTIVE if verb == "deleted" else PATCHED):
+            continue
+        who, _ = deleter_of(entry)
+        state = record.get("state")
+        if who == "other" or not isinstance(state, dict):
+            continue
+        ds = state.get("daemonset") or {}
+        node = state.get("node")
+        if not ds or ds.get("gone") or not node:
+            continue
+        arrived = float(entry.get("time") or 0.0)
+        if changed_in_flight(ds_writes.get(f"{record.get('namespace')}/{ds.get('name')}", []), arrived,
+                             float(record.get("time") or arrived)):
+            continue  # judged on a DaemonSet the mover could not have seen (as rule 1)
+        phase, reached, wave, revision = _plan_position(ds, state.get("nodeLabels") or {}, str(node))
+        if revision is None or revision != ds.get("currentHash") or phase is None:
+            continue
+        if (state.get("labels") or {}).get("controller-revision-hash") == revision:
+            continue  # a pod of the revision being rolled: not an upgrade
+        checked["wave"] += 1
+        if phase in MOVING_PHASES | STOPPED_PHASES and reached is not None and wave is not None and wave > reached:
+            pod = _pod_name(entry)
+            out.append(Violation("wave", f"{who} {verb} {pod} (uid {record.get('uid')}) on {node}: its node is in "
+                                 f"wave {wave}, the rollout had reached wave {reached}", entry.get("time"), node,
+                                 pod))
+    return out
+
+
+def rollout_states(audit: Iterable[JSON]) -> list[tuple[float, str, JSON]]:
+    """(time, DaemonSet, state) of every rollout state the audit recorded with a pod's DELETE or PATCH."""
+    out: list[tuple[float, str, JSON]] = []
+    for entry in [*pod_deletes(audit), *pod_patches(audit)]:
+        record = _record(entry)
+        ds = ((record.get("state") or {}).get("daemonset") or {})
+        raw = (ds.get("annotations") or {}).get("edgeagent.io/rollout-state")
+        if not raw:
+            continue
+        try:
+            state = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(state, dict):
+            out.append((float(record.get("time") or entry.get("time") or 0.0),
+                        f"{record.get('namespace')}/{ds.get('name')}", state))
+    out.sort(key=lambda item: item[0])
+    return out
+
+
+_EVENT_REVISION = re.compile(r"\brevision (?P<revision>[0-9a-z]+)\b")
+
+
+def check_stable(history: History, checked: dict[str, int]) -> list[Violation]:
+    """Rule 10: the rollback target is only ever a revision whose rollout completed. Evidence of completion: a
+    state seen `complete`, a history entry `complete`, a RolloutComplete Event naming it. Judged only for a revision
+    seen stopped or unfinished (errs towards silence for a revision nothing was seen of, such as the first one)."""
+    completed: dict[str, set[str]] = defaultdict(set)
+    unfinished: dict[str, set[str]] = defaultdict(set)
+    states = rollout_states(history.audit)
+    for _, ds, state in states:
+        revision = str(state.get("revision"))
+        (completed if state.get("phase") == "complete" else unfinished)[ds].add(revision)
+        for entry in state.get("history") or []:
+            if isinstance(entry, dict) and entry.get("revision"):
+                phase = str(entry.get("phase"))
+                (completed if phase in ("complete", "Complete") else unfinished)[ds].add(str(entry["revision"]))
+    for event in history.events:
+        involved = event.get("involvedObject") or {}
+        ds = f"{involved.get('namespace')}/{involved.get('name')}"
+        match = _EVENT_REVISION.search(str(event.get("message") or ""))
+        if event.get("reason") == "RolloutComplete" and match:
+            completed[ds].add(match["revision"])
+    out: list[Violation] = []
+    for t, ds, state in states:
+        stable = state.get("stableRevision")
+        if not stable:
+            continue
+        checked["stable"] += 1
+        if stable in unfinished[ds] and stable not in completed[ds]:
+            out.append(Violation("stable", f"{ds}: the rollout state of revision {state.get('revision')} names "
+                                 f"{stable} as its stable revision (its rollback target), a revision seen aborted, "
+                                 "rolled back or unfinished and never complete", t))
+    for event in history.events:
+        if event.get("reason") != "RolloutRolledBack":
+            continue
+        involved = event.get("involvedObject") or {}
+        ds = f"{involved.get('namespace')}/{involved.get('name')}"
+        match = re.search(r"template restored to revision (?P<revision>[0-9a-z]+)", str(event.get("message") or ""))
+        if match is None:
+            continue
+        checked["stable"] += 1
+        restored = match["revision"]
+        if restored in unfinished[ds] and restored not in completed[ds]:
+            out.append(Violation("stable", f"{ds}: a rollback restored revision {restored}, seen aborted, rolled "
+                                 "back or unfinished and never complete", None))
+    return out
+
+
+_EVENTS_PATH = re.compile(r"^(/api/v1|/apis/events\.k8s\.io/v1)/namespaces/[^/]+/events$")
+
+
+def check_forged(history: History, checked: dict[str, int]) -> list[Violation]:
+    """Rule 11: a failure counted from an agent's report names a node whose own agent created an Event by then
+    (the audit's User-Agent names the agent's node). Anyone allowed to create Events can write any source.host:
+    only the node's own agent speaks for the node."""
+    reported: dict[str, list[float]] = defaultdict(list)  # node -> times its agent created an Event
+    for entry in history.audit:
+        if entry.get("verb") != "POST" or not 200 <= int(entry.get("code") or 0) < 300:
+            continue
+        if not _EVENTS_PATH.match(str(entry.get("path"))):
+            continue
+        who, node = deleter_of(entry)
+        if who == "agent" and node:
+            reported[node].append(float(entry.get("time") or 0.0))
+    out: list[Violation] = []
+    seen: set[tuple[str, str, str]] = set()
+    for t, ds, state in rollout_states(history.audit):
+        for failure in state.get("failures") or []:
+            if not isinstance(failure, dict) or not str(failure.get("reason") or "").startswith("agent:"):
+                continue
+            node = str(failure.get("node") or "")
+            key = (ds, str(state.get("revision")), node)
+            if key in seen:
+                continue
+            seen.add(key)
+            checked["forged"] += 1
+            if not any(at <= t for at in reported.get(node, [])):
+                out.append(Violation("forged", f"{ds}: the rollout of revision {state.get('revision')} counts a "
+                                     f"failure of {node} from a report that {node}'s own agent never made "
+                                     f"({failure.get('pod')}: {failure.get('reason')})", t, node,
+                                     str(failure.get("pod") or "") or None))
     return out
 
 
@@ -509,7 +670,7 @@ def rotation_outcomes(rotations: list[JSON]) -> str:
 
 
 CHECKS = (check_eligible, check_delete_once, check_requests, check_budget, check_events_once, check_convergence,
-          check_processes, check_credentials)
+          check_processes, check_credentials, check_wave, check_stable, check_forged)
 
 
 def check(history: History) -> Result:

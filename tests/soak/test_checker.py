@@ -126,11 +126,37 @@ def test_deleting_a_pod_of_a_wave_not_reached_is_reported() -> None:
     first, last = order[0], order[-1]
     labels: JSON = {n: {} for n in NODES}
     reached = delete(first, annotations=_plan_annotations(1), node_labels=labels)
-    assert only(clean(audit=[reached]), "eligible") == []
-    found = only(clean(audit=[delete(last, annotations=_plan_annotations(1), node_labels=labels)]), "eligible")
+    assert only(clean(audit=[reached]), "wave") == []
+    found = only(clean(audit=[delete(last, annotations=_plan_annotations(1), node_labels=labels)]), "wave")
     assert len(found) == 1 and "wave 3, the rollout had reached wave 1" in found[0].message
     # The same node once wave 3 is reached is fine.
-    assert only(clean(audit=[delete(last, annotations=_plan_annotations(3), node_labels=labels)]), "eligible") == []
+    assert only(clean(audit=[delete(last, annotations=_plan_annotations(3), node_labels=labels)]), "wave") == []
+
+
+def test_a_delete_one_wave_ahead_is_reported_and_one_in_the_wave_reached_is_not() -> None:
+    """A check weakened by one wave (`wave > reached + 1`, or `wave >= reached`) fails here."""
+    plan, _ = parse_plan({"metadata": {"annotations": _plan_annotations(1)}})
+    assert plan is not None
+    ranking = rank(plan, {n: {} for n in NODES})
+    labels: JSON = {n: {} for n in NODES}
+    second = ranking.nodes_of_wave(2)[0]
+    found = only(clean(audit=[delete(second, annotations=_plan_annotations(1), node_labels=labels)]), "wave")
+    assert len(found) == 1 and "wave 2, the rollout had reached wave 1" in found[0].message
+    assert only(clean(audit=[delete(second, annotations=_plan_annotations(2), node_labels=labels)]), "wave") == []
+    result = check(clean(audit=[delete(second, annotations=_plan_annotations(2), node_labels=labels)]))
+    assert result.checked["wave"] == 1
+
+
+def test_an_in_place_patch_ahead_of_the_wave_is_reported_when_its_state_is_recorded() -> None:
+    order = _ranking()
+    labels: JSON = {n: {} for n in NODES}
+    entry = delete(order[-1], annotations=_plan_annotations(1), node_labels=labels)
+    patch = {**entry, "verb": "PATCH", "patch": {**entry["delete"], "outcome": "patched"}}
+    del patch["delete"]
+    found = only(clean(audit=[patch]), "wave")
+    assert len(found) == 1 and "patched in place" in found[0].message
+    refused = {**patch, "patch": {**patch["patch"], "outcome": "conflict"}}
+    assert only(clean(audit=[refused]), "wave") == []
 
 
 def test_a_delete_judged_on_the_daemonset_it_was_sent_under_not_one_changed_while_it_was_on_its_way() -> None:
@@ -144,15 +170,15 @@ def test_a_delete_judged_on_the_daemonset_it_was_sent_under_not_one_changed_whil
     late["delete"]["time"] = 102.7  # arrived at 100.0, carried out at 102.7
     template = {"time": 101.2, "completed": 101.3, "verb": "PATCH", "code": 200, "userAgent": "soak-harness/1",
                 "path": "/apis/apps/v1/namespaces/default/daemonsets/web"}
-    assert only(clean(audit=[late, template]), "eligible") == []
+    assert only(clean(audit=[late, template]), "wave") == []
     for moment in (99.0, 103.0):
         before_or_after = {**template, "time": moment, "completed": moment + 0.1}
-        found = only(clean(audit=[late, before_or_after]), "eligible")
+        found = only(clean(audit=[late, before_or_after]), "wave")
         assert len(found) == 1 and "the rollout had reached wave 1" in found[0].message
     other = {**template, "path": "/apis/apps/v1/namespaces/default/daemonsets/other"}
-    assert len(only(clean(audit=[late, other]), "eligible")) == 1
+    assert len(only(clean(audit=[late, other]), "wave")) == 1
     refused = {**template, "code": 409}
-    assert len(only(clean(audit=[late, refused]), "eligible")) == 1
+    assert len(only(clean(audit=[late, refused]), "wave")) == 1
 
 
 def test_controller_deleting_in_an_aborted_rollout_is_reported() -> None:
@@ -180,6 +206,16 @@ def test_a_uid_deleted_twice_is_reported() -> None:
 def test_a_delete_without_a_uid_precondition_is_reported() -> None:
     found = only(clean(audit=[delete("edge-1", precondition=None)]), "delete-once")
     assert len(found) == 1 and "without a UID precondition" in found[0].message
+
+
+def test_a_delete_that_took_effect_on_another_uid_than_its_precondition_is_reported() -> None:
+    """A check that compared the precondition with itself, or skipped effective DELETEs, fails here."""
+    hit = delete("edge-1", uid="uid-replacement", precondition="uid-edge-1-old")
+    found = only(clean(audit=[hit]), "delete-once")
+    assert len(found) == 1 and "took effect on uid uid-replacement" in found[0].message
+    assert "its precondition named uid-edge-1-old" in found[0].message
+    assert only(clean(audit=[delete("edge-1", uid="uid-edge-1-old", precondition="uid-edge-1-old")]),
+                "delete-once") == []
 
 
 def test_a_second_attempt_refused_by_the_precondition_is_fine() -> None:
@@ -376,3 +412,85 @@ def test_the_report_names_the_seed_the_schedule_and_the_history_around_a_violati
 def test_a_history_survives_json() -> None:
     history = clean(audit=[delete("edge-1")], accepted=[{"t": 1.0, "node": "edge-1", "code": 202, "id": "x"}])
     assert History.from_json(history.to_json()) == history
+
+
+# 10. stable ------------------------------------------------------------------------------------------------
+
+
+# (The DELETEs that carry these states are of pods already on the revision rolled: judged by no other rule.)
+
+
+def _state_annotations(revision: str, phase: str, stable: str | None, history: list[JSON] | None = None,
+                       failures: list[JSON] | None = None) -> JSON:
+    state: JSON = {"revision": revision, "stableRevision": stable, "waves": 3, "wave": 1, "phase": phase,
+                   "counts": {"nodes": 10, "upgraded": 0, "deferred": 0, "failed": len(failures or [])},
+                   "failures": failures or []}
+    if history is not None:
+        state["history"] = history
+    return {"edgeagent.io/rollout-steps": "1,50%,100%", "edgeagent.io/rollout-state": json.dumps(state)}
+
+
+def test_a_stable_revision_seen_aborted_and_never_complete_is_reported() -> None:
+    aborted = delete("edge-1", t=100.0, annotations=_state_annotations("b", "aborted", "a"), current="b",
+                     pod_hash="b")
+    later = delete("edge-2", t=200.0, annotations=_state_annotations("c", "progressing", "b"), current="c",
+                   pod_hash="c")
+    found = only(clean(audit=[aborted, later]), "stable")
+    assert len(found) == 1 and "names b as its stable revision" in found[0].message
+    # b completed after all (seen complete, or a RolloutComplete Event names it): fine.
+    done = delete("edge-3", t=150.0, annotations=_state_annotations("b", "complete", "a"), current="b", pod_hash="b")
+    assert only(clean(audit=[aborted, done, later]), "stable") == []
+    event = {"reason": "RolloutComplete", "involvedObject": {"kind": "DaemonSet", "namespace": "default",
+                                                              "name": "web"},
+             "message": "revision b (nginx:1.26) reached all 3 wave(s): 10/10 node(s) upgraded"}
+    assert only(clean(audit=[aborted, later], events=[event]), "stable") == []
+
+
+def test_a_stable_revision_its_own_history_shows_unfinished_is_reported() -> None:
+    history = [{"revision": "c", "images": [], "phase": "progressing"},
+               {"revision": "b", "images": [], "phase": "progressing", "finishedAt": "2027-01-15T08:00:00Z"}]
+    state = delete("edge-1", annotations=_state_annotations("c", "progressing", "b", history), current="c",
+                   pod_hash="c")
+    found = only(clean(audit=[state]), "stable")
+    assert len(found) == 1
+    ok = [{**history[0]}, {**history[1], "phase": "complete"}]
+    assert only(clean(audit=[delete("edge-1", annotations=_state_annotations("c", "progressing", "b", ok),
+                                    current="c", pod_hash="c")]), "stable") == []
+
+
+def test_a_rollback_restoring_a_revision_never_complete_is_reported() -> None:
+    aborted = delete("edge-1", annotations=_state_annotations("b", "aborted", "a"), current="b", pod_hash="b")
+    event = {"reason": "RolloutRolledBack", "involvedObject": {"kind": "DaemonSet", "namespace": "default",
+                                                                "name": "web"},
+             "message": "template restored to revision b (nginx:1.26), the last completed one"}
+    found = only(clean(audit=[aborted], events=[event]), "stable")
+    assert len(found) == 1 and "restored revision b" in found[0].message
+    good = {**event, "message": "template restored to revision a (nginx:1.25), the last completed one"}
+    assert only(clean(audit=[aborted], events=[good]), "stable") == []
+
+
+# 11. forged --------------------------------------------------------------------------------------------------
+
+
+def _event_post(node_of_agent: str | None, t: float, code: int = 201) -> JSON:
+    return {"time": t, "verb": "POST", "path": "/api/v1/namespaces/default/events", "code": code,
+            "userAgent": agent(node_of_agent) if node_of_agent else "kubectl/v1.32.0"}
+
+
+def test_a_failure_counted_without_a_report_by_the_nodes_own_agent_is_reported() -> None:
+    failure = [{"node": "edge-5", "pod": "default/web-edge-5", "reason": "agent: upgrade request r-1 failed"}]
+    state = delete("edge-1", t=100.0, annotations=_state_annotations("c", "progressing", "a", failures=failure),
+                   current="c", pod_hash="c")
+    # Created by another node's agent, by an operator, or refused: forged (or never made).
+    for post in (_event_post("edge-2", 90.0), _event_post(None, 90.0), _event_post("edge-5", 90.0, code=403)):
+        found = only(clean(audit=[post, state]), "forged")
+        assert len(found) == 1 and "edge-5" in found[0].message, post
+    # Made by edge-5's agent after the state was seen: not what the state counted.
+    assert len(only(clean(audit=[_event_post("edge-5", 110.0), state]), "forged")) == 1
+    # Made by edge-5's own agent before: a real report.
+    assert only(clean(audit=[_event_post("edge-5", 90.0), state]), "forged") == []
+    # A failure the controller saw itself (a deadline) is not an agent's report.
+    timeout = [{"node": "edge-5", "pod": "default/web-edge-5", "reason": "not available within 600s: x"}]
+    seen = delete("edge-1", annotations=_state_annotations("c", "progressing", "a", failures=timeout), current="c",
+                  pod_hash="c")
+    assert only(clean(audit=[seen]), "forged") == []

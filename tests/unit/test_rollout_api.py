@@ -237,7 +237,7 @@ _spec = st.fixed_dictionaries(
               "paused": st.booleans()})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_spec)
 def test_the_crd_and_the_controller_agree_on_any_plan(spec: JSON) -> None:
     schema_ok, broken = crd_verdict(copy.deepcopy(spec))

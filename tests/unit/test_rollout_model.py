@@ -91,13 +91,18 @@ class RolloutModel(RuleBasedStateMachine):
                 pods[name] = HELD if name in self.held else PENDING
         return ModelObservation(pods, not_ready=set(self.not_ready))
 
+    def previous(self) -> str | None:
+        """What the controller reads without a state: the revision every pod not on the template runs, if one."""
+        found = {revision for revision in self.pod_revision.values() if revision != self.revision}
+        return found.pop() if len(found) == 1 else None
+
     @rule(write_ok=st.booleans())
     def reconcile(self, write_ok: bool) -> None:
         before = self.state
         obs = self.observation()
         decision = decide(plan=self.plan, state=self.state, revision=self.revision, ranking=self.ranking, obs=obs,
                           steering=self.steering, max_failed=self.max_failed, now=self.now,
-                          previous=lambda: "r0" if self.state is None else None,
+                          previous=self.previous,
                           images=lambda revision: [f"app:{revision}"])
         written = write_ok and decision.writes
         result = outcome(decision, written)
@@ -224,6 +229,9 @@ class RolloutModel(RuleBasedStateMachine):
             self.revisions += 1
             self.revision = f"r{self.revisions}"
         self.broken = {n for n in self.broken if self.pod_revision[n] == self.revision}
+        # The change brings the DaemonSet through the controller's informer: it decides again for the new template
+        # before any pod moves (a gate decided for the revision before is never applied to this one).
+        self.gate = None
 
     @rule()
     def the_controller_restarts(self) -> None:

@@ -6,6 +6,7 @@ nothing, the rollback target only ever a completed revision, images named, a rol
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -25,6 +26,7 @@ from edgeagent.rollout.state import (
     PHASE_ROLLED_BACK,
     HistoryEntry,
     RolloutState,
+    state_from_status,
 )
 from tests.support.rollout_model import FAILED, PENDING, UPGRADED, ModelObservation
 
@@ -255,3 +257,50 @@ def test_retry_after_an_abort_clears_the_failures_and_goes_on_from_the_same_wave
     d = run(aborted, ModelObservation(pods(upgraded=set(RANKING.nodes_of_wave(1)))), steering=Steering(retry="c"))
     assert d.state is not None and d.state.wave == 2 and d.state.failed == 0 and d.state.phase == PHASE_PROGRESSING
     assert d.gate.allows(RANKING.nodes_of_wave(2)[0]) and not d.gate.allows(RANKING.nodes_of_wave(3)[0])
+
+
+def test_going_back_to_a_revision_that_completed_once_its_rollback_target_is_the_one_before_it() -> None:
+    """c was aborted; GitOps reverts to b, which completed before c: rolling b again, its stable revision must not
+    be b itself (a rollback would restore the revision that is failing) but a."""
+    history = (HistoryEntry("c", (), PHASE_ABORTED, T0), HistoryEntry("b", (), PHASE_COMPLETE, T0 - 100),
+               HistoryEntry("a", (), PHASE_COMPLETE, T0 - 200))
+    state = RolloutState(revision="c", stable_revision="b", waves=3, wave=1, phase=PHASE_ABORTED, history=history)
+    d = run(state, ModelObservation(pods()), revision="b")
+    assert d.state is not None and d.state.stable_revision == "a"
+    assert [h.revision for h in d.state.history] == ["b", "c", "a"]
+
+
+# ------------------------------------------------------------------------------------------ status
+
+
+_phase = st.sampled_from([PHASE_PROGRESSING, PHASE_ABORTED, PHASE_COMPLETE, PHASE_ROLLED_BACK, "baking", "paused"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(wave=st.integers(1, 5), phase=_phase, failed=st.integers(0, 30), waiting=st.integers(0, 9),
+       history=st.lists(st.tuples(st.sampled_from("abcdef"), _phase, st.booleans()), max_size=4),
+       held=st.booleans(), generation=st.one_of(st.none(), st.integers(1, 9)))
+def test_a_state_survives_the_rolloutplan_status(wave: int, phase: str, failed: int, waiting: int,
+                                                 history: list[tuple[str, str, bool]], held: bool,
+                                                 generation: int | None) -> None:
+    """The machine's state is the RolloutPlan status (§7 shape, CamelCase phases) and reads back the same."""
+    state = RolloutState(
+        revision="c", stable_revision="b", waves=5, wave=wave, phase=phase, wave_started_at=T0,
+        bake_started_at=T0 + 60 if phase == "baking" else None, nodes=10, upgraded=1, deferred=1, failed=failed,
+        waiting=waiting, generation=generation,
+        failures=[{"node": f"edge-{i}", "pod": f"default/p{i}", "reason": "x"} for i in range(min(failed, 20))],
+        history=tuple(HistoryEntry(r, (f"app:{r}",), p, T0 if done else None) for r, p, done in history),
+        conditions=((("message", "m"), ("reason", "RolledBackRevision"), ("status", "True"), ("type", "Held")),)
+        if held else ())
+    status = state.to_status()
+    assert status["phase"][0].isupper() and set(status) <= {
+        "observedGeneration", "revision", "stableRevision", "phase", "wave", "waves", "waveStartedAt",
+        "bakeStartedAt", "counts", "failures", "history", "conditions"}
+    back, problem = state_from_status(json.loads(json.dumps(status)))
+    assert problem is None and back == state
+
+
+def test_an_unreadable_status_is_a_problem_not_a_crash() -> None:
+    assert state_from_status(None) == (None, None)
+    assert state_from_status({"phase": "Sideways"})[1] == "status has an unknown phase 'Sideways'"
+    assert state_from_status({"phase": "Baking", "wave": 9, "waves": 3, "revision": "c"})[1] is not None

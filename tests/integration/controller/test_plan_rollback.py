@@ -103,10 +103,11 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
             await eventually(lambda: _is(current_hash(admin, "web"), bad), what="the bad revision current again")
 
             async def warned() -> bool:
-                return any(e["reason"] == "RolloutRolledBack" and "is the template again" in e["message"]
+                return any(e["reason"] == "RolloutHeld" and e["type"] == "Warning"
+                           and f"revision {bad} ({BAD}) was rolled back and is the template again" in e["message"]
                            for e in await plan_events(admin, "web"))
 
-            await eventually(warned, what="a Warning that the rolled-back revision is not rolled")
+            await eventually(warned, what="a Warning that the rolled-back revision is held")
             # One more reconcile (poked by a harmless annotation) ends after the one that warned: a DaemonSet is
             # never reconciled twice at once.
             seen = reconciles(app)
@@ -116,6 +117,9 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
             assert set((await images_by_node(admin, "web")).values()) == {FIXED}
             final = await plan_state(admin, "web")
             assert final is not None and final["revision"] == fixed and final["phase"] == "complete", final
+            assert [c["type"] for c in final["conditions"]] == ["Held"] and bad in final["conditions"][0]["message"]
+            held = [e for e in await plan_events(admin, "web") if e["reason"] in ("RolloutHeld", "RolloutRolledBack")]
+            assert [e["reason"] for e in held] == ["RolloutRolledBack", "RolloutHeld"], held  # one each
 
 
 async def _is(value: Any, want: str) -> bool:
