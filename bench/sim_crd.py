@@ -1,6 +1,7 @@
 """The simulated API server with custom resources (issue 34): 10 CRDs, 10,000 objects of one custom kind.
 
-Figures: the time to list the 10,000 custom objects beside listing 10,000 pods from the same server (goal: at
+Figures: the time to list the 10,000 custom objects beside listing 10,000 pods of the same size (JSON bytes; the
+widgets carry an annotation to match) from the same server (goal: at
 most 2x), the latency of creating and getting one custom object (schema, defaults, CEL on every create), and how
 much the server's memory grows per 1,000 custom objects. Server and client share this process and its event loop
 on 127.0.0.1, as in sim_throughput.py; objects are created through the Store (the same code path as a POST,
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import statistics
 import sys
 import time
@@ -60,14 +62,19 @@ def _pod(i: int) -> JSON:
             "status": {"phase": "Running"}}
 
 
-def _widget(i: int) -> JSON:
+def _widget(i: int, padding: int = 0) -> JSON:
+    """A widget; `padding` characters of annotation make it as big as a stored pod, so that the two lists compare
+    the server's work per object rather than the objects' sizes."""
     obj = widget(f"w-{i:05d}", size=("small", "medium", "large")[i % 3], replicas=i % 10, color="blue")
     obj["metadata"]["labels"] = {"app": "widget"}
+    if padding > 0:
+        obj["metadata"]["annotations"] = {"example.com/notes": "n" * padding}
     return obj
 
 
-async def _timed_list(session: aiohttp.ClientSession, url: str, count: int, expected: int) -> list[float]:
-    times = []
+async def _timed_list(session: aiohttp.ClientSession, url: str, count: int, expected: int) -> tuple[list[float], int]:
+    """The time of each list (ms), and the size of the last answer (bytes)."""
+    times, size = [], 0
     for _ in range(count):
         started = time.perf_counter()
         async with session.get(url) as resp:
@@ -75,7 +82,8 @@ async def _timed_list(session: aiohttp.ClientSession, url: str, count: int, expe
             if resp.status != 200 or body.count(b'"uid"') != expected:
                 raise RuntimeError(f"bad list answer from {url}: {resp.status}")
         times.append((time.perf_counter() - started) * 1000)
-    return times
+        size = len(body)
+    return times, size
 
 
 async def main(objects: int, crds: int, lists: int) -> None:
@@ -87,13 +95,20 @@ async def main(objects: int, crds: int, lists: int) -> None:
     report("crd_count", crds, "crds")
     for i in range(objects):
         store.create(PODS, _pod(i))
+    pod_size = len(store.entry(PODS, "default", "pod-00000").item_json())
+    plain = store.create(widgets, _widget(objects), namespace="default")
+    widget_size = len(json.dumps(plain, separators=(",", ":")))
+    store.delete(widgets, "default", plain["metadata"]["name"])
+    padding = max(0, pod_size - widget_size - len(',"annotations":{"example.com/notes":""}'))
     gc.collect()
     before = rss_mib()
     for i in range(objects):
-        store.create(widgets, _widget(i), namespace="default")
+        store.create(widgets, _widget(i, padding), namespace="default")
     gc.collect()
     after = rss_mib()
     report("crd_rss_per_1000_objects", (after - before) / (objects / 1000), "MiB")
+    report("crd_object_bytes", len(store.entry(widgets, "default", "w-00000").item_json()), "bytes")
+    report("crd_pod_bytes", pod_size, "bytes")
 
     runner = web.AppRunner(create_app(store))
     await runner.setup()
@@ -107,14 +122,16 @@ async def main(objects: int, crds: int, lists: int) -> None:
             widgets_url = f"{base}/apis/example.com/v1/namespaces/default/widgets"
             await _timed_list(session, pods_url, 1, objects)  # warm the serialisation caches of both
             await _timed_list(session, widgets_url, 1, objects)
-            pods = await _timed_list(session, pods_url, lists, objects)
-            custom = await _timed_list(session, widgets_url, lists, objects)
+            pods, pods_size = await _timed_list(session, pods_url, lists, objects)
+            custom, custom_size = await _timed_list(session, widgets_url, lists, objects)
+            report(f"crd_list_{objects}_pods_bytes", pods_size, "bytes")
+            report(f"crd_list_{objects}_custom_bytes", custom_size, "bytes")
             report(f"crd_list_{objects}_pods_p50", statistics.median(pods), "ms")
             report(f"crd_list_{objects}_custom_p50", statistics.median(custom), "ms")
             report("crd_list_ratio_custom_to_pods", statistics.median(custom) / statistics.median(pods), "x")
             creates, gets = [], []
             for i in range(200):
-                body = _widget(objects + i)
+                body = _widget(objects + 1 + i)
                 started = time.perf_counter()
                 async with session.post(widgets_url, json=body) as resp:
                     await resp.read()

@@ -7,11 +7,13 @@ schema, as the real server types them: `integer` is int, `number` is double, a `
 and a `duration` string a duration, so `self.start < self.end` compares instants rather than strings.
 
 The texts of evaluation errors are cel-go's ("no such key: x", "division by zero", ...) because kube-apiserver
-puts them in the 422 it returns. Compilation errors keep cel-python's detail after cel-go's prefix (the two
-parsers word syntax errors differently). cel-python is the sim's optional dependency, imported on first use.
-Not supported: the optional syntax (`?.`, `optional.of`; an `optionalOldSelf` rule's `oldSelf` has
-`hasValue()`, `value()` and `orValue()` only), the quantity, URL, IP and CIDR libraries, and type
-checking at CRD time beyond parsing (an unknown identifier fails when the rule first runs, as an evaluation error).
+puts them in the 422 it returns. At CRD time a rule must parse and name only what exists (self, oldSelf, macro
+variables, known functions: cel-go's "undeclared reference to 'x'"); a syntax error keeps cel-go's layout with
+cel-python's position. Equality is cel-go's heterogeneous equality (1 == 1.0). cel-python is the sim's optional
+dependency, imported on first use. Not supported: the optional syntax (`?.`, `optional.of`; an
+`optionalOldSelf` rule's `oldSelf` has `hasValue()`, `value()` and `orValue()` only), the quantity, URL, IP
+and CIDR libraries, and the checker's field and argument types (a field the schema lacks, or `double + int`,
+fails or passes when the rule runs instead of refusing the CRD), and the cost budget.
 """
 
 from __future__ import annotations
@@ -55,13 +57,97 @@ def _environment() -> Any:
 
 @functools.lru_cache(maxsize=4096)
 def _compiled(rule: str) -> tuple[Any, str | None]:
-    """(program, None) or (None, error detail); cached by rule text so 10,000 objects compile a rule once."""
+    """(program, None) or (program or None, error detail); cached by rule text so 10,000 objects compile a rule
+    once. A rule that parses but names an unknown variable or function gets a detail and still a program."""
     env = _environment()
     try:
         ast = env.compile(rule)
     except Exception as exc:  # celpy's parse errors share no public base class
         return None, _compile_detail(rule, exc)
-    return env.program(ast, functions=_functions()), None
+    return env.program(ast, functions=_functions()), _reference_error(rule, ast)
+
+
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_TYPE_NAMES = frozenset({"bool", "bytes", "double", "int", "list", "map", "null_type", "string", "type", "uint"})
+
+
+@functools.cache
+def _known_functions() -> frozenset[str]:
+    base = _celpy().evaluation.base_functions
+    names = {name for name in base if name.isidentifier()}
+    return frozenset(names | set(_functions()) | _MACROS | {"has", "min", "max"})
+
+
+def _reference_error(rule: str, ast: Any) -> str | None:
+    """cel-go's check of names: only self, oldSelf, macro variables, known functions and type names exist."""
+    import lark
+
+    known = _known_functions()
+
+    def token(node: Any, index: int) -> Any:
+        child = node.children[index] if len(node.children) > index else None
+        return child if isinstance(child, lark.Token) else None
+
+    def undeclared(name_token: Any) -> str:
+        line, column = int(name_token.line or 1), int(name_token.column or 1)
+        lines = rule.splitlines() or [""]
+        source = lines[min(line, len(lines)) - 1]
+        return (f"compilation failed: ERROR: <input>:{line}:{column}: undeclared reference to '{name_token}' "
+                f"(in container '')\n | {source}\n | {'.' * max(column - 1, 0)}^")
+
+    def first_ident(node: Any) -> str | None:
+        if not isinstance(node, lark.Tree):
+            return None
+        if node.data == "ident":
+            name = token(node, 0)
+            return str(name) if name is not None else None
+        for child in node.children:
+            found = first_ident(child)
+            if found:
+                return found
+        return None
+
+    def walk(node: Any, bound: frozenset[str]) -> str | None:
+        if not isinstance(node, lark.Tree):
+            return None
+        if node.data == "ident":
+            name = token(node, 0)
+            if name is not None and str(name) not in bound | _TYPE_NAMES | {"self", "oldSelf"}:
+                return undeclared(name)
+            return None
+        if node.data in ("ident_arg", "member_dot_arg"):
+            offset = 0 if node.data == "ident_arg" else 1
+            name = token(node, offset)
+            if name is not None and str(name) not in known:
+                return undeclared(name)
+            args = [c for c in node.children[offset + 1:] if isinstance(c, lark.Tree)]
+            exprs = [c for a in args for c in a.children] if args and args[0].data == "exprlist" else args
+            if node.data == "member_dot_arg":
+                found = walk(node.children[0], bound)
+                if found:
+                    return found
+            if name is not None and str(name) in _MACROS and exprs:
+                variable = first_ident(exprs[0])
+                inner = bound | {variable} if variable else bound
+                for expr in exprs[1:]:
+                    found = walk(expr, inner)
+                    if found:
+                        return found
+                return None
+            if name is not None and str(name) == "has":
+                return None  # has(self.field): the selection is not evaluated
+            for expr in exprs:
+                found = walk(expr, bound)
+                if found:
+                    return found
+            return None
+        for child in node.children:
+            found = walk(child, bound)
+            if found:
+                return found
+        return None
+
+    return walk(ast, frozenset())
 
 
 def _compile_detail(rule: str, exc: Exception) -> str:
@@ -292,7 +378,30 @@ def _functions() -> dict[str, Callable[..., Any]]:
             return default if target.value is None else target.value
         return target
 
+    numeric = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+
+    def equal(a: Any, b: Any) -> Any:
+        """CEL's heterogeneous equality (cel-go, as Kubernetes runs it): 1 == 1.0, and values of unrelated types are
+        unequal rather than an error."""
+        if isinstance(a, numeric) and isinstance(b, numeric) and not isinstance(a, celtypes.BoolType) \
+                and not isinstance(b, celtypes.BoolType):
+            return boolean(float(a) == float(b) if isinstance(a, celtypes.DoubleType) or
+                           isinstance(b, celtypes.DoubleType) else int(a) == int(b))
+        if _is_error(a) or _is_error(b):
+            return a if _is_error(a) else b
+        if isinstance(a, celtypes.BoolType) != isinstance(b, celtypes.BoolType):
+            return boolean(False)
+        try:
+            return boolean(a == b)
+        except TypeError:
+            return boolean(False)
+
+    def not_equal(a: Any, b: Any) -> Any:
+        result = equal(a, b)
+        return result if _is_error(result) else boolean(not result)
+
     return {
+        "_==_": equal, "_!=_": not_equal,
         "hasValue": has_value, "value": value, "orValue": or_value,
         "charAt": char_at, "indexOf": index_of, "lastIndexOf": last_index_of,
         "lowerAscii": lambda s: string("".join(c.lower() if c.isascii() else c for c in str(s))),

@@ -29,6 +29,7 @@ values of objects and arrays omitted from CEL failures: `Invalid value: failed r
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import importlib
 import ipaddress
@@ -208,7 +209,20 @@ def _shown(path: str) -> str:
 
 def _props(s: JSON) -> dict[str, JSON]:
     props = s.get("properties")
-    return props if isinstance(props, dict) else {}
+    if not isinstance(props, dict):
+        return {}
+    return {str(k): v for k, v in props.items() if isinstance(v, dict)}
+
+
+def _dicts(s: JSON, key: str) -> list[JSON]:
+    """The schemas (or rules) listed under `key`; anything malformed is left out."""
+    value = s.get(key)
+    return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+
+def _strings(s: JSON, key: str) -> list[str]:
+    value = s.get(key)
+    return [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
 
 
 def _extra(s: JSON) -> tuple[bool, JSON | None]:
@@ -234,13 +248,23 @@ def _types(s: JSON) -> list[str]:
 _STRING_FORMATS = frozenset({
     "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4", "uuid5",
     "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password", "date",
-    "duration", "datetime", "date-time"})
+    "duration", "datetime", "quantity", "k8sshortname", "k8slongname"})
 
 
 def _format(s: JSON) -> str:
-    """The format kube-apiserver keeps (it strips the ones its validator does not support)."""
+    """The format kube-apiserver keeps: string formats it validates, int32/int64, float/double; others dropped."""
     fmt = s.get("format")
-    return fmt if isinstance(fmt, str) and fmt in _STRING_FORMATS else ""
+    if not isinstance(fmt, str) or not fmt:
+        return ""
+    types = _types(s)
+    kind = types[0] if len(types) == 1 else ""
+    if kind in ("", "string"):
+        return fmt if fmt.replace("-", "") in _STRING_FORMATS else ""
+    if kind == "integer":
+        return fmt if fmt in ("int32", "int64") else ""
+    if kind == "number":
+        return fmt if fmt in ("float", "double") else ""
+    return ""
 
 
 def _is_number(value: Any) -> bool:
@@ -271,19 +295,48 @@ def _json_type(value: Any) -> tuple[str, str]:
 # --- pruning, null pruning, defaulting -----------------------------------------------------------------------
 
 def prune(schema: JSON, obj: JSON) -> list[str]:
-    """Drop what the schema does not know, in place; return the dropped paths (sorted) as Strict/Warn name them.
+    """Drop what the schema does not know, in place; return the dropped paths as Strict/Warn name them.
 
-    Also drops non-nullable nulls that have no default (the real decoder's next step), without reporting them.
+    In the real decoder's order: unknown root `metadata` fields (not ObjectMeta's), then the fields the schema
+    prunes (sorted), then unknown `metadata` fields of embedded resources. Also drops non-nullable nulls that have
+    no default (the decoder's next step), without reporting them.
     """
+    meta_unknown = _drop_unknown_meta(obj.get("metadata"), "metadata")
     pruned: list[str] = []
-    metadata = obj.get("metadata")
-    if isinstance(metadata, dict):
-        for key in [k for k in metadata if k not in OBJECT_META_FIELDS]:
-            del metadata[key]
-            pruned.append(f"metadata.{key}")
     _prune(obj, schema, "", pruned, embedded=True)
     _prune_nulls(obj, schema)
-    return sorted(pruned)
+    coerced: list[str] = []
+    _coerce_embedded(obj, schema, "", coerced, root=True)
+    return meta_unknown + sorted(pruned) + coerced
+
+
+def _drop_unknown_meta(metadata: Any, path: str) -> list[str]:
+    if not isinstance(metadata, dict):
+        return []
+    unknown = sorted(k for k in metadata if k not in OBJECT_META_FIELDS)
+    for key in unknown:
+        del metadata[key]
+    return [f"{path}.{key}" for key in unknown]
+
+
+def _coerce_embedded(value: Any, s: JSON | None, path: str, found: list[str], root: bool = False) -> None:
+    """The metadata of an x-kubernetes-embedded-resource object is an ObjectMeta too."""
+    if s is None:
+        return
+    if isinstance(value, dict):
+        if s.get("x-kubernetes-embedded-resource") and not root:
+            found.extend(_drop_unknown_meta(value.get("metadata"), _child(path, "metadata")))
+        props = _props(s)
+        extra = _extra(s)[1]
+        for key, item in value.items():
+            if key in props:
+                _coerce_embedded(item, props[key], _child(path, key), found)
+            elif extra is not None:
+                _coerce_embedded(item, extra, _child(path, key), found)
+    elif isinstance(value, list):
+        items = _items(s)
+        for i, item in enumerate(value):
+            _coerce_embedded(item, items, f"{path}[{i}]", found)
 
 
 def _prune(value: Any, s: JSON | None, path: str, pruned: list[str], embedded: bool = False) -> None:
@@ -447,7 +500,7 @@ class _Validator:
         self._junctors(s, data, path)
         if isinstance(data, str):
             self._string(s, data, path)
-            if fmt:
+            if fmt.replace("-", "") in _STRING_FORMATS:
                 self._string_format(fmt, data, path)
         if _is_number(data):
             self._number(s, data, path)
@@ -481,7 +534,7 @@ class _Validator:
                                         f"{path} in body must be of type {type_name}: {go_quote(value)}"))
 
     def _junctors(self, s: JSON, data: Any, path: str) -> None:
-        any_of = [x for x in s.get("anyOf") or [] if isinstance(x, dict)]
+        any_of = _dicts(s, "anyOf")
         if any_of:
             best: list[Cause] | None = None
             for sub in any_of:
@@ -494,7 +547,7 @@ class _Validator:
                 self.causes.append(invalid(NIL_FIELD, "", f"{go_quote(path)} must validate at least one schema "
                                                           "(anyOf)"))
             self.causes.extend(best or [])
-        one_of = [x for x in s.get("oneOf") or [] if isinstance(x, dict)]
+        one_of = _dicts(s, "oneOf")
         if one_of:
             results = [self._sub(sub, data, path) for sub in one_of]
             valid = sum(1 for r in results if not r)
@@ -504,7 +557,7 @@ class _Validator:
                                                           f"(oneOf). {extra}"))
                 if valid == 0:
                     self.causes.extend(results[0])
-        all_of = [x for x in s.get("allOf") or [] if isinstance(x, dict)]
+        all_of = _dicts(s, "allOf")
         if all_of:
             results = [self._sub(sub, data, path) for sub in all_of]
             valid = sum(1 for r in results if not r)
@@ -621,7 +674,7 @@ class _Validator:
         for key, prop in props.items():
             if key in data:
                 self._keyed(prop, data[key], _child(path, key), old, key, correlated)
-        for key in s.get("required") or []:
+        for key in _strings(s, "required"):
             if key not in data:
                 self.causes.append(required(_field(f"{path}.{key}")))
 
@@ -672,7 +725,7 @@ def _correlate_items(s: JSON, data: list[Any], old: Any) -> dict[int, Any]:
         return {}
     kind = s.get("x-kubernetes-list-type")
     if kind == "map":
-        keys = [str(k) for k in s.get("x-kubernetes-list-map-keys") or []]
+        keys = _strings(s, "x-kubernetes-list-map-keys")
         by_key = {_map_key(o, keys): o for o in old if _map_key(o, keys) is not None}
         return {i: by_key[_map_key(item, keys)] for i, item in enumerate(data) if _map_key(item, keys) in by_key}
     if kind == "set":
@@ -685,6 +738,9 @@ _MAC = re.compile(r"^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$|^([0-9A-Fa-f]{4}\.
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
                        r"[A-Za-z0-9])?)*\.?$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_SHORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LONG_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _format_valid(fmt: str, data: str) -> bool:
@@ -715,12 +771,36 @@ def _format_valid(fmt: str, data: str) -> bool:
             return bool(_HOSTNAME.match(data))
         if fmt == "email":
             return bool(_EMAIL.match(data))
+        if fmt == "quantity":
+            return bool(_QUANTITY.match(data))
+        if fmt == "k8s-short-name":
+            return len(data) <= 63 and bool(_SHORT_NAME.match(data))
+        if fmt == "k8s-long-name":
+            return len(data) <= 253 and bool(_LONG_NAME.match(data))
     except ValueError:
         return False
     return True
 
 
 # --- x-kubernetes-list-type and embedded resources -----------------------------------------------------------
+
+def _set_key(item: Any) -> tuple[str, Any]:
+    """How Go tells list items apart: compounds by their JSON, scalars by type and value (1 is not 1.0 or true)."""
+    if isinstance(item, (dict, list)):
+        return "json", go_json(item)
+    return type(item).__name__, item
+
+
+def _second_occurrences(keys: list[tuple[str, Any]]) -> list[int]:
+    """validateListSet: the index of each value's second appearance (later ones are not reported again)."""
+    seen: dict[tuple[str, Any], int] = {}
+    found: list[int] = []
+    for i, key in enumerate(keys):
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 2:
+            found.append(i)
+    return found
+
 
 def _list_errors(s: JSON | None, value: Any, path: str, out: list[Cause]) -> None:
     """ValidateListSetsAndMaps: items of a `set` are unique, items of a `map` unique by their keys."""
@@ -729,19 +809,10 @@ def _list_errors(s: JSON | None, value: Any, path: str, out: list[Cause]) -> Non
     if isinstance(value, list):
         kind = s.get("x-kubernetes-list-type")
         if kind == "set":
-            for i, item in enumerate(value):
-                if any(_same(item, earlier) for earlier in value[:i]):
-                    out.append(duplicate(f"{path}[{i}]", item))
+            for i in _second_occurrences([_set_key(item) for item in value]):
+                out.append(duplicate(f"{path}[{i}]", value[i]))
         elif kind == "map":
-            keys = [str(k) for k in s.get("x-kubernetes-list-map-keys") or []]
-            seen: set[tuple[str, ...]] = set()
-            for i, item in enumerate(value):
-                key = _map_key(item, keys)
-                if key is None:
-                    continue
-                if key in seen:
-                    out.append(duplicate(f"{path}[{i}]", {k: item.get(k) for k in keys if k in item}))
-                seen.add(key)
+            _map_list_errors(_strings(s, "x-kubernetes-list-map-keys"), value, path, out)
         items = _items(s)
         for i, item in enumerate(value):
             _list_errors(items, item, f"{path}[{i}]", out)
@@ -753,6 +824,16 @@ def _list_errors(s: JSON | None, value: Any, path: str, out: list[Cause]) -> Non
                 _list_errors(props[key], item, _child(path, key), out)
             elif extra is not None:
                 _list_errors(extra, item, f"{path}[{key}]", out)
+
+
+def _map_list_errors(keys: list[str], value: list[Any], path: str, out: list[Cause]) -> None:
+    for i, item in enumerate(value):
+        if item is not None and not isinstance(item, dict):
+            out.append(invalid(f"{path}[{i}]", item, "must be an object for an array of list-type map"))
+            return
+    identities = [{k: item[k] for k in keys if k in item} if isinstance(item, dict) else {} for item in value]
+    for i in _second_occurrences([_set_key(identity) for identity in identities]):
+        out.append(duplicate(f"{path}[{i}]", identities[i]))
 
 
 def _embedded_errors(s: JSON | None, value: Any, path: str, out: list[Cause], root: bool = True) -> None:
@@ -859,7 +940,7 @@ class _Rules:
                     self.node(sub, value, None, sub_path, unchanged and old_map is None)
 
     def _rules(self, s: JSON, data: Any, old: Any, path: str, unchanged: bool) -> None:
-        rules = [r for r in s.get("x-kubernetes-validations") or [] if isinstance(r, dict)]
+        rules = _dicts(s, "x-kubernetes-validations")
         if not rules:
             return
         kind = str(s.get("type") or "")
@@ -902,7 +983,7 @@ class _Rules:
             if detail is None:
                 message = str(rule.get("message") or "")
                 detail = message.strip() if message else f"failed rule: {_rule_error_string(rule)}"
-            value = _OMIT if kind in ("object", "array") or isinstance(data, (dict, list)) else data
+            value = _OMIT if kind in ("object", "array") else data  # an untyped node shows even a map
             self.causes.append(_rule_failure(rule, where, value, detail))
 
 
@@ -939,21 +1020,23 @@ def _memo_key(rule: str, s: JSON, data: Any, old: Any) -> tuple[str, int, str, s
 
 
 def _memo_get(key: tuple[str, int, str, str | None] | None, s: JSON) -> tuple[bool, str | None] | None:
-    if key is None or key not in _MEMO:
+    if key is None:
         return None
-    node, outcome = _MEMO[key]
-    if node is not s:
+    entry = _MEMO.get(key)
+    if entry is None or entry[0] is not s:
         return None
-    _MEMO.move_to_end(key)
-    return outcome
+    with contextlib.suppress(KeyError):  # another thread may have evicted it meanwhile
+        _MEMO.move_to_end(key)
+    return entry[1]
 
 
 def _memo_put(key: tuple[str, int, str, str | None] | None, s: JSON, outcome: tuple[bool, str | None]) -> None:
     if key is None:
         return
     _MEMO[key] = (s, outcome)
-    if len(_MEMO) > _MEMO_SIZE:
-        _MEMO.popitem(last=False)
+    while len(_MEMO) > _MEMO_SIZE:
+        with contextlib.suppress(KeyError):
+            _MEMO.popitem(last=False)
 
 
 # --- the public checks ------------------------------------------------------------------------------------------
@@ -1107,7 +1190,8 @@ def _rule_json(rule: JSON) -> str:
 
 
 def _rule_checks(s: JSON, path: str, out: list[Cause]) -> None:
-    for i, rule in enumerate(s.get("x-kubernetes-validations") or []):
+    rules = s.get("x-kubernetes-validations")
+    for i, rule in enumerate(rules if isinstance(rules, list) else []):
         where = f"{path}.x-kubernetes-validations[{i}]"
         if not isinstance(rule, dict):
             continue
@@ -1189,13 +1273,9 @@ def _metadata_invariants(s: JSON, check_meta: bool, level: str, path: str, out: 
     if level == _ROOT:
         rest = {k: v for k, v in s.items() if k not in ("type", "default", "properties")}
         names = set(_props(s))
-        if rest or not names <= {"name", "generateName"} or any(
-                set(p) - {"type"} - _VALUE_KEYS for p in _props(s).values() if isinstance(p, dict)):
+        if rest or not names <= {"name", "generateName"}:
             out.append(forbidden(path, "must not specify anything other than name and generateName, but metadata "
                                        "is implicitly specified"))
-
-
-_VALUE_KEYS = frozenset({"maxLength", "minLength", "pattern", "enum", "format", "allOf", "anyOf", "oneOf", "not"})
 
 
 def _value_validation(s: JSON, level: str, path: str, out: list[Cause]) -> None:

@@ -27,6 +27,8 @@ NAMES_ACCEPTED = "NamesAccepted"
 ESTABLISHED = "Established"
 TERMINATING = "Terminating"
 SCOPES = ("Cluster", "Namespaced")
+# Groups under k8s.io and kubernetes.io belong to the Kubernetes project: a CRD there needs this annotation.
+APPROVAL_ANNOTATION = "api-approved.kubernetes.io"
 PRINTER_COLUMN_TYPES = ("boolean", "date", "integer", "number", "string")
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _DNS1035_MESSAGE = (
@@ -88,13 +90,7 @@ def _schema_causes(index: int, schema: JSON) -> list[JSON]:
     from edgeagent.sim import crd_schema
 
     base = f"spec.versions[{index}].schema.openAPIV3Schema"
-    causes: list[JSON] = []
-    for cause in crd_schema.check_structural(schema, base):
-        path = cause.field
-        if not path.startswith("spec."):
-            path = base if not path else base + ("" if path.startswith("[") else ".") + path
-        causes.append({"reason": cause.type, "message": cause.message, "field": path})
-    return causes
+    return [cause.as_status_cause() for cause in crd_schema.check_structural(schema, base)]
 
 
 def _names_causes(names: JSON) -> list[JSON]:
@@ -160,10 +156,18 @@ def _version_causes(versions: list[Any]) -> list[JSON]:
             column = _dict(column)
             if not column.get("name"):
                 causes.append(errors.field_required(f"{cpath}.name"))
-            if column.get("type") not in PRINTER_COLUMN_TYPES:
+            if not column.get("type"):
+                causes.append(errors.field_required(f"{cpath}.type",
+                                                    "must be one of " + ",".join(PRINTER_COLUMN_TYPES)))
+            elif column.get("type") not in PRINTER_COLUMN_TYPES:
                 causes.append(errors.field_not_supported(f"{cpath}.type", column.get("type"), PRINTER_COLUMN_TYPES))
-            if not column.get("jsonPath"):
+            # The real server names this field after its internal Go name.
+            json_path = column.get("jsonPath")
+            if not json_path:
                 causes.append(errors.field_required(f"{cpath}.JSONPath"))
+            elif not str(json_path).startswith("."):
+                causes.append(errors.field_invalid(f"{cpath}.JSONPath", json_path,
+                                                   "must be a simple json path starting with ."))
         scale = _dict(_dict(version.get("subresources")).get("scale"))
         if _dict(version.get("subresources")).get("scale") is not None:
             for key in ("specReplicasPath", "statusReplicasPath"):
@@ -194,6 +198,12 @@ def validate(crd: JSON, old: JSON | None) -> None:
         causes.append(errors.field_invalid("spec.group", group, _DNS1123_SUBDOMAIN_MESSAGE))
     elif "." not in group:
         causes.append(errors.field_invalid("spec.group", group, "should be a domain with at least one dot"))
+    elif (group.endswith(".k8s.io") or group.endswith(".kubernetes.io") or group in ("k8s.io", "kubernetes.io")) \
+            and not _dict(_dict(crd.get("metadata")).get("annotations")).get(APPROVAL_ANNOTATION):
+        causes.append(errors.field_required(
+            f"metadata.annotations[{APPROVAL_ANNOTATION}]",
+            f'protected groups must have approval annotation "{APPROVAL_ANNOTATION}", see '
+            "https://github.com/kubernetes/enhancements/pull/1111"))
     scope = spec.get("scope")
     if not scope:
         causes.append(errors.field_required("spec.scope"))

@@ -34,14 +34,19 @@ class WriteRequest:
 WRITE: contextvars.ContextVar[WriteRequest | None] = contextvars.ContextVar("edgeagent_sim_write", default=None)
 
 
-def parse_field_validation(value: str | None) -> str:
-    """The query parameter's value, checked as the real server checks it (400 for anything else)."""
+# What kube-apiserver's ValidateFieldValidation lists (sorted, the empty string included).
+_SUPPORTED = ("", "Ignore", "Strict", "Warn")
+# The options kind each write verb decodes its query into (named in the 422).
+_OPTIONS = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+
+
+def parse_field_validation(method: str, value: str | None) -> str:
+    """The `fieldValidation` query parameter, checked as the real server checks it (422 for another value)."""
     if value in (None, ""):
         return DEFAULT_FIELD_VALIDATION
     if value not in FIELD_VALIDATIONS:
-        raise errors.bad_request(
-            f'fieldValidation parameter unsupported: {value}, supported values are "Ignore", "Warn", "Strict"'
-        )
+        cause = errors.field_not_supported("fieldValidation", value, _SUPPORTED)
+        raise errors.invalid(_OPTIONS.get(method, "CreateOptions"), "", [cause], "meta.k8s.io")
     return str(value)
 
 
@@ -75,8 +80,7 @@ def validate(res: Resource, obj: JSON, old: JSON | None) -> None:
     causes = crd_schema.validate(_schema(res), obj, old)
     if causes:
         name = str((obj.get("metadata") or {}).get("name") or "")
-        raise errors.invalid(res.kind, name, [{"reason": c.type, "message": c.message, "field": c.field}
-                                              for c in causes], res.group)
+        raise errors.invalid(res.kind, name, [c.as_status_cause() for c in causes], res.group)
 
 
 def generation_moves(res: Resource, old: JSON, new: JSON) -> bool:

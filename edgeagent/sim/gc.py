@@ -48,7 +48,7 @@ class OwnerGarbageCollector:
     async def run(self) -> None:
         subscription = self.store.open_subscription(None, copy=False)
         try:
-            for res in RESOURCES.values():
+            for res in list(self.store.registry.stored.values()):  # custom kinds too
                 for stored in self.store.list_page(res).items:
                     self._check(res, stored.obj)
             async for event in subscription:

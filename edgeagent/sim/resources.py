@@ -315,6 +315,12 @@ def group_versions() -> list[tuple[str, str]]:
     return list(_BY_GROUP_VERSION)
 
 
+def _signature(served: tuple[Resource, ...]) -> list[tuple[Resource, CustomInfo | None, JSON | None, JSON | None]]:
+    """Everything about served kinds that matters, the fields left out of Resource's equality included."""
+    return [(res, res.custom, res.custom.schema if res.custom else None, res.custom.scale if res.custom else None)
+            for res in served]
+
+
 class Registry:
     """The kinds one simulated API server serves: the built-in table plus the kinds of its Established CRDs.
 
@@ -333,7 +339,8 @@ class Registry:
         stored: dict[str, Resource] = dict(RESOURCES)
         for served in self._custom.values():
             for res in served:
-                by_gv.setdefault((res.group, res.version), {})[res.plural] = res
+                if res.plural not in _BY_GROUP_VERSION.get((res.group, res.version), {}):  # built-ins win
+                    by_gv.setdefault((res.group, res.version), {})[res.plural] = res
             stored[served[0].key] = served[0]
         self._by_gv = by_gv
         self.stored = stored  # store key -> the Resource its objects are kept as (a CRD's storage version)
@@ -348,12 +355,8 @@ class Registry:
         if not served:
             self.remove_custom(crd_name)
             return
-        if self._custom.get(crd_name) == served and all(
-            a.custom == b.custom and a.custom is not None and b.custom is not None
-            and a.custom.schema == b.custom.schema and a.custom.scale == b.custom.scale
-            for a, b in zip(self._custom[crd_name], served, strict=True)
-        ):
-            return
+        if _signature(self._custom.get(crd_name, ())) == _signature(served):
+            return  # unchanged (most CRD writes are status writes): the OpenAPI documents stay cached
         self._custom[crd_name] = served
         self._rebuild()
 

@@ -351,7 +351,8 @@ async def _dispatch(request: web.Request, group: str, version: str, tail: str) -
 async def _custom_write(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
     """A write of a custom object: its `fieldValidation` (default Warn) decides what unknown fields earn; the
     warnings go back as `Warning: 299 - "…"` headers, which kubectl prints."""
-    write = custom_writes.WriteRequest(custom_writes.parse_field_validation(request.query.get("fieldValidation")))
+    directive = custom_writes.parse_field_validation(request.method, request.query.get("fieldValidation"))
+    write = custom_writes.WriteRequest(directive)
     token = custom_writes.WRITE.set(write)
     try:
         response = await _serve(request, state, target)

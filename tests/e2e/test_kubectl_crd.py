@@ -213,3 +213,25 @@ async def test_reapplying_and_changing_the_crd(kubectl: Kubectl) -> None:
     assert header == ["NAME", "MIN"] and rows == [["w1", "0"]]
     explained = await kubectl("explain", "crd.spec.names")
     assert "shortNames" in explained
+
+
+async def test_everyday_commands_on_custom_objects(kubectl: Kubectl) -> None:
+    await _install(kubectl)
+    listed = {"apiVersion": "v1", "kind": "List", "items": [widget("a"), widget("b", size="large")]}
+    assert (await kubectl("apply", "-f", "-", stdin=_yaml(listed))).split("\n")[:2] == [
+        "widget.example.com/a created", "widget.example.com/b created"]
+    assert (await kubectl("create", "-f", "-", stdin=_yaml(widget("c")))).strip() == "widget.example.com/c created"
+    replaced = await kubectl("replace", "-f", "-", stdin=_yaml(widget("c", size="medium")))
+    assert replaced.strip() == "widget.example.com/c replaced"
+    assert (await kubectl("label", "wd", "a", "tier=front")).strip() == "widget.example.com/a labeled"
+    assert (await kubectl("get", "wd", "-l", "tier=front", "-o", "name")).split() == ["widget.example.com/a"]
+    assert (await kubectl("get", "wd", "--field-selector", "metadata.name=b", "-o", "name")).split() == [
+        "widget.example.com/b"]
+    bad = await kubectl.run("get", "wd", "--field-selector", "spec.size=small")
+    assert bad.code == 1
+    assert bad.err.strip().endswith('"spec.size" is not a known field selector: only "metadata.name", '
+                                    '"metadata.namespace"')
+    deleted = await kubectl("delete", "wd", "--all")
+    assert deleted.split("\n")[:3] == ['widget.example.com "a" deleted', 'widget.example.com "b" deleted',
+                                       'widget.example.com "c" deleted']
+    assert (await kubectl.run("get", "wd")).err.strip() == "No resources found in default namespace."

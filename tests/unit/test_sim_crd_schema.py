@@ -273,8 +273,10 @@ def test_prune_drops_unknown_fields_and_reports_their_paths_sorted() -> None:
     obj["status"] = {"ready": 1, "bogus": True}
     obj["top"] = 1
     obj["metadata"]["surprise"] = 1
+    obj["spec"]["template"] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "odd": 1}}
     assert prune(WIDGET, obj) == ["metadata.surprise", "spec.extra.known.c", "spec.steps[0].x", "spec.zeta",
-                                  "status.bogus", "top"]
+                                  "status.bogus", "top", "spec.template.metadata.odd"]
+    assert obj["spec"]["template"]["metadata"] == {"name": "p"}
     assert obj["spec"]["extra"] == {"anything": {"goes": 1}, "known": {"a": "b"}}
     assert obj["apiVersion"] == "example.com/v1" and obj["kind"] == "Widget" and obj["metadata"] == {"name": "w"}
     assert obj["spec"]["steps"] == [{"name": "a"}]
@@ -661,3 +663,66 @@ def test_an_optional_old_self_rule_runs_on_create_too() -> None:
     assert causes({"n": 3}, schema) == [("n", "FieldValueInvalid", "Invalid value: 3: not 3 at first")]
     assert causes({"n": 5}, schema, {"n": 4}) == []
     assert causes({"n": 2}, schema, {"n": 4}) == [("n", "FieldValueInvalid", "Invalid value: 2: may not shrink")]
+
+
+def test_a_duplicate_is_reported_once_at_its_second_appearance_and_types_tell_items_apart() -> None:
+    assert causes(widget(tags=["a", "a", "a", "b", "b"])) == [
+        ("spec.tags[1]", "FieldValueDuplicate", 'Duplicate value: "a"'),
+        ("spec.tags[4]", "FieldValueDuplicate", 'Duplicate value: "b"')]
+    schema = {"type": "object", "properties": {"s": {"type": "array", "x-kubernetes-list-type": "set",
+                                                     "items": {"x-kubernetes-int-or-string": True}}}}
+    assert causes({"s": [1, "1", 2]}, schema) == []
+
+
+def test_map_list_items_without_their_key_share_the_empty_key() -> None:
+    assert causes(widget(ports=[{"port": 1}, {"port": 2}])) == [
+        ("spec.ports[1]", "FieldValueDuplicate", "Duplicate value: {}")]
+
+
+def test_root_metadata_may_restrict_name_and_generate_name_only() -> None:
+    name_only = {"type": "object", "properties": {"metadata": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 10, "description": "short"}}}}}
+    assert check_structural(name_only) == []
+
+
+def test_an_int32_field_names_its_format_when_a_value_is_not_an_integer() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "format": "int32"},
+                                               "f": {"type": "number", "format": "bogus"}}}
+    assert causes({"n": 3, "f": True}, schema) == [
+        ("f", "FieldValueTypeInvalid", 'Invalid value: "boolean": f in body must be of type number: "boolean"')]
+    assert causes({"n": 1.5}, schema) == [
+        ("n", "FieldValueTypeInvalid", 'Invalid value: "float64": n in body must be of type int32: "float64"')]
+    assert causes({"n": "3"}, schema) == [
+        ("n", "FieldValueTypeInvalid", 'Invalid value: "string": n in body must be of type integer: "string"')]
+
+
+def test_a_failed_rule_on_an_untyped_node_shows_the_value() -> None:
+    schema = {"type": "object", "properties": {"free": {"x-kubernetes-preserve-unknown-fields": True,
+                                                        "x-kubernetes-validations": [{"rule": "size(self) < 2"}]}}}
+    assert causes({"free": {"a": 1, "b": 2}}, schema) == [
+        ("free", "FieldValueInvalid", 'Invalid value: {"a":1,"b":2}: failed rule: size(self) < 2')]
+
+
+@pytest.mark.parametrize(("rule", "result"), [
+    ("self.ratio == 1", True), ("self.ratio != 1", False), ("self.count == 1.0", True), ("self.name == 1", False),
+    ("self.flag == 1", False), ("self.flag != 0", True), ("[1, 2] == [1, 2]", True)])
+def test_equality_across_types_is_cel_gos_heterogeneous_equality(rule: str, result: bool) -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [{"rule": rule}],
+                                                        "properties": {"ratio": {"type": "number"},
+                                                                       "count": {"type": "integer"},
+                                                                       "name": {"type": "string"},
+                                                                       "flag": {"type": "boolean"}}}}}
+    found = validate(schema, {"spec": {"ratio": 1.0, "count": 1, "name": "n", "flag": True}}, None)
+    assert (found == []) is result, found
+
+
+def test_a_rule_naming_an_unknown_variable_or_function_refuses_the_crd() -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+        {"rule": "self.items.all(i, i.size() > 0 && i.lowerAscii() == i)"},
+        {"rule": "self.items.all(i, i.shout())"},
+        {"rule": "replicas > 1"}]}}}
+    found = structural(schema)
+    assert [f[0].rsplit(".", 2)[-2] for f in found] == ["x-kubernetes-validations[1]", "x-kubernetes-validations[2]"]
+    assert found[0][2].endswith("undeclared reference to 'shout' (in container '')\n"
+                                " | self.items.all(i, i.shout())\n | ....................^")
+    assert "undeclared reference to 'replicas'" in found[1][2]

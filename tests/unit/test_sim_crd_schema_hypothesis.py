@@ -239,3 +239,30 @@ def test_pruning_removes_exactly_the_unknown_fields_and_is_idempotent(obj: JSON,
 def test_status_preserves_unknown_fields(obj: JSON, status: JSON) -> None:
     obj["status"] = copy.deepcopy(status)
     assert prune(PLAN, obj) == [] and obj["status"] == status
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=10)
+SCHEMA_KEYS = st.sampled_from([
+    "type", "properties", "items", "additionalProperties", "required", "enum", "pattern", "minimum", "maximum",
+    "maxLength", "minLength", "nullable", "default", "x-kubernetes-validations", "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "anyOf", "allOf",
+    "oneOf", "not", "format", "multipleOf", "maxItems", "minItems", "x-kubernetes-embedded-resource",
+    "maxProperties", "uniqueItems", "exclusiveMinimum"])
+ANY_SCHEMA = st.recursive(
+    st.dictionaries(SCHEMA_KEYS, JSON_VALUES, max_size=4),
+    lambda inner: st.dictionaries(SCHEMA_KEYS, inner | JSON_VALUES | st.lists(inner, max_size=2)
+                                  | st.dictionaries(st.text(max_size=3), inner, max_size=2), max_size=4),
+    max_leaves=15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ANY_SCHEMA, st.dictionaries(st.text(max_size=4), JSON_VALUES, max_size=4), JSON_VALUES)
+def test_a_malformed_schema_or_object_never_breaks_the_checks(schema: JSON, obj: JSON, old: Any) -> None:
+    check_structural(schema)
+    prune(schema, obj)
+    apply_defaults(schema, obj)
+    validate(schema, obj, old if isinstance(old, dict) else None)

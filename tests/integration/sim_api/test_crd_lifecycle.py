@@ -245,3 +245,40 @@ async def test_dependents_of_the_objects_go_with_the_crd(api: Api) -> None:
     await api.ok("POST", "/api/v1/namespaces/default/configmaps", body=config_map)
     await api.ok("DELETE", f"{CRDS}/widgets.{GROUP}")
     assert (await api.call("GET", "/api/v1/namespaces/default/configmaps/of-w1")).status == 404
+
+
+async def test_a_protected_group_needs_the_approval_annotation_and_built_ins_are_never_shadowed(api: Api) -> None:
+    body = widget_crd()
+    body["spec"]["group"] = "coordination.k8s.io"
+    body["spec"]["names"]["plural"] = "leases"
+    body["spec"]["names"]["kind"] = "Lease"
+    body["spec"]["names"]["listKind"] = "LeaseList"
+    body["metadata"]["name"] = "leases.coordination.k8s.io"
+    reply = await api.call("POST", CRDS, body=body)
+    assert reply.status == 422
+    assert reply.body["details"]["causes"] == [{
+        "reason": "FieldValueRequired", "field": "metadata.annotations[api-approved.kubernetes.io]",
+        "message": 'Required value: protected groups must have approval annotation "api-approved.kubernetes.io", '
+                   "see https://github.com/kubernetes/enhancements/pull/1111"}]
+    body["metadata"]["annotations"] = {"api-approved.kubernetes.io": "unapproved, testing only"}
+    await api.ok("POST", CRDS, body=body)
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l1"},
+             "spec": {"holderIdentity": "me"}}
+    created = await api.ok("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", body=lease)
+    assert created["spec"] == {"holderIdentity": "me"}  # the built-in Lease, not the CRD's schema (size required)
+
+
+async def test_printer_columns_are_checked(api: Api) -> None:
+    body = widget_crd()
+    body["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Size", "type": "text", "jsonPath": ".spec.size"},
+        {"name": "Bad", "type": "string", "jsonPath": "spec.size"},
+    ]
+    reply = await api.call("POST", CRDS, body=body)
+    assert reply.status == 422
+    assert [(c["field"], c["message"]) for c in reply.body["details"]["causes"]] == [
+        ("spec.versions[0].additionalPrinterColumns[0].type",
+         'Unsupported value: "text": supported values: "boolean", "date", "integer", "number", "string"'),
+        ("spec.versions[0].additionalPrinterColumns[1].JSONPath",
+         'Invalid value: "spec.size": must be a simple json path starting with .'),
+    ]

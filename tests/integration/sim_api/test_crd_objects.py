@@ -121,7 +121,9 @@ async def test_ignore_prunes_silently(widgets: Api) -> None:
 
 async def test_an_unknown_field_validation_value_is_refused(widgets: Api) -> None:
     reply = await widgets.call("POST", WIDGETS, body=widget("w1"), query={"fieldValidation": "Loose"})
-    assert reply.status == 400
+    assert reply.status == 422
+    assert reply.body["message"] == ('CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: '
+                                     '"Loose": supported values: "", "Ignore", "Strict", "Warn"')
 
 
 async def test_strategic_merge_patch_is_415_with_the_real_text(widgets: Api) -> None:
