@@ -21,6 +21,7 @@ from edgeagent import rollout_plan as plans
 from edgeagent.contract import (
     ANNOTATION_PAUSED,
     ANNOTATION_TEMPLATE_GENERATION,
+    CONDITION_POD_NEED_UPGRADE,
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
@@ -68,7 +69,7 @@ def natural_key(name: str) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------------------------ transforms
 # Informer transforms: the cache keeps only what the rules read, so 10,000 pods and nodes stay small.
 
-_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, "PodNeedUpgrade"})
+_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, CONDITION_POD_NEED_UPGRADE})
 
 
 def slim_pod(pod: JSON) -> JSON:
