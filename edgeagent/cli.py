@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -461,8 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     hold.add_argument("--reason", help="why; shown in the pods' UpgradeHeld condition (no environment variable)")
     hold.add_argument("--until", help="release by itself at this RFC 3339 time (e.g. 2026-11-22T18:00:00Z; "
                                       "no environment variable)")
-    hold.add_argument("--for", help="release by itself after this long (90s, 30m, 2h, 1d, 1h30m; "
-                                    "no environment variable)")
+    hold.add_argument("--for", metavar="DURATION", help="release by itself after this long (90s, 30m, 2h, 1d, "
+                                                        "1h30m; no environment variable)")
     _client_flags(hold)
     release = _command(sub, "release", "release this node's hold",
                        "Asks the local agent (DELETE /v1/hold) to drop the hold, an operator's or an "
@@ -710,7 +710,8 @@ def _pod_name(text: str) -> tuple[str, str]:
 
 
 def _hold_until(args: argparse.Namespace) -> datetime | None:
-    from edgeagent.agent.policy.times import MAX_HOLD, parse_duration, parse_time
+    from edgeagent.agent.policy.times import MAX_HOLD, parse_time
+    from edgeagent.durations import parse_duration
 
     flag = "--until" if args.until else "--for"
     if args.until and getattr(args, "for"):
@@ -722,7 +723,11 @@ def _hold_until(args: argparse.Namespace) -> datetime | None:
         if args.until:
             until = parse_time(args.until)
         elif getattr(args, "for"):
-            until = now + parse_duration(getattr(args, "for"))
+            seconds = parse_duration(getattr(args, "for"))
+            if seconds == 0:
+                raise ValueError(f"{getattr(args, 'for')!r}: a timed hold lasts more than zero; for a hold until "
+                                 "released, give neither --until nor --for")
+            until = now + timedelta(seconds=seconds)
         else:
             return None
     except OverflowError:  # more days than a date can hold
@@ -734,6 +739,22 @@ def _hold_until(args: argparse.Namespace) -> datetime | None:
     return until
 
 
+# `hold --for -5m`: argparse takes `-5m` for an unknown flag and says only "expected one argument"; attached
+# (`--for=-5m`), the value reaches the duration parser, whose error says what a duration is.
+_DASHED_VALUE_FLAGS = {"--for", "--until"}
+
+
+def _attach_dashed_values(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for token in argv:
+        if out and out[-1] in _DASHED_VALUE_FLAGS and token.startswith("-") and not token.startswith("--") \
+                and token not in ("-h",):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def parse_args(argv: Sequence[str] | None = None, *,
                environ: Mapping[str, str] | None = None) -> argparse.Namespace:
     """Flags, then the environment variables of the chosen subcommand's own flags, then defaults.
@@ -741,7 +762,7 @@ def parse_args(argv: Sequence[str] | None = None, *,
     `environ`: another process's environment (the image's healthcheck reads the agent's).
     """
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(_attach_dashed_values(list(sys.argv[1:] if argv is None else argv)))
     if unknown:
         # argparse would blame the top-level command; the arguments were given to the chosen subcommand.
         owner: argparse.ArgumentParser = getattr(args, "_parser", None) or parser

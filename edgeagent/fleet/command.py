@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from edgeagent.durations import format_duration
 from edgeagent.fleet import model, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.errors import NotFound
@@ -105,7 +106,7 @@ def daemonsets_table(fleet: model.Fleet, cfg: FleetConfig) -> str:
                str(ds.held), str(ds.count(model.State.OFFLINE)), str(ds.count(model.State.FAILED))]
         if cfg.output == "wide":
             row += [str(ds.count(model.State.UPGRADING)), str(ds.count(model.State.WAITING)),
-                    human_duration(ds.bake_left) if ds.bake_left is not None else DASH]
+                    format_duration(ds.bake_left) if ds.bake_left is not None else DASH]
         if cfg.all_namespaces:
             row.insert(0, ds.namespace)
         rows.append(row)
