@@ -560,13 +560,15 @@ def _fleet_config(args: argparse.Namespace) -> Any:
 def _dashboard_config(args: argparse.Namespace) -> Any:
     from edgeagent.fleet.settings import DashboardConfig, is_loopback
 
+    warning = ""
     if not is_loopback(args.bind):
         if not args.allow_remote:
             raise UsageError(f"--bind {args.bind}: the dashboard serves only loopback (127.0.0.1, ::1, localhost) "
                              "unless --allow-remote is given")
-        print(f"edgeagent: warning: serving the dashboard on {args.bind}: anyone who can reach it sees the fleet "
-              "as your kubeconfig lets you (no login)", file=sys.stderr)
-    return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args))
+        warning = (f"serving the dashboard on {args.bind}: anyone who can reach it sees the fleet as your "
+                   "kubeconfig lets you (no login)")
+    return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args),
+                           warning=warning)
 
 
 def _log(args: argparse.Namespace) -> LogConfig:
