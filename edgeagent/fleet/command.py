@@ -2,7 +2,8 @@
 
 Read-only: one list each of DaemonSets, pods, nodes, the agents' Events and ControllerRevisions (which
 name the current revision; no new API object, nothing written), turned into rows by `model.build`.
-Errors are one line on stderr and exit 1.
+Errors are one line on stderr: exit 2 for a --kubeconfig that is not there (a usage error, as for every
+command), 1 for anything else (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from edgeagent.durations import format_duration
 from edgeagent.fleet import model, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.errors import NotFound
+from edgeagent.kube.kubeconfig import load_problem
 from edgeagent.kube.timeutil import human_duration
 
 JSON = dict[str, Any]
 EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 DASH = "-"
 
 
@@ -36,10 +39,13 @@ class FleetConfig:
     nodes: bool = False  # `fleet nodes`
     daemonset: str = ""  # `fleet nodes DS`
     kubeconfig: Path | None = None
+    request_timeout: float = 15.0  # seconds for each list call (not a flag; tests shorten it)
 
 
 class FleetError(Exception):
-    pass
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -177,11 +183,13 @@ def render(listed: Listed, cfg: FleetConfig, now: float) -> tuple[str, str]:
 
 async def run(cfg: FleetConfig) -> tuple[str, str]:
     try:
-        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"))
-    except FileNotFoundError as exc:
-        raise FleetError(str(exc)) from exc
-    except Exception as exc:  # a malformed kubeconfig
-        raise FleetError(f"cannot load kubeconfig {cfg.kubeconfig or 'KUBECONFIG'}: {exc}") from exc
+        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=min(3.0, cfg.request_timeout),
+                                                                   request=cfg.request_timeout),
+                                          agent=user_agent("fleet"))
+    except FileNotFoundError as exc:  # a file the operator named is not there: usage, as for every command
+        raise FleetError(str(exc), EXIT_USAGE) from exc
+    except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
+        raise FleetError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG")) from exc
     try:
         listed = await fetch(client, cfg)
     except KubeUnreachable as exc:
@@ -200,7 +208,7 @@ def main(cfg: FleetConfig, *, out: TextIO | None = None, err: TextIO | None = No
         text, note = asyncio.run(run(cfg))
     except FleetError as exc:
         print(f"edgeagent: error: {exc}", file=err)
-        return EXIT_ERROR
+        return exc.exit_code
     if note:
         err.write(note)
     out.write(text)

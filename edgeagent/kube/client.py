@@ -77,6 +77,17 @@ class Timeouts:
     request: float = 10.0
 
 
+def _failure(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
+    """What went wrong, in words: a timeout's own text is empty (`TimeoutError: ` said nothing), so it says
+    how long was waited, and for what."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError) and timeout.sock_connect:
+        return f"no connection within {timeout.sock_connect:g} s"
+    if isinstance(exc, TimeoutError):
+        waited = timeout.total or timeout.sock_read
+        return f"no answer within {waited:g} s" if waited else f"timed out ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 class CredentialHealth:
     """Whether the API server currently rejects our credentials (401, or 403 on a read).
 
@@ -391,7 +402,7 @@ class KubeClient:
         try:
             return await self._transport.send(method, path, params, headers, body, timeout)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise KubeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            raise KubeUnreachable(f"{method} {path}: {_failure(exc, timeout)}") from exc
 
     async def request(
         self,
@@ -413,7 +424,7 @@ class KubeClient:
             try:
                 raw = await response.read()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise KubeUnreachable(f"{method} {path}: reading response: {exc}") from exc
+                raise KubeUnreachable(f"{method} {path}: reading response: {_failure(exc, client_timeout)}") from exc
             finally:
                 response.release()
             if response.status == 401 and attempt == 1 and await self._transport.reload_credentials():

@@ -736,10 +736,12 @@ def _subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 full = f"{prefix}{name}"
-                if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                nested = any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)
+                if not nested or any(a.option_strings and not isinstance(a, argparse._HelpAction)
+                                     for a in sub._actions):
+                    yield full, sub  # a command with flags of its own (`fleet`), even if it has views (`nodes`)
+                if nested:
                     yield from _subcommands(sub, full + " ")
-                else:
-                    yield full, sub
 
 
 def _flags_by_command() -> dict[str, list[FlagRow]]:
