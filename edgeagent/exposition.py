@@ -23,7 +23,7 @@ BUILD_INFO = "edgeagent_build_info"
 def new_registry(component: str) -> CollectorRegistry:
     """A registry with the build info, process and platform collectors; `component`: agent, controller, …"""
     # Process-wide in prometheus_client (a module flag read at every scrape): set before the first scrape.
-    disable_created_metrics()
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     registry = CollectorRegistry(auto_describe=True)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
