@@ -170,7 +170,7 @@ class Dashboard:
             health = self.health()
             if health != self._health:
                 self._health = health
-                _log.info("cluster link", **{k: v for k, v in health.items() if k != "check"})
+                _log.info("cluster_link", **{k: v for k, v in health.items() if k != "check"})
                 self._broadcast(frame("health", health))
             if self.fleet.dirty:
                 dirty, self.fleet.dirty = self.fleet.dirty, set()

@@ -114,12 +114,12 @@ class CredentialHealth:
             if not self.rejected:
                 self.rejected, self.since = True, time.time()
                 self.episodes += 1
-                _log.warning("API server rejected our credentials", code=code, method=method, path=path,
+                _log.warning("credentials_rejected", code=code, method=method, path=path,
                              error=message)
                 self._notify(True)
         elif 200 <= code <= 299 and self.rejected:
             self.rejected, self.since = False, time.time()
-            _log.info("API server accepts our credentials again")
+            _log.info("credentials_accepted_again")
             self._notify(False)
 
     def _notify(self, rejected: bool) -> None:
@@ -127,7 +127,7 @@ class CredentialHealth:
             try:
                 fn(rejected)
             except Exception:
-                _log.exception("credential health listener failed")
+                _log.exception("credential_health_listener_failed")
 
 
 def _status_from_body(raw: bytes) -> JSON | None:
@@ -204,13 +204,13 @@ class _NativeTransport:
         try:
             tls = await asyncio.to_thread(ssl_context, self._access)
         except (ValueError, OSError) as exc:
-            _log.warning("client certificate changed but cannot be loaded yet; keeping the current one",
+            _log.warning("client_certificate_not_loadable_yet",
                          error=str(exc))
             return False
         self._retired.append((time.monotonic(), self._session))
         self._session = self._new_session(tls)
         self.certificate_reloads += 1
-        _log.info("client certificate reloaded", source=self._access.source)
+        _log.info("client_certificate_reloaded", source=self._access.source)
         return True
 
     async def _close_retired(self) -> None:
@@ -371,7 +371,7 @@ class KubeClient:
         except NeedsFallback as why:
             assert path is not None
             extras.require("exec", str(why))  # the lean install leaves kubernetes_asyncio out: say which extra
-            _log.info("kubeconfig handled by kubernetes_asyncio", reason=str(why))
+            _log.info("kubeconfig_handled_by_kubernetes_asyncio", reason=str(why))
             return cls(await _fallback_api_client(path, agent), timeouts)
         transport = _NativeTransport(access, tls, tokens, agent, check_interval=credential_check_interval)
         return cls(timeouts=timeouts, transport=transport)

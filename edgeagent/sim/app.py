@@ -53,7 +53,7 @@ async def serve(config: SimConfig, out: TextIO = sys.stdout) -> int:
                 print(f"edgeagent: warning: {warning}", file=sys.stderr, flush=True)
             print(describe(sim), file=out, flush=True)
             await stop.wait()
-            log.get("edgeagent.sim").info("stopping simulated cluster")
+            log.get("edgeagent.sim").info("simulated_cluster_stopping")
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

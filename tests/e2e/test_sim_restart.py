@@ -89,7 +89,7 @@ def _agent_port(log: Path) -> int | None:
     for line in log.read_text().splitlines():
         with contextlib.suppress(ValueError):
             entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("event") == "agent listening":
+            if isinstance(entry, dict) and entry.get("event") == "agent_listening":
                 return int(entry["port"])
     return None
 
