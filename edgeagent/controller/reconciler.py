@@ -390,7 +390,7 @@ class Controller:
             except Exception as exc:
                 delay = self.queue.add_rate_limited(key)
                 self.metrics.reconciles.labels("error").inc()
-                self._log.warning("reconcile failed; will retry", daemonset=key, error=str(exc),
+                self._log.warning("reconcile_failed_will_retry", daemonset=key, error=str(exc),
                                   retry_in=round(delay, 3), failures=self.queue.failures(key))
             else:
                 self.queue.forget(key)
@@ -420,7 +420,7 @@ class Controller:
         if hash_ is None:
             # The DaemonSet controller has not written (or we have not seen) the revision of the present
             # template yet; its ControllerRevision event will bring us back.
-            self._log.debug("current revision not known yet", daemonset=key)
+            self._log.debug("current_revision_not_known_yet", daemonset=key)
             return
         owned = self._owned(ds)
         # The plan's Events of this reconcile (WaveStarted ...) are recorded after its deletions or condition
@@ -521,7 +521,7 @@ class Controller:
 
         errors = await self._bounded([patcher(c) for c in changes])
         if changes:
-            self._log.info("PodNeedUpgrade updated", daemonset=key_of(ds), revision=hash_,
+            self._log.info("pod_need_upgrade_updated", daemonset=key_of(ds), revision=hash_,
                            patched=len(changes) - len(errors), failed=len(errors), more=tracker.more)
         if tracker.more:
             self.queue.add(key_of(ds))
@@ -548,7 +548,7 @@ class Controller:
         if stale:
             # A broken watch means a cache that may be missing deletions or readiness changes: deciding
             # deletions on it could exceed the budget. Wait for the informers to recover.
-            self._log.info("roll waits for healthy caches", daemonset=key, unhealthy=stale)
+            self._log.info("roll_waits_for_healthy_caches", daemonset=key, unhealthy=stale)
             self.queue.add_after(key, _UNHEALTHY_RETRY)
             return
         started = time.process_time()
@@ -563,7 +563,7 @@ class Controller:
                          views=views, live=tracked.live)
         self.metrics.planning_cpu.inc(time.process_time() - started)
         if plan is None:
-            self._log.debug("waiting to observe earlier deletions", daemonset=key,
+            self._log.debug("waiting_to_observe_earlier_deletions", daemonset=key,
                             pending=self.expectations.pending(key))
             wait = self.expectations.wait_left(key)
             if wait is not None:  # a delete that did not happen shows no event: look again when we stop waiting
@@ -663,7 +663,7 @@ class Controller:
             f"({ANNOTATION_PAUSED}=true). Fix the version, then remove the annotation to resume."
         )
         await self.events.emit(ds, EVENT_WARNING, EVENT_ROLLOUT_AUTO_PAUSED, message)
-        self._log.warning("roll paused automatically", daemonset=key_of(ds), failed=plan.failed,
+        self._log.warning("roll_paused_automatically", daemonset=key_of(ds), failed=plan.failed,
                           resource_version=meta(ds).get("resourceVersion"))
 
     # ------------------------------------------------------------------ rollout plans
@@ -738,7 +738,7 @@ class Controller:
             # or a new revision -- has never seen them. Each later node would sit one place earlier, possibly in a
             # wave not reached yet: move nothing until their pods are back (their events bring us here again).
             self.metrics.planning_cpu.inc(time.process_time() - started)
-            self._log.debug("rollout plan waits for nodes between pods", daemonset=key, missing=missing)
+            self._log.debug("rollout_plan_waits_for_nodes_between_pods", daemonset=key, missing=missing)
             self.queue.add_after(key, _PLAN_MISSING_RETRY)
             return _HOLD
         total = len(ranking.order)
@@ -818,7 +818,7 @@ class Controller:
             await self._client.patch(path, ops, CONTENT_JSON_PATCH)
         except (NotFound, Conflict, Invalid) as exc:
             # Gone, or the state (or template) is not what our cache showed: decide again on fresh data.
-            self._log.debug("rollout state not written; cache behind", daemonset=key_of(ds), code=exc.code)
+            self._log.debug("rollout_state_not_written_cache_behind", daemonset=key_of(ds), code=exc.code)
             return False
         self.plan_writes.record(uid_of(ds), _rv(ds))
         if decision.aborted:
@@ -831,10 +831,10 @@ class Controller:
                            "be rolled again automatically"))
         story.extend(events)  # recorded by the caller once this reconcile's writes are done
         if state is not None:
-            self._log.info("rollout state written", daemonset=key_of(ds), revision=state.revision,
+            self._log.info("rollout_state_written", daemonset=key_of(ds), revision=state.revision,
                            wave=f"{state.wave}/{state.waves}", phase=state.phase)
         if state is not None and state.phase == PHASE_ROLLED_BACK:
-            self._log.warning("rolled back", daemonset=key_of(ds), bad=hash_, restored=state.stable_revision)
+            self._log.warning("rolled_back", daemonset=key_of(ds), bad=hash_, restored=state.stable_revision)
         return True
 
     def _images_of(self, ds: JSON, revision: str) -> list[str]:

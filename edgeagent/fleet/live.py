@@ -20,6 +20,7 @@ from typing import Any
 
 from edgeagent.contract import (
     ANNOTATION_TEMPLATE_GENERATION,
+    CONDITION_POD_NEED_UPGRADE,
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
@@ -70,7 +71,8 @@ def natural_key(name: str) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------------------------ transforms
 # Informer transforms: the cache keeps only what the rules read, so 10,000 pods and nodes stay small.
 
-_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, "PodNeedUpgrade", rules.FAILURE_CONDITION})
+_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, CONDITION_POD_NEED_UPGRADE,
+                             rules.FAILURE_CONDITION})
 
 
 def slim_pod(pod: JSON) -> JSON:

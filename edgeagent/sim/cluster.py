@@ -176,10 +176,10 @@ class SimCluster:
         self._write_kubeconfigs()
         self.nodes.register()
         self._task = asyncio.create_task(self._run(), name="sim-controllers")
-        _log.info("simulated cluster started", url=self.url, dir=str(self.dir), nodes=len(self.node_names))
+        _log.info("simulated_cluster_started", url=self.url, dir=str(self.dir), nodes=len(self.node_names))
         warning = exposure_warning(self.config.bind, self.config.authorization)
         if warning is not None:
-            _log.warning("simulated cluster exposed without authorization", bind=self.config.bind, detail=warning)
+            _log.warning("simulated_cluster_exposed_without_authorization", bind=self.config.bind, detail=warning)
 
     def _open_state(self) -> Snapshot | None:
         """Resume the store from `dir` (or save the new one there); from now on every commit is written through."""
@@ -193,7 +193,7 @@ class SimCluster:
                 raise StateError(f"{self._state.path} cannot be loaded: {exc}; nothing was loaded") from exc
             self.images.restore(snapshot.images)  # already checked by load()
             self.resumed = True
-            _log.info("resumed simulated cluster state", dir=str(self.dir),
+            _log.info("simulated_cluster_state_resumed", dir=str(self.dir),
                       resource_version=snapshot.resource_version)
         else:
             self._state.save_all(self.store)
@@ -369,7 +369,7 @@ class SimCluster:
         except errors.ApiError as exc:
             return _error_response(exc)
         shown = rule.as_json(time.monotonic())
-        _log.info("fault rule added", **{k: v for k, v in shown.items() if k != "injected"})
+        _log.info("fault_rule_added", **{k: v for k, v in shown.items() if k != "injected"})
         return _json_response(shown, 201)
 
     async def _h_clear_faults(self, request: web.Request) -> web.Response:

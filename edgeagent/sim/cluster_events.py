@@ -94,7 +94,7 @@ class EventRecorder:
         try:
             self.store.create(EVENTS, event, namespace=namespace)
         except ApiError as exc:  # Events are best effort, as the recorder's are
-            _log.debug("event not recorded", reason=event.get("reason"), error=str(exc))
+            _log.debug("event_not_recorded", reason=event.get("reason"), error=str(exc))
 
     def record_new_api(self, obj: JSON, type_: str, reason: str, action: str, message: str) -> None:
         """An events.k8s.io/v1 Event (what kube-scheduler writes), stored in its core/v1 form."""

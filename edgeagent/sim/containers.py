@@ -173,7 +173,7 @@ class PodLauncher:
             self.store.patch(PODS, namespace, name, {"metadata": {"uid": uid}, "status": status}, STRATEGIC,
                              subresource="status")
         except ApiError as exc:
-            _log.debug("pod status skipped", node=self.node, pod=f"{namespace}/{name}", error=str(exc))
+            _log.debug("pod_status_skipped", node=self.node, pod=f"{namespace}/{name}", error=str(exc))
 
     def _common(self, pod: JSON) -> JSON:
         status = pod.get("status") or {}

@@ -269,7 +269,7 @@ class Kubelet:
             self._post_status_if_changed()
             self._post_images_if_changed()
         except ApiError as exc:  # a conflict with another writer: try again next beat
-            _log.debug("heartbeat failed", node=self.name, error=str(exc))
+            _log.debug("heartbeat_failed", node=self.name, error=str(exc))
             return
         if not self._was_reachable:
             self._was_reachable = True
@@ -347,7 +347,7 @@ class Kubelet:
             return  # (a node saved by an older sim reports its kubelet version again)
         status = node_status(self.name, self.index, ready=self._ready)
         self.store.patch(NODES, None, self.name, {"status": status}, STRATEGIC, subresource="status")
-        _log.info("node status posted", node=self.name, ready=want)
+        _log.info("node_status_posted", node=self.name, ready=want)
 
     def _post_images_if_changed(self) -> None:
         if not self.images.dirty:
@@ -362,7 +362,7 @@ class Kubelet:
             try:
                 self._post_images_if_changed()
             except ApiError as exc:
-                _log.debug("image status skipped", node=self.name, error=str(exc))
+                _log.debug("image_status_skipped", node=self.name, error=str(exc))
 
     # Pods ---------------------------------------------------------------------------------------------
 
@@ -440,7 +440,7 @@ class Kubelet:
             patch = {"metadata": {"uid": uid}, "status": _running_status(pod, self.host_ip, pod_ip)}
             self.store.patch(PODS, namespace, name, patch, STRATEGIC, subresource="status")
         except ApiError as exc:
-            _log.debug("pod start skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
+            _log.debug("pod_start_skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
 
     def _restore_ready(self, pod: JSON) -> None:
         """The node controller marked our pods NotReady while we were away; the containers never stopped."""
@@ -450,7 +450,7 @@ class Kubelet:
         try:
             self.store.patch(PODS, namespace_of(pod), name_of(pod), patch, STRATEGIC, subresource="status")
         except ApiError as exc:
-            _log.debug("pod ready restore skipped", node=self.name, pod=name_of(pod), error=str(exc))
+            _log.debug("pod_ready_restore_skipped", node=self.name, pod=name_of(pod), error=str(exc))
 
     def _finish(self, namespace: str, name: str, uid: str) -> None:
         """Containers stopped: remove the pod object the way the kubelet does (grace 0, UID precondition)."""
@@ -462,7 +462,7 @@ class Kubelet:
         try:
             self.store.delete(PODS, namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
         except ApiError as exc:
-            _log.debug("pod removal skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
+            _log.debug("pod_removal_skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
 
 
 def _crash_looping(pod: JSON) -> bool:
@@ -637,9 +637,9 @@ class NodeLifecycleController:
             self.store.patch(NODES, None, name, {"status": {"conditions": conditions}}, STRATEGIC,
                              subresource="status")
         except ApiError as exc:
-            _log.warning("could not mark node unknown", node=name, error=str(exc))
+            _log.warning("node_unknown_not_marked", node=name, error=str(exc))
             return
-        _log.info("node stopped posting status", node=name)
+        _log.info("node_stopped_posting_status", node=name)
         self._mark_pods_not_ready(name)
 
     def _mark_pods_not_ready(self, node: str) -> None:
@@ -654,7 +654,7 @@ class NodeLifecycleController:
             try:
                 self.store.patch(PODS, namespace_of(pod), name_of(pod), patch, STRATEGIC, subresource="status")
             except ApiError as exc:
-                _log.debug("could not mark pod not ready", pod=name_of(pod), error=str(exc))
+                _log.debug("pod_not_ready_not_marked", pod=name_of(pod), error=str(exc))
                 continue
             self.events.record(pod, "Warning", "NodeNotReady", "Node is not ready")
 
@@ -678,4 +678,4 @@ class NodeLifecycleController:
         try:
             self.store.patch(NODES, None, name_of(node), patch, MERGE)
         except ApiError as exc:  # stale: the MODIFIED event of the newer version brings us back here
-            _log.debug("taint update skipped", node=name_of(node), error=str(exc))
+            _log.debug("taint_update_skipped", node=name_of(node), error=str(exc))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from edgeagent.durations import format_duration
 from edgeagent.fleet import plan_source
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
 from edgeagent.sim.cluster import SimCluster
@@ -252,7 +254,12 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
                             == "4", "the grid of four nodes")
                 await js(driver, "window.sameDocument = true;")
                 card = await asyncio.to_thread(lambda: driver.find_element("css selector", ".rollout").text)
-                assert "wave 1/2" in card and "phase baking" in card and "bake left" in card
+                assert "wave 1/2" in card and "phase baking" in card
+                # The bake left reads as `rollout status` and `fleet -o wide` print it (issue 38 item 10).
+                assert re.search(r"bake left (59m(\d{1,2}s)?|1h)\b", card), card
+                samples = [-3, 0, 0.4, 0.5, 1.5, 59, 60, 61, 3599.5, 3600, 5400, 86399, 86400, 90061, 10**7]
+                assert await js(driver, "return arguments[0].map(duration);", samples) == [
+                    format_duration(x) for x in samples]
                 assert await asyncio.to_thread(bar, driver) == {"done": 25.0, "reached": 25.0}
                 assert (await asyncio.to_thread(counts, driver))["w"] == "3"
 

@@ -35,6 +35,22 @@ function age(seconds) {
   return Math.floor(h / 24) + "d";
 }
 
+// A time left (a wave's bake), as every view prints one: the port of edgeagent.durations.format_duration
+// (shortest exact d/h/m/s form, whole seconds; the browser test checks both agree).
+const DURATION_UNITS = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]];
+function duration(seconds) {
+  if (seconds === null || seconds === undefined || !isFinite(seconds)) return "-";
+  let rest = Math.max(0, Math.round(seconds));
+  if (rest === 0) return "0s";
+  let text = "";
+  for (const [unit, size] of DURATION_UNITS) {
+    const count = Math.floor(rest / size);
+    rest -= count * size;
+    if (count) text += count + unit;
+  }
+  return text;
+}
+
 // Epoch seconds (Events on the stream) or RFC 3339 (node details, as `fleet -o json` writes them).
 function since(when) {
   const epoch = typeof when === "string" ? Date.parse(when) / 1000 : when;
@@ -152,7 +168,7 @@ function renderRollout(r) {
   p.name.textContent = s.k;
   const facts = [s.m, "revision " + (s.r || "?"),
     s.w !== null && s.n !== null ? "wave " + s.w + "/" + s.n : "no rollout plan", "phase " + s.p];
-  if (s.b !== null) facts.push("bake left " + age(s.b - (Date.now() / 1000 - r.at)));
+  if (s.b !== null) facts.push("bake left " + duration(s.b - (Date.now() / 1000 - r.at)));
   if (s.z) facts.push("paused");
   p.facts.textContent = facts.join(" · ");
   p.done.style.width = donePct + "%";
