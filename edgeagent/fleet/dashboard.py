@@ -288,7 +288,7 @@ class Dashboard:
         try:
             listed = await self.client.get(LEASES_PATH, query={"fieldSelector": f"metadata.name={name}", "limit": 1})
         except (KubeError, KubeUnreachable) as exc:
-            _log.debug("lease not readable", node=name, error=str(exc))
+            _log.debug("lease_unreadable", node=name, error=str(exc))
             return None
         renewed = model.lease_renewals(i for i in listed.get("items") or [] if isinstance(i, dict)).get(name)
         return format_time(renewed) if renewed is not None else None
