@@ -43,53 +43,238 @@ function since(when) {
 
 // ------------------------------------------------------------------------------------------- legend
 
+// Each state is a chip: pressed chips narrow the grid to their states (none pressed: every state).
 function buildLegend() {
   const legend = document.getElementById("legend");
   for (const [code, name] of STATES) {
     const li = el("li", "s-" + code);
     li.id = "legend-" + code;
-    li.append(name + " ");
+    const chip = el("button", "chip");
+    chip.type = "button";
+    chip.id = "chip-" + code;
+    chip.setAttribute("data-state", code);
+    chip.setAttribute("aria-pressed", "false");
+    chip.append(name + " ");
     const b = el("b", null, "0");
     b.id = "count-" + code;
-    li.append(b);
+    chip.append(b);
+    li.append(chip);
     legend.append(li);
   }
 }
 
 function showCounts() {
   for (const [code] of STATES) document.getElementById("count-" + code).textContent = String(counts.get(code));
-  document.getElementById("node-count").textContent = "(" + cells.size + ")";
+  const filtering = view.q.trim() !== "" || view.states.size > 0;
+  document.getElementById("node-count").textContent =
+    "(" + cells.size + (filtering ? ", " + shown + " shown" : "") + ")";
 }
 
-// --------------------------------------------------------------------------------------------- grid
+// --------------------------------------------------------------------------------------- the filter
+// What the text box accepts: words, each a part of the node's name, and key=value, a label the node has
+// (key!=value: a label it has not). Every word must hold; case is ignored. The chips add "in one of these
+// states". The filter, the chips and the grouping live in the URL's #fragment, so a link shares the view.
 
-// Two attributes per cell and nothing else: 10,000 of them are built at once. The tooltip is set on hover.
+const view = {q: "", states: new Set(), group: ""};
+const labelsOf = new Map();   // node -> its labels (shared objects: most nodes share a few label sets)
+let waves = {};               // namespace/name -> [[nodes of wave 1], [wave 2], ...]
+let shown = 0;                // cells the filter lets through
+
+function parseQuery(q) {
+  const words = [], labels = [];
+  for (const raw of q.trim().split(/\s+/)) {
+    if (!raw) continue;
+    const ne = raw.indexOf("!="), eq = raw.indexOf("=");
+    if (ne > 0) labels.push([raw.slice(0, ne), raw.slice(ne + 2), false]);
+    else if (eq > 0) labels.push([raw.slice(0, eq), raw.slice(eq + 1), true]);
+    else words.push(raw.toLowerCase());
+  }
+  return {words, labels};
+}
+
+function matcher() {
+  const {words, labels} = parseQuery(view.q);
+  const states = view.states;
+  return (node, code) => {
+    if (states.size && !states.has(code)) return false;
+    const name = node.toLowerCase();
+    for (const w of words) if (!name.includes(w)) return false;
+    if (labels.length) {
+      const mine = labelsOf.get(node) || {};
+      for (const [k, v, want] of labels) if ((mine[k] === v) !== want) return false;
+    }
+    return true;
+  };
+}
+
+function readURL() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  view.q = params.get("q") || "";
+  view.states = new Set((params.get("s") || "").split("").filter(c => STATE_NAMES.has(c)));
+  view.group = params.get("g") || "";
+  document.getElementById("filter").value = view.q;
+  for (const [code] of STATES) {
+    document.getElementById("chip-" + code).setAttribute("aria-pressed", String(view.states.has(code)));
+  }
+}
+
+function writeURL() {
+  const params = new URLSearchParams();
+  if (view.q) params.set("q", view.q);
+  if (view.states.size) params.set("s", STATES.map(([c]) => c).filter(c => view.states.has(c)).join(""));
+  if (view.group) params.set("g", view.group);
+  const hash = params.toString();
+  history.replaceState(null, "", hash ? "#" + hash : location.pathname + location.search);
+}
+
+// Hide what the filter rejects, touching only cells whose visibility changes (a keystroke at 10,000 nodes).
+function applyFilter() {
+  const ok = matcher();
+  shown = 0;
+  for (const [node, cell] of cells) {
+    const visible = ok(node, states.get(node));
+    if (visible) shown++;
+    if (cell.hidden === visible) cell.hidden = !visible;
+  }
+  showCounts();
+  markHeads();
+}
+
+// ---------------------------------------------------------------------------------------- grouping
+// The grid is grouped (none, by the waves of a rolling plan, or by a label such as the plan's group label),
+// each group a collapsible section headed by its counts. Cells go in chunks that the browser lays out only
+// when on screen (content-visibility), so 10,000 labelled cells paint fast.
+
+const CHUNK = 400;
+const collapsed = new Set();  // group titles the operator folded
+let groupOf = () => "";
+let headsDirty = false;
+
+function grouping() {
+  const g = view.group;
+  if (g.startsWith("wave:")) {
+    const byNode = new Map();
+    (waves[g.slice(5)] || []).forEach((nodes, i) => { for (const n of nodes) byNode.set(n, i + 1); });
+    return {order: t => t === "not in the plan" ? Infinity : Number(t.slice(5)),
+      of: node => byNode.has(node) ? "wave " + byNode.get(node) : "not in the plan"};
+  }
+  if (g.startsWith("label:")) {
+    const key = g.slice(6);
+    const none = "no " + key + " label";
+    return {order: t => t === none ? [1] : [0, ...naturalKey(t)],
+      of: node => { const v = (labelsOf.get(node) || {})[key]; return v === undefined ? none : key + "=" + v; }};
+  }
+  return {order: () => 0, of: () => "all nodes"};
+}
+
+function naturalKey(s) {
+  return s.split(/(\d+)/).map((p, i) => i % 2 ? Number(p) : p);
+}
+
+function compareKeys(a, b) {
+  const x = Array.isArray(a) ? a : [a], y = Array.isArray(b) ? b : [b];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    if (x[i] === y[i]) continue;
+    if (typeof x[i] === typeof y[i]) return x[i] < y[i] ? -1 : 1;
+    return typeof x[i] === "number" ? -1 : 1;
+  }
+  return x.length - y.length;
+}
+
+// Two attributes and the name per cell: 10,000 of them are built at once. The tooltip is set on hover.
 function makeCell(node, code) {
   const cell = document.createElement("div");
-  cell.className = "cell s-" + code;
+  cell.className = "cell s-" + code + (node === selected ? " selected" : "");
   cell.setAttribute("data-node", node);
   cell.setAttribute("data-state", code);
+  cell.textContent = node;
   return cell;
 }
 
-function renderGrid(nodes) {
-  const grid = document.getElementById("grid");
-  cells.clear(); states.clear();
-  for (const [code] of STATES) counts.set(code, 0);
-  const frag = document.createDocumentFragment();
-  for (const [node, code] of nodes) {
-    const cell = makeCell(node, code);
-    cells.set(node, cell); states.set(node, code);
-    counts.set(code, counts.get(code) + 1);
-    frag.append(cell);
+function groupSection(title, nodes) {
+  const section = el("section", "group" + (collapsed.has(title) ? " collapsed" : ""));
+  section.setAttribute("data-group", title);
+  const head = el("h3", "group-head");
+  const toggle = el("button", "toggle", title);
+  toggle.type = "button";
+  toggle.setAttribute("aria-expanded", String(!collapsed.has(title)));
+  head.append(toggle, el("span", "group-counts"));
+  const body = el("div", "group-cells");
+  for (let i = 0; i < nodes.length; i += CHUNK) {
+    const chunk = el("div", "chunk");
+    for (const node of nodes.slice(i, i + CHUNK)) chunk.append(cells.get(node));
+    body.append(chunk);
   }
-  grid.replaceChildren(frag);
-  grid.classList.toggle("roomy", cells.size <= 400);
-  showCounts();
+  section.append(head, body);
+  return section;
+}
+
+// The whole grid again: after the snapshot, a node added, a label or a plan's waves changed, a new grouping.
+function renderGroups() {
+  const g = grouping();
+  groupOf = g.of;
+  const groups = new Map();
+  for (const node of cells.keys()) {
+    const title = g.of(node);
+    if (!groups.has(title)) groups.set(title, []);
+    groups.get(title).push(node);
+  }
+  const titles = [...groups.keys()].sort((a, b) => compareKeys(g.order(a), g.order(b)));
+  const frag = document.createDocumentFragment();
+  for (const title of titles) frag.append(groupSection(title, groups.get(title)));
+  document.getElementById("grid").replaceChildren(frag);
+  document.getElementById("grid").classList.toggle("roomy", cells.size <= 400);
+  applyFilter();
+}
+
+function markHeads() {
+  if (headsDirty) return;
+  headsDirty = true;
+  requestAnimationFrame(refreshHeads);
+}
+
+// Each group's head: its nodes, how many the filter shows, and its nodes per state (worst first).
+function refreshHeads() {
+  headsDirty = false;
+  for (const section of document.getElementById("grid").children) {
+    const tally = new Map();
+    let total = 0, visible = 0;
+    for (const chunk of section.lastElementChild.children) {
+      for (const cell of chunk.children) {
+        total++;
+        if (!cell.hidden) visible++;
+        const code = cell.getAttribute("data-state");
+        tally.set(code, (tally.get(code) || 0) + 1);
+      }
+    }
+    const parts = [total + (total === 1 ? " node" : " nodes") + (visible !== total ? ", " + visible + " shown" : "")];
+    for (const [code, name] of [...STATES].reverse()) if (tally.get(code)) parts.push(tally.get(code) + " " + name);
+    section.firstElementChild.lastElementChild.textContent = parts.join(" · ");
+    section.hidden = visible === 0 && total > 0 && (view.q.trim() !== "" || view.states.size > 0);
+  }
+}
+
+function renderGrid(nodes, labelSets) {
+  cells.clear(); states.clear(); labelsOf.clear();
+  for (const [code] of STATES) counts.set(code, 0);
+  for (const [node, code, li] of nodes) {
+    cells.set(node, makeCell(node, code)); states.set(node, code);
+    labelsOf.set(node, (labelSets || [])[li] || {});
+    counts.set(code, counts.get(code) + 1);
+  }
+  renderGroups();
+  updateGroupChoices();
   requestAnimationFrame(() => requestAnimationFrame(() => {
     document.body.setAttribute("data-rendered", String(cells.size));
     window.gridRenderedAt = performance.now();
   }));
+}
+
+let regroupPending = false;
+function regroupSoon() {
+  if (regroupPending) return;
+  regroupPending = true;
+  requestAnimationFrame(() => { regroupPending = false; renderGroups(); });
 }
 
 function setNode(node, code) {
@@ -98,24 +283,65 @@ function setNode(node, code) {
   if (code === null) {
     const cell = cells.get(node);
     if (cell) cell.remove();
-    cells.delete(node); states.delete(node);
+    cells.delete(node); states.delete(node); labelsOf.delete(node);
+    if (cell && !cell.hidden) shown--;
   } else {
     let cell = cells.get(node);
+    const was = cell !== undefined && !cell.hidden;
     if (!cell) {
       cell = makeCell(node, code);
       cells.set(node, cell);
-      document.getElementById("grid").append(cell);
+      regroupSoon();  // a new node: its place among the others (and its group) is found by a full render
     }
     cell.className = "cell s-" + code + (node === selected ? " selected" : "");
     cell.setAttribute("data-state", code);
     cell.removeAttribute("title");
     states.set(node, code);
     counts.set(code, counts.get(code) + 1);
+    const visible = matcher()(node, code);
+    cell.hidden = !visible;
+    shown += (visible ? 1 : 0) - (was ? 1 : 0);
   }
   showCounts();
+  markHeads();
   window.fleetChanges.push([node, code, Date.now()]);
   if (window.fleetChanges.length > 10000) window.fleetChanges.splice(0, 5000);
   if (node === selected) loadDetails(node);
+}
+
+function setLabels(node, labels) {
+  labelsOf.set(node, labels);
+  const cell = cells.get(node);
+  if (cell && groupOf(node) !== cell.closest(".group")?.getAttribute("data-group")) regroupSoon();
+  else applyFilter();
+  updateGroupChoices();
+}
+
+// The grouping menu: no grouping; the waves of each rolling plan; the plan's group label and every other
+// label key whose value differs between nodes.
+function updateGroupChoices() {
+  const select = document.getElementById("group");
+  const choices = [["", "no grouping"]];
+  for (const key of Object.keys(waves).sort()) choices.push(["wave:" + key, "waves of " + key]);
+  const planLabels = new Set([...rollouts.values()].map(r => r.summary && r.summary.g).filter(Boolean));
+  const values = new Map();
+  for (const labels of new Set(labelsOf.values())) {
+    for (const [k, v] of Object.entries(labels)) {
+      if (!values.has(k)) values.set(k, new Set());
+      values.get(k).add(v);
+    }
+  }
+  for (const k of planLabels) choices.push(["label:" + k, "label " + k + " (the plan's groups)"]);
+  for (const k of [...values.keys()].sort()) {
+    if (!planLabels.has(k) && values.get(k).size > 1) choices.push(["label:" + k, "label " + k]);
+  }
+  if (view.group && !choices.some(([v]) => v === view.group)) choices.push([view.group, view.group]);
+  const signature = JSON.stringify(choices);
+  if (select.getAttribute("data-choices") !== signature) {
+    select.setAttribute("data-choices", signature);
+    select.replaceChildren(...choices.map(([v, t]) => { const o = el("option", null, t); o.value = v; return o; }));
+  }
+  select.value = view.group;
 }
 
 // ----------------------------------------------------------------------------------------- rollouts
@@ -129,19 +355,45 @@ function rolloutCard(key) {
   const parts = {
     name: el("span", "name"), facts: el("span", "facts"), bar: el("div", "bar"),
     reached: el("div", "reached"), done: el("div", "done"), counts: el("div", "counts"),
+    versions: el("div", "versions"), verdict: el("div", "verdict"),
   };
   title.append(parts.name, parts.facts);
   parts.bar.append(parts.reached, parts.done);
   parts.bar.setAttribute("role", "progressbar");
-  card.append(title, parts.bar, parts.counts);
+  parts.verdict.setAttribute("role", "status");
+  card.append(title, parts.versions, parts.verdict, parts.bar, parts.counts);
   document.getElementById("rollouts").append(card);
   r = {card, parts, summary: null, at: 0};
   rollouts.set(key, r);
   return r;
 }
 
+// A revision as a person knows it: its hash and its images.
+function version(s, hash) {
+  if (!hash) return "?";
+  const images = (s.i || {})[hash];
+  return hash + (images ? " (" + images + ")" : "");
+}
+
+// What went wrong, named: the revision that failed (with its images) and the nodes the rollout counted
+// failed; after a rollback, the revision the nodes went back to. Empty when nothing did.
+function verdict(s) {
+  const failed = s.fc ? " failed on " + s.fc + (s.fc === 1 ? " node" : " nodes") + " (" +
+    s.f.map(([node, why]) => node + ": " + why).join("; ") + (s.fc > s.f.length ? "; …" : "") + ")" : "";
+  if (s.p === "rolledBack") {
+    return "Rolled back: revision " + version(s, s.pr) + (failed || " failed") + "; nodes back on revision " +
+      version(s, s.sr || s.r) + ".";
+  }
+  if (s.p === "aborted") return "Aborted: revision " + version(s, s.pr || s.r) + " is rolled no further" +
+    (failed ? ";" + failed : "") + ".";
+  if (failed) return "Revision " + version(s, s.pr || s.r) + failed + ".";
+  return "";
+}
+
 // A summary, compact on the wire: k namespace/name, m model, r revision, u up to date, d desired, w wave,
-// n waves, p phase, b bake left (s), z paused, a nodes in the waves reached, s counts in STATES order.
+// n waves, p phase, b bake left (s), z paused, a nodes in the waves reached, s counts in STATES order,
+// i images by revision hash, pr the plan's revision, sr its stable revision, fc/f its failed nodes
+// (count, the first few [node, reason]), g the plan's group label.
 function renderRollout(r) {
   const s = r.summary, p = r.parts;
   const desired = Math.max(1, s.d);
@@ -150,11 +402,20 @@ function renderRollout(r) {
   const donePct = Math.round(1000 * s.u / desired) / 10;
   const reachedPct = Math.round(1000 * Math.max(reached, s.u) / desired) / 10;
   p.name.textContent = s.k;
-  const facts = [s.m, "revision " + (s.r || "?"),
+  const facts = [s.m,
     s.w !== null && s.n !== null ? "wave " + s.w + "/" + s.n : "no rollout plan", "phase " + s.p];
   if (s.b !== null) facts.push("bake left " + age(s.b - (Date.now() / 1000 - r.at)));
   if (s.z) facts.push("paused");
   p.facts.textContent = facts.join(" · ");
+  const versions = ["revision " + version(s, s.r)];
+  if (s.sr && s.sr !== s.r) versions.push("stable " + version(s, s.sr));
+  if (s.pr && s.pr !== s.r && s.p !== "rolledBack") versions.push("rolling " + version(s, s.pr));
+  p.versions.textContent = versions.join(" · ");
+  const said = verdict(s);
+  p.verdict.textContent = said;
+  p.verdict.hidden = !said;
+  r.card.classList.toggle("bad", s.p === "rolledBack" || s.p === "aborted" || s.fc > 0);
+  r.card.setAttribute("data-phase", s.p);
   p.done.style.width = donePct + "%";
   p.reached.style.width = reachedPct + "%";
   p.bar.setAttribute("data-done", String(donePct));
@@ -178,6 +439,7 @@ function setRollouts(list, replace) {
     renderRollout(r);
   }
   document.getElementById("no-daemonsets").hidden = rollouts.size > 0;
+  updateGroupChoices();
 }
 
 function dropRollouts(keys) {
@@ -300,10 +562,17 @@ function connect() {
     setHealth(s.health);
     setRollouts(s.daemonsets, true);
     setEvents(s.events);
-    renderGrid(s.nodes);
+    waves = s.waves || {};
+    renderGrid(s.nodes, s.labels);
     if (selected) select(cells.has(selected) ? selected : null);
   });
   on("n", ([node, code]) => setNode(node, code));
+  on("nl", ([node, labels]) => setLabels(node, labels));
+  on("waves", w => {
+    waves = w;
+    updateGroupChoices();
+    if (view.group.startsWith("wave:")) regroupSoon();
+  });
   on("ds", list => setRollouts(list, false));
   on("dsgone", dropRollouts);
   on("ev", addEvent);
@@ -320,8 +589,43 @@ function tick() {
   }
 }
 
+// For the benchmark and the tests: each filter change, from the input event to the frame that shows it.
+window.filterTimings = [];
+
+function filterChanged(startedAt) {
+  writeURL();
+  applyFilter();
+  const applied = performance.now();
+  requestAnimationFrame(() => requestAnimationFrame(() => {
+    window.filterTimings.push({start: startedAt, applied, painted: performance.now(), shown});
+  }));
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   buildLegend();
+  readURL();
+  document.getElementById("filter").addEventListener("input", e => {
+    view.q = e.target.value;
+    filterChanged(e.timeStamp);
+  });
+  document.getElementById("legend").addEventListener("click", e => {
+    const chip = e.target.closest && e.target.closest(".chip");
+    if (!chip) return;
+    const code = chip.getAttribute("data-state");
+    if (view.states.has(code)) view.states.delete(code); else view.states.add(code);
+    chip.setAttribute("aria-pressed", String(view.states.has(code)));
+    filterChanged(e.timeStamp);
+  });
+  document.getElementById("group").addEventListener("change", e => {
+    view.group = e.target.value;
+    writeURL();
+    renderGroups();
+  });
+  window.addEventListener("hashchange", () => {
+    readURL();
+    updateGroupChoices();
+    renderGroups();
+  });
   document.getElementById("grid").addEventListener("mouseover", e => {
     const node = e.target.getAttribute && e.target.getAttribute("data-node");
     if (node && !e.target.hasAttribute("title")) {
@@ -331,6 +635,14 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("grid").addEventListener("click", e => {
     const node = e.target.getAttribute && e.target.getAttribute("data-node");
     if (node) select(node);
+    const toggle = e.target.closest && e.target.closest(".toggle");
+    if (toggle) {
+      const section = toggle.closest(".group");
+      const title = section.getAttribute("data-group");
+      if (collapsed.has(title)) collapsed.delete(title); else collapsed.add(title);
+      section.classList.toggle("collapsed", collapsed.has(title));
+      toggle.setAttribute("aria-expanded", String(!collapsed.has(title)));
+    }
   });
   document.getElementById("details-close").addEventListener("click", () => select(null));
   connect();
