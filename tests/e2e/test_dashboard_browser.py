@@ -309,3 +309,148 @@ async def test_markup_in_an_api_error_is_shown_as_text_on_the_problem_page(sim: 
                                         "&& document.querySelectorAll('#problem script, #problem img').length === 0;")
     finally:
         await proxy.stop()
+
+
+def visible_cells(driver: Any) -> list[str]:
+    """The names the grid shows, in page order: the text of every cell a person can see."""
+    return [str(n) for n in driver.execute_script(
+        "return Array.from(document.querySelectorAll('#grid .cell'))"
+        ".filter(c => c.offsetParent !== null).map(c => c.textContent);")]
+
+
+def groups(driver: Any) -> dict[str, list[str]]:
+    """Each group section's title -> the names of its cells."""
+    found = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#grid .group')).map(s => [s.dataset.group, "
+        "Array.from(s.querySelectorAll('.cell')).map(c => c.textContent)]);")
+    return {str(title): [str(n) for n in names] for title, names in found}
+
+
+async def test_names_filter_grouping_by_wave_and_a_rolled_back_version_named(sim_factory: SimFactory) -> None:
+    """Eight nodes on two sites, a plan rolling `1,50%,100%` by site: every cell shows its node's name; the
+    text box and the state chips narrow the grid, and the URL keeps them; grouping by wave gives the
+    planner's waves; after a rollback the card names the revision that failed, with its image, in red."""
+    from tests.support.fleet_scenario import V1, V2, current_hash, manifest
+
+    names = [f"edge-{i}" for i in range(1, 9)]
+    sim = await sim_factory(node_names=names)
+    sites = {n: "north" if i % 2 else "south" for i, n in enumerate(names, 1)}
+    async with await KubeClient.connect(sim.admin_kubeconfig) as admin:
+        for name, site in sites.items():
+            await admin.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {"site": site}}}, CONTENT_MERGE_PATCH)
+        web = manifest()
+        web["metadata"]["annotations"].update({"edgeagent.io/rollout-steps": "1,50%,100%",
+                                               "edgeagent.io/rollout-group-label": "site"})
+        await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", web)
+        await eventually(lambda: _pods_on(admin, len(names)), timeout=30, what="a web pod on every node")
+        old = await current_hash(admin)
+        ds_path = f"/apis/apps/v1/namespaces/{NS}/daemonsets/web"
+        await admin.patch(ds_path, {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": V2}]}}}},
+                          CONTENT_MERGE_PATCH)
+        new = await eventually(lambda: _new_hash(admin, old), timeout=20, what="the second revision")
+        rolling: JSON = {"revision": new, "stableRevision": old, "wave": 1, "waves": 2, "phase": "progressing",
+                   "counts": {"nodes": len(names), "upgraded": 0, "deferred": 0, "failed": 0}, "failures": []}
+        await admin.patch(ds_path, {"metadata": {"annotations": {"edgeagent.io/rollout-state": json.dumps(rolling)}}},
+                          CONTENT_MERGE_PATCH)
+        plan = plan_source.plan_of(await admin.get(ds_path))
+        assert plan is not None
+        ranking = plan_source.ranking(plan, rolling, {n: {"site": s} for n, s in sites.items()})
+        # By site: a whole site per wave, so 1,50%,100% gives two waves of four (the planner's rule).
+        assert ranking is not None and ranking.waves == 2 and len(ranking.nodes_of_wave(1)) == 4
+
+        async with dashboard(sim.admin_kubeconfig) as url:
+            with browser.chromium() as driver:
+                await asyncio.to_thread(driver.get, url)
+                await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered")
+                            == str(len(names)), "the grid of eight nodes")
+                # Names visible, in a person's order, without hovering or clicking.
+                assert await asyncio.to_thread(visible_cells, driver) == names
+                card = await asyncio.to_thread(lambda: driver.find_element("css selector", ".rollout").text)
+                assert f"revision {new} ({V2})" in card and f"stable {old} ({V1})" in card
+                assert "Rolled back" not in card
+
+                # The filter narrows the grid: a part of the name, then a label, then a state chip.
+                box = await asyncio.to_thread(driver.find_element, "id", "filter")
+                await asyncio.to_thread(box.send_keys, "edge-1")
+                await until(driver, lambda d: visible_cells(d) == ["edge-1"], "only edge-1 shown")
+                assert "1 shown" in await asyncio.to_thread(lambda: driver.find_element("id", "node-count").text)
+                await asyncio.to_thread(box.clear)
+                await asyncio.to_thread(box.send_keys, "site=north")
+                north = [n for n in names if sites[n] == "north"]
+                await until(driver, lambda d: visible_cells(d) == north, "the north site's nodes")
+                # Wave 1's site is upgrading, the other waits: the chip for "waiting" keeps the waiting ones.
+                first = ranking.order[0]
+                await asyncio.to_thread(lambda: driver.find_element("id", "chip-w").click())
+                waiting_north = [n for n in north if ranking.wave_of(n) == 2]
+                assert waiting_north == north  # the planner puts the north site in wave 2
+                await until(driver, lambda d: visible_cells(d) == waiting_north, "north's waiting nodes")
+                # The URL keeps the filter: a fresh page opened on it shows the same narrowed grid.
+                shared = await js(driver, "return location.href;")
+                assert "q=site%3Dnorth" in shared and "s=w" in shared
+                await asyncio.to_thread(driver.get, "about:blank")
+                await asyncio.to_thread(driver.get, shared)
+                await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered")
+                            == str(len(names)) and visible_cells(d) == waiting_north, "the shared view")
+                assert await js(driver, "return document.getElementById('filter').value") == "site=north"
+
+                # Grouping by wave: the planner's waves, each a section headed by its counts.
+                await asyncio.to_thread(driver.get, url)
+                await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered")
+                            == str(len(names)), "the page again")
+                await until(driver, lambda d: d.find_elements("css selector", f"#group option[value='wave:{NS}/web']"),
+                            "the waves among the grouping choices")
+                await js(driver, "const s = document.getElementById('group'); s.value = arguments[0];"
+                                 "s.dispatchEvent(new Event('change'));", f"wave:{NS}/web")
+                expected = {f"wave {k}": sorted(ranking.nodes_of_wave(k), key=_natural) for k in (1, 2)}
+                found = await until(driver, lambda d: groups(d) if list(groups(d)) == list(expected) else None,
+                                    "two wave groups")
+                assert found == expected
+                heads = await js(driver, "return Array.from(document.querySelectorAll('.group-head'))"
+                                         ".map(h => h.textContent);")
+                assert heads[0].startswith("wave 1") and "4 nodes · 4 upgrading" in heads[0]
+                assert heads[1].startswith("wave 2") and "4 nodes · 4 waiting for its wave" in heads[1]
+                assert "g=wave%3Adefault%2Fweb" in await js(driver, "return location.href;")
+                # Grouping by the plan's group label.
+                await js(driver, "const s = document.getElementById('group'); s.value = 'label:site';"
+                                 "s.dispatchEvent(new Event('change'));")
+                await until(driver, lambda d: groups(d) == {"site=north": north,
+                                                            "site=south": [n for n in names if n not in north]},
+                            "a group per site")
+
+                # Rolled back: the template is back on the old revision, and the card names the one that failed.
+                await admin.patch(ds_path, {"spec": {"template": {"spec": {"containers": [
+                    {"name": "main", "image": V1}]}}}}, CONTENT_MERGE_PATCH)
+                await eventually(lambda: _is_current(admin, old), timeout=20, what="the old revision current again")
+                back = {**rolling, "phase": "rolledBack", "failures": [{"node": first, "reason": "CrashLoopBackOff"}],
+                        "counts": {**rolling["counts"], "failed": 1}}
+                await admin.patch(ds_path, {"metadata": {"annotations": {
+                    "edgeagent.io/rollout-state": json.dumps(back)}}}, CONTENT_MERGE_PATCH)
+                verdict = await until(driver, lambda d: d.find_element("css selector", ".rollout .verdict").text,
+                                      "the rolled-back verdict")
+                assert verdict == (f"Rolled back: revision {new} ({V2}) failed on 1 node ({first}: CrashLoopBackOff);"
+                                   f" nodes back on revision {old} ({V1}).")
+                assert "bad" in await asyncio.to_thread(
+                    lambda: driver.find_element("css selector", ".rollout").get_attribute("class"))
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    from edgeagent.fleet.live import natural_key
+
+    return natural_key(name)
+
+
+async def _pods_on(admin: KubeClient, n: int) -> bool:
+    return len(await live_pods(admin)) == n
+
+
+async def _new_hash(admin: KubeClient, old: str | None) -> str | None:
+    from tests.support.fleet_scenario import current_hash
+
+    found = await current_hash(admin)
+    return found if found and found != old else None
+
+
+async def _is_current(admin: KubeClient, revision: str | None) -> bool:
+    from tests.support.fleet_scenario import current_hash
+
+    return revision is not None and await current_hash(admin) == revision
