@@ -104,6 +104,7 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                 await asyncio.to_thread(driver.get, url)
                 await until(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-rendered")
                             == str(len(NODES)), "the grid of six nodes")
+                assert await asyncio.to_thread(visible_cells, driver) == NODES  # each cell names its node
                 # Right counts per state: one node in each.
                 assert await asyncio.to_thread(counts, driver) == {**{c: "1" for c in "ugwhof"}, "s": "0"}
                 for node, code in {"edge-1": "h", "edge-2": "o", "edge-3": "f", "edge-4": "w", "edge-5": "g",
@@ -111,6 +112,7 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                     assert await asyncio.to_thread(cell_state(node), driver) == code, node
                 card = await asyncio.to_thread(lambda: driver.find_element("css selector", ".rollout").text)
                 assert "default/web" in card and world.revision in card and "1/6 up to date" in card
+                assert f"revision {world.revision} (nginx:1.20)" in card  # the image beside the hash
                 await js(driver, "window.sameDocument = true;")
                 before = await asyncio.to_thread(bar, driver)
 
