@@ -507,7 +507,8 @@ class LiveFleet:
     def _versions(self, uid: str, entry: _DaemonSet) -> JSON:
         """The revisions a person asks about, each with its images: `i` hash -> images (current, the plan's,
         the stable one), `pr` the plan's revision, `sr` its stable revision, `fc` the nodes the rollout
-        counted failed and `f` the first few of them ([node, reason]), `g` the plan's group label."""
+        counted failed and `f` the first few of them ([node, reason]), `g` the plan's group label; each
+        left out when empty."""
         images: dict[str, str] = {}
         for rev in self._revisions.get(uid, {}).values():
             label = (meta(rev).get("labels") or {}).get(LABEL_REVISION_HASH)
@@ -516,10 +517,12 @@ class LiveFleet:
         plan = entry.plan or {}
         wanted = [entry.revision, str(plan.get("revision") or ""), str(plan.get("stableRevision") or "")]
         failures = sorted(rules.plan_failures(entry.plan).items(), key=lambda kv: natural_key(kv[0]))
-        return {"i": {h: images[h] for h in wanted if h and h in images},
-                "pr": plan.get("revision") or None, "sr": plan.get("stableRevision") or None,
-                "fc": len(failures), "f": [list(kv) for kv in failures[:SHOWN_FAILURES]],
-                "g": entry.spec.group_label if entry.spec is not None else None}
+        found = {"i": {h: images[h] for h in wanted if h and h in images},
+                 "pr": plan.get("revision"), "sr": plan.get("stableRevision"),
+                 "fc": len(failures), "f": [list(kv) for kv in failures[:SHOWN_FAILURES]],
+                 "g": entry.spec.group_label if entry.spec is not None else None}
+        # Only what is there: each summary is resent with every count it moves (a few hundred bytes a change).
+        return {k: v for k, v in found.items() if v}
 
     def waves(self) -> dict[str, list[list[str]]]:
         """namespace/name -> the nodes of each wave (1, 2, ...) of the DaemonSets whose plan is rolling: the

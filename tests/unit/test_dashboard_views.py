@@ -66,8 +66,8 @@ def test_without_a_plan_the_card_has_the_current_revisions_images_and_no_failure
     fed.on_revision("ADDED", slim_revision(revision("new", 2, "nginx:1.20")), None)
     fed.finish_batch()
     (summary,) = fed.summaries()
-    assert (summary["i"], summary["pr"], summary["sr"], summary["fc"], summary["f"], summary["g"]) == \
-        ({"new": "nginx:1.20, proxy:3"}, None, None, 0, [], None)
+    assert summary["i"] == {"new": "nginx:1.20, proxy:3"}
+    assert not {"pr", "sr", "fc", "f", "g"} & set(summary)  # left out when empty: fewer bytes per change
 
 
 def test_a_cell_turns_up_to_date_when_min_ready_seconds_elapse_with_no_event() -> None:
@@ -131,7 +131,7 @@ def test_wave_groups_are_the_planners_waves_and_label_sets_are_the_nodes_labels(
     (waves,) = fed.waves().values()
     assert [n for wave in waves for n in wave] == ranking.order  # every node once, in the planner's order
     assert {n: k for k, wave in enumerate(waves, 1) for n in wave} == dict(ranking.waves_by_node)
-    assert fed.summaries()[0]["g"] == ("site" if grouped else None)
+    assert fed.summaries()[0].get("g") == ("site" if grouped else None)
 
     rows, sets = fed.labelled_grid()
     assert [r[:2] for r in rows] == fed.grid()

@@ -127,17 +127,17 @@ function writeURL() {
   history.replaceState(null, "", hash ? "#" + hash : location.pathname + location.search);
 }
 
-// Hide what the filter rejects, touching only cells whose visibility changes (a keystroke at 10,000 nodes).
+// The filter rebuilds the grid from the matching cells only (cells are kept and reused): a rejected cell is
+// not in the page at all, so a keystroke at 10,000 nodes costs one pass over the nodes and the layout of the
+// chunks on screen, and no group keeps the room of cells it no longer shows.
 function applyFilter() {
   const ok = matcher();
-  shown = 0;
-  for (const [node, cell] of cells) {
-    const visible = ok(node, states.get(node));
-    if (visible) shown++;
-    if (cell.hidden === visible) cell.hidden = !visible;
+  let same = true;
+  for (const [node, code] of states) {
+    if (ok(node, code) !== matched.has(node)) { same = false; break; }
   }
-  showCounts();
-  markHeads();
+  if (same && renderedGroup === view.group) { showCounts(); return; }  // a keystroke that changes nothing
+  renderGroups();
 }
 
 // ---------------------------------------------------------------------------------------- grouping
@@ -145,9 +145,11 @@ function applyFilter() {
 // each group a collapsible section headed by its counts. Cells go in chunks that the browser lays out only
 // when on screen (content-visibility), so 10,000 labelled cells paint fast.
 
-const CHUNK = 400;
+const CHUNK = 200;
 const collapsed = new Set();  // group titles the operator folded
+const matched = new Set();    // nodes the filter lets through (their cells are in the page)
 let groupOf = () => "";
+let renderedGroup = null;     // the grouping the grid was last rendered with
 let headsDirty = false;
 
 function grouping() {
@@ -202,29 +204,71 @@ function groupSection(title, nodes) {
   const body = el("div", "group-cells");
   for (let i = 0; i < nodes.length; i += CHUNK) {
     const chunk = el("div", "chunk");
-    for (const node of nodes.slice(i, i + CHUNK)) chunk.append(cells.get(node));
+    chunk.nodes = nodes.slice(i, i + CHUNK);
     body.append(chunk);
+    if (filledEarly < EARLY_CELLS) { filledEarly += chunk.nodes.length; fillChunk(chunk); } else placeholder(chunk);
   }
   section.append(head, body);
   return section;
 }
 
-// The whole grid again: after the snapshot, a node added, a label or a plan's waves changed, a new grouping.
+// Only the chunks near the screen hold their cells: the first EARLY_CELLS at once, the others when they
+// come within half a screen of the viewport, standing in until then for the room their cells will take. So a
+// render (the first paint, a filter keystroke that widens the grid) puts a few hundred cells in the page,
+// not 10,000.
+const EARLY_CELLS = 400;
+let filledEarly = 0;
+const nearScreen = "IntersectionObserver" in window ? new IntersectionObserver(entries => {
+  for (const e of entries) if (e.isIntersecting) fillChunk(e.target);
+}, {rootMargin: "50% 0px"}) : null;
+
+function fillChunk(chunk) {
+  if (!chunk.nodes) return;
+  for (const node of chunk.nodes) { const cell = cells.get(node); if (cell) chunk.append(cell); }
+  chunk.nodes = null;
+  chunk.style.height = "";
+  if (nearScreen) nearScreen.unobserve(chunk);
+}
+
+function placeholder(chunk) {
+  if (!nearScreen) { fillChunk(chunk); return; }
+  const width = document.getElementById("grid").clientWidth || 1200;
+  const columns = Math.max(1, Math.floor((width + 2) / (6.5 * 16 + 2)));
+  const rows = Math.ceil(chunk.nodes.length / columns);
+  chunk.style.height = (rows * 18) + "px";
+  nearScreen.observe(chunk);
+}
+
+// The whole grid again, matching cells only: after the snapshot, a filter change, a node added, a label or a
+// plan's waves changed, a new grouping. A group the filter empties is left out.
 function renderGroups() {
   const g = grouping();
+  const ok = matcher();
+  const filtering = view.q.trim() !== "" || view.states.size > 0;
   groupOf = g.of;
+  renderedGroup = view.group;
+  matched.clear();
   const groups = new Map();
-  for (const node of cells.keys()) {
+  for (const [node, code] of states) {
     const title = g.of(node);
     if (!groups.has(title)) groups.set(title, []);
-    groups.get(title).push(node);
+    if (ok(node, code)) { matched.add(node); groups.get(title).push(node); }
   }
+  shown = matched.size;
   const titles = [...groups.keys()].sort((a, b) => compareKeys(g.order(a), g.order(b)));
+  const grid = document.getElementById("grid");
+  if (nearScreen) nearScreen.disconnect();
+  grid.replaceChildren();  // cells are moved out of a detached tree: far cheaper than one by one from the page
+  filledEarly = 0;
   const frag = document.createDocumentFragment();
-  for (const title of titles) frag.append(groupSection(title, groups.get(title)));
-  document.getElementById("grid").replaceChildren(frag);
-  document.getElementById("grid").classList.toggle("roomy", cells.size <= 400);
-  applyFilter();
+  for (const title of titles) {
+    if (filtering && groups.get(title).length === 0) continue;
+    frag.append(groupSection(title, groups.get(title)));
+  }
+  grid.replaceChildren(frag);
+  grid.classList.toggle("roomy", cells.size <= 400);
+  showCounts();
+  refreshHeads();
 }
 
 function markHeads() {
@@ -236,21 +280,20 @@ function markHeads() {
 // Each group's head: its nodes, how many the filter shows, and its nodes per state (worst first).
 function refreshHeads() {
   headsDirty = false;
+  const tallies = new Map();
+  for (const [node, code] of states) {
+    const title = groupOf(node);
+    let t = tallies.get(title);
+    if (!t) { t = {total: 0, shown: 0, by: new Map()}; tallies.set(title, t); }
+    t.total++;
+    if (matched.has(node)) t.shown++;
+    t.by.set(code, (t.by.get(code) || 0) + 1);
+  }
   for (const section of document.getElementById("grid").children) {
-    const tally = new Map();
-    let total = 0, visible = 0;
-    for (const chunk of section.lastElementChild.children) {
-      for (const cell of chunk.children) {
-        total++;
-        if (!cell.hidden) visible++;
-        const code = cell.getAttribute("data-state");
-        tally.set(code, (tally.get(code) || 0) + 1);
-      }
-    }
-    const parts = [total + (total === 1 ? " node" : " nodes") + (visible !== total ? ", " + visible + " shown" : "")];
-    for (const [code, name] of [...STATES].reverse()) if (tally.get(code)) parts.push(tally.get(code) + " " + name);
+    const t = tallies.get(section.getAttribute("data-group")) || {total: 0, shown: 0, by: new Map()};
+    const parts = [t.total + (t.total === 1 ? " node" : " nodes") + (t.shown !== t.total ? ", " + t.shown + " shown" : "")];
+    for (const [code, name] of [...STATES].reverse()) if (t.by.get(code)) parts.push(t.by.get(code) + " " + name);
     section.firstElementChild.lastElementChild.textContent = parts.join(" · ");
-    section.hidden = visible === 0 && total > 0 && (view.q.trim() !== "" || view.states.size > 0);
   }
 }
 
@@ -284,14 +327,13 @@ function setNode(node, code) {
     const cell = cells.get(node);
     if (cell) cell.remove();
     cells.delete(node); states.delete(node); labelsOf.delete(node);
-    if (cell && !cell.hidden) shown--;
+    if (matched.delete(node)) shown--;
   } else {
     let cell = cells.get(node);
-    const was = cell !== undefined && !cell.hidden;
-    if (!cell) {
+    const isNew = cell === undefined;
+    if (isNew) {
       cell = makeCell(node, code);
       cells.set(node, cell);
-      regroupSoon();  // a new node: its place among the others (and its group) is found by a full render
     }
     cell.className = "cell s-" + code + (node === selected ? " selected" : "");
     cell.setAttribute("data-state", code);
@@ -299,8 +341,12 @@ function setNode(node, code) {
     states.set(node, code);
     counts.set(code, counts.get(code) + 1);
     const visible = matcher()(node, code);
-    cell.hidden = !visible;
-    shown += (visible ? 1 : 0) - (was ? 1 : 0);
+    if (isNew || visible !== matched.has(node)) {
+      // Its place among the others (and its group) is found by a full render, at most once a frame; a cell
+      // the filter now rejects leaves at once.
+      if (!visible) { cell.remove(); matched.delete(node); shown--; }
+      regroupSoon();
+    }
   }
   showCounts();
   markHeads();
@@ -311,9 +357,7 @@ function setNode(node, code) {
 
 function setLabels(node, labels) {
   labelsOf.set(node, labels);
-  const cell = cells.get(node);
-  if (cell && groupOf(node) !== cell.closest(".group")?.getAttribute("data-group")) regroupSoon();
-  else applyFilter();
+  regroupSoon();  // its group, or whether the filter takes it, may have changed
   updateGroupChoices();
 }
 
