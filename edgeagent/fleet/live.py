@@ -509,11 +509,7 @@ class LiveFleet:
         the stable one), `pr` the plan's revision, `sr` its stable revision, `fc` the nodes the rollout
         counted failed and `f` the first few of them ([node, reason]), `g` the plan's group label; each
         left out when empty."""
-        images: dict[str, str] = {}
-        for rev in self._revisions.get(uid, {}).values():
-            label = (meta(rev).get("labels") or {}).get(LABEL_REVISION_HASH)
-            if label:
-                images[str(label)] = ", ".join(revision_images(rev))
+        images = self._images(uid)
         plan = entry.plan or {}
         wanted = [entry.revision, str(plan.get("revision") or ""), str(plan.get("stableRevision") or "")]
         failures = sorted(rules.plan_failures(entry.plan).items(), key=lambda kv: natural_key(kv[0]))
@@ -523,6 +519,15 @@ class LiveFleet:
                  "g": entry.spec.group_label if entry.spec is not None else None}
         # Only what is there: each summary is resent with every count it moves (a few hundred bytes a change).
         return {k: v for k, v in found.items() if v}
+
+    def _images(self, uid: str) -> dict[str, str]:
+        """Revision hash -> its template's images, for the DaemonSet `uid`."""
+        images: dict[str, str] = {}
+        for rev in self._revisions.get(uid, {}).values():
+            label = (meta(rev).get("labels") or {}).get(LABEL_REVISION_HASH)
+            if label:
+                images[str(label)] = ", ".join(revision_images(rev))
+        return images
 
     def waves(self) -> dict[str, list[list[str]]]:
         """namespace/name -> the nodes of each wave (1, 2, ...) of the DaemonSets whose plan is rolling: the
@@ -571,4 +576,8 @@ class LiveFleet:
             return None
         detail = model.node_view(name, node, views, list(self.outcomes.get(name, ()))).to_json()
         detail["outcomes"] = [o.to_json() for o in self.outcomes.get(name, ())]
+        for uid, entry in self.daemonsets.items():  # each pod's revision with its images, as on the cards
+            shown = (detail.get("daemonsets") or {}).get(entry.view.key)
+            if isinstance(shown, dict) and shown.get("revision"):
+                shown["images"] = self._images(uid).get(str(shown["revision"]))
         return detail

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import strategies as hs
 
 from edgeagent.fleet import plan_source
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
@@ -122,6 +123,7 @@ async def test_dashboard_shows_the_fleet_and_follows_it_live(sim_factory: SimFac
                                       and d.find_element("id", "details-fields").text, "edge-1's details")
                 assert "OutsideMaintenanceWindow: " + WINDOW_MESSAGE in details
                 assert "2026-11-28 02:00 CET" in details
+                assert "(nginx:1.19.4) (older revision)" in details  # its pod's revision with its image
 
                 # The picture for the report (and the README, via `make screenshot`): the fleet docs/fleet.md's
                 # example describes (one node in each state), edge-1's details open.
@@ -456,3 +458,56 @@ async def _is_current(admin: KubeClient, revision: str | None) -> bool:
     from tests.support.fleet_scenario import current_hash
 
     return revision is not None and await current_hash(admin) == revision
+
+
+_KEYS = hs.sampled_from(["site", "zone", "a"])
+_VALUES = hs.sampled_from(["1", "north", "a-b", ""])
+_WORD = hs.one_of(hs.sampled_from(["edge", "EDGE-1", "12", "-", "site", "b=1", "=x", "!=y"]),
+                  hs.builds(lambda k, v: f"{k}={v}", _KEYS, _VALUES),
+                  hs.builds(lambda k, v: f"{k}!={v}", _KEYS, _VALUES),
+                  hs.text(alphabet="abeg-12=!", min_size=1, max_size=6))
+_LABELS = hs.dictionaries(_KEYS, _VALUES, max_size=3)
+
+
+def _oracle(query: str, pressed: str, node: str, code: str, labels: dict[str, str]) -> bool:
+    """What docs/fleet.md says the filter does: every word holds (a name part, key=value, key!=value; names
+    without regard to case) and the state is one of the pressed chips (none pressed: any)."""
+    if pressed and code not in pressed:
+        return False
+    for word in query.split():
+        if "!=" in word and word.index("!=") > 0:
+            key, value = word.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in word and word.index("=") > 0:
+            key, value = word.split("=", 1)
+            if labels.get(key) != value:
+                return False
+        elif word.lower() not in node.lower():
+            return False
+    return True
+
+
+async def test_the_filter_keeps_exactly_the_nodes_its_words_and_chips_describe(sim: SimCluster) -> None:
+    """The page's filter (compileFilter) against the rule docs/fleet.md states, over generated queries,
+    names, labels and pressed chips: hypothesis draws the cases, the page answers them in one call each."""
+    from hypothesis import HealthCheck, given, settings
+
+    cases_strategy = hs.lists(hs.tuples(hs.lists(_WORD, max_size=3).map(" ".join), hs.text(alphabet="ugwhsof",
+                                        max_size=2), hs.sampled_from(["edge-1", "Edge-12", "site-a", "b=1"]),
+                                        hs.sampled_from("ugwhsof"), _LABELS), min_size=1, max_size=40)
+    async with dashboard(sim.admin_kubeconfig) as url:
+        with browser.chromium() as driver:
+            await asyncio.to_thread(driver.get, url)
+            await until(driver, lambda d: d.execute_script("return typeof window.compileFilter === 'function'"),
+                        "the page's script")
+
+            @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+            @given(cases=cases_strategy)
+            def check(cases: list[tuple[str, str, str, str, dict[str, str]]]) -> None:
+                answers = driver.execute_script(
+                    "return arguments[0].map(([q, s, node, code, labels]) => "
+                    "window.compileFilter(q, new Set(s.split('')))(node, code, labels));", cases)
+                assert answers == [_oracle(*case) for case in cases]
+
+            await asyncio.to_thread(check)

@@ -58,6 +58,8 @@ def test_the_card_names_the_rolled_back_revision_with_its_images_and_the_failed_
     assert summary["i"] == {"good": "nginx:1.20, proxy:3", "bad": "nginx:1.21, proxy:3"}
     assert summary["fc"] == 4 and summary["f"] == [["n1", "CrashLoopBackOff"], ["n3", "CrashLoopBackOff"],
                                                    ["n7", "CrashLoopBackOff"]]
+    details = fed.node_details("n1")
+    assert details is not None and details["daemonsets"]["default/web"]["images"] == "nginx:1.20, proxy:3"
 
 
 def test_without_a_plan_the_card_has_the_current_revisions_images_and_no_failure() -> None:

@@ -9,7 +9,7 @@ const STATES = [
 const STATE_NAMES = new Map(STATES);
 const MAX_EVENTS = 50;
 
-const cells = new Map();      // node -> cell element
+const cells = new Map();      // node -> cell element (only for nodes whose cell was ever shown)
 const states = new Map();     // node -> state code
 const counts = new Map(STATES.map(([c]) => [c, 0]));
 const rollouts = new Map();   // namespace/name -> {card, parts, summary, at}
@@ -67,7 +67,7 @@ function showCounts() {
   for (const [code] of STATES) document.getElementById("count-" + code).textContent = String(counts.get(code));
   const filtering = view.q.trim() !== "" || view.states.size > 0;
   document.getElementById("node-count").textContent =
-    "(" + cells.size + (filtering ? ", " + shown + " shown" : "") + ")";
+    "(" + states.size + (filtering ? ", " + shown + " shown" : "") + ")";
 }
 
 // --------------------------------------------------------------------------------------- the filter
@@ -92,19 +92,22 @@ function parseQuery(q) {
   return {words, labels};
 }
 
-function matcher() {
-  const {words, labels} = parseQuery(view.q);
-  const states = view.states;
-  return (node, code) => {
+// The filter as a pure function of (query, pressed states): (node, state code, its labels) -> shown?
+function compileFilter(q, states) {
+  const {words, labels} = parseQuery(q);
+  return (node, code, mine) => {
     if (states.size && !states.has(code)) return false;
     const name = node.toLowerCase();
     for (const w of words) if (!name.includes(w)) return false;
-    if (labels.length) {
-      const mine = labelsOf.get(node) || {};
-      for (const [k, v, want] of labels) if ((mine[k] === v) !== want) return false;
-    }
+    for (const [k, v, want] of labels) if (((mine || {})[k] === v) !== want) return false;
     return true;
   };
+}
+window.compileFilter = compileFilter;  // for the tests
+
+function matcher() {
+  const test = compileFilter(view.q, view.states);
+  return (node, code) => test(node, code, labelsOf.get(node));
 }
 
 function readURL() {
@@ -183,7 +186,14 @@ function compareKeys(a, b) {
   return x.length - y.length;
 }
 
-// Two attributes and the name per cell: 10,000 of them are built at once. The tooltip is set on hover.
+// A node's cell, built the first time its chunk comes near the screen (at 10,000 nodes most never are).
+function cellOf(node) {
+  let cell = cells.get(node);
+  if (!cell) { cell = makeCell(node, states.get(node)); cells.set(node, cell); }
+  return cell;
+}
+
+// Two attributes and the name per cell. The tooltip is set on hover.
 function makeCell(node, code) {
   const cell = document.createElement("div");
   cell.className = "cell s-" + code + (node === selected ? " selected" : "");
@@ -224,7 +234,7 @@ const nearScreen = "IntersectionObserver" in window ? new IntersectionObserver(e
 
 function fillChunk(chunk) {
   if (!chunk.nodes) return;
-  for (const node of chunk.nodes) { const cell = cells.get(node); if (cell) chunk.append(cell); }
+  for (const node of chunk.nodes) if (states.has(node)) chunk.append(cellOf(node));
   chunk.nodes = null;
   chunk.style.height = "";
   if (nearScreen) nearScreen.unobserve(chunk);
@@ -266,7 +276,7 @@ function renderGroups() {
     frag.append(groupSection(title, groups.get(title)));
   }
   grid.replaceChildren(frag);
-  grid.classList.toggle("roomy", cells.size <= 400);
+  grid.classList.toggle("roomy", states.size <= 400);
   showCounts();
   refreshHeads();
 }
@@ -301,14 +311,14 @@ function renderGrid(nodes, labelSets) {
   cells.clear(); states.clear(); labelsOf.clear();
   for (const [code] of STATES) counts.set(code, 0);
   for (const [node, code, li] of nodes) {
-    cells.set(node, makeCell(node, code)); states.set(node, code);
+    states.set(node, code);
     labelsOf.set(node, (labelSets || [])[li] || {});
     counts.set(code, counts.get(code) + 1);
   }
   renderGroups();
   updateGroupChoices();
   requestAnimationFrame(() => requestAnimationFrame(() => {
-    document.body.setAttribute("data-rendered", String(cells.size));
+    document.body.setAttribute("data-rendered", String(states.size));
     window.gridRenderedAt = performance.now();
   }));
 }
@@ -329,22 +339,20 @@ function setNode(node, code) {
     cells.delete(node); states.delete(node); labelsOf.delete(node);
     if (matched.delete(node)) shown--;
   } else {
-    let cell = cells.get(node);
-    const isNew = cell === undefined;
-    if (isNew) {
-      cell = makeCell(node, code);
-      cells.set(node, cell);
-    }
-    cell.className = "cell s-" + code + (node === selected ? " selected" : "");
-    cell.setAttribute("data-state", code);
-    cell.removeAttribute("title");
+    const isNew = before === undefined;
     states.set(node, code);
+    const cell = cells.get(node);  // built when its chunk first came near the screen
+    if (cell) {
+      cell.className = "cell s-" + code + (node === selected ? " selected" : "");
+      cell.setAttribute("data-state", code);
+      cell.removeAttribute("title");
+    }
     counts.set(code, counts.get(code) + 1);
     const visible = matcher()(node, code);
     if (isNew || visible !== matched.has(node)) {
       // Its place among the others (and its group) is found by a full render, at most once a frame; a cell
       // the filter now rejects leaves at once.
-      if (!visible) { cell.remove(); matched.delete(node); shown--; }
+      if (!visible) { if (cell) cell.remove(); matched.delete(node); shown--; }
       regroupSoon();
     }
   }
@@ -539,7 +547,8 @@ async function loadDetails(node) {
     ["Last seen", d.lastSeen ? since(d.lastSeen) + " ago" : "-"],
   ];
   for (const [key, v] of Object.entries(d.daemonsets)) {
-    rows.push([key, (v.pod ? (v.revision || "?") + (v.current ? "" : " (older revision)") : "no pod") + ", " +
+    rows.push([key, (v.pod ? (v.revision || "?") + (v.images ? " (" + v.images + ")" : "") +
+      (v.current ? "" : " (older revision)") : "no pod") + ", " +
       v.state + (v.why ? " (" + v.why + ")" : "")]);
   }
   dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
@@ -573,7 +582,7 @@ function setHealth(h) {
   problem.hidden = !bad;
   // The last known fleet stays on screen, marked stale, rather than a blank page: during an outage an
   // operator still needs to see which nodes were where.
-  const known = cells.size > 0 || rollouts.size > 0;
+  const known = states.size > 0 || rollouts.size > 0;
   const stale = (bad || h.state === "lost") && known;
   if (stale && staleSince === null) staleSince = new Date();
   if (!stale) staleSince = null;
@@ -608,7 +617,7 @@ function connect() {
     setEvents(s.events);
     waves = s.waves || {};
     renderGrid(s.nodes, s.labels);
-    if (selected) select(cells.has(selected) ? selected : null);
+    if (selected) select(states.has(selected) ? selected : null);
   });
   on("n", ([node, code]) => setNode(node, code));
   on("nl", ([node, labels]) => setLabels(node, labels));
