@@ -414,6 +414,9 @@ async def test_names_filter_grouping_by_wave_and_a_rolled_back_version_named(sim
                 assert heads[0].startswith("wave 1") and "4 nodes · 4 upgrading" in heads[0]
                 assert heads[1].startswith("wave 2") and "4 nodes · 4 waiting for its wave" in heads[1]
                 assert "g=wave%3Adefault%2Fweb" in await js(driver, "return location.href;")
+                # A click on a group's name folds it: its cells are no longer shown, the other group's are.
+                await asyncio.to_thread(lambda: driver.find_element("css selector", ".group .toggle").click())
+                await until(driver, lambda d: visible_cells(d) == expected["wave 2"], "wave 1 folded")
                 # Grouping by the plan's group label.
                 await js(driver, "const s = document.getElementById('group'); s.value = 'label:site';"
                                  "s.dispatchEvent(new Event('change'));")
