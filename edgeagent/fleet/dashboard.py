@@ -3,9 +3,11 @@
 Like `kubectl proxy`, it acts with the credentials of the person who started it and adds nothing to the
 cluster: informers (list + watch) on DaemonSets, ControllerRevisions, pods, nodes and edgeagent Events feed
 a `LiveFleet`, and every browser tab gets a server-sent event stream: one snapshot, then a few bytes per
-node whose state changed (`["edge-17","o"]`), DaemonSet summaries at most four times a second, new
-Events, and the connection's health. The page is static HTML, CSS and a small script shipped in this
-package (no build step, no CDN). The only requests it sends to the API server are GETs (lists and watches).
+node whose state changed (`["edge-17","o"]`), a node's labels when they change (the page filters and groups
+on them), the waves of each rolling plan when the planner's ranking changes, DaemonSet summaries (with the
+images of the revisions they name) at most four times a second, new Events, and the connection's health.
+The page is static HTML, CSS and a small script shipped in this package (no build step, no CDN). The only
+requests it sends to the API server are GETs (lists and watches).
 
 Loopback only unless `--allow-remote` (checked in cli.py): the page shows the fleet with the operator's
 rights and has no login. On loopback, requests naming another Host are refused, so a web page elsewhere
@@ -122,6 +124,8 @@ class Dashboard:
                        for name in STATIC_FILES}
         self.fleet.add_node_listener(self._on_node_change)
         self.fleet.add_event_listener(lambda ev: self._broadcast(frame("ev", ev)))
+        self.fleet.add_label_listener(lambda node, labels: self._broadcast(frame("nl", [node, labels])))
+        self._waves_sent: object = None
 
     # ------------------------------------------------------------------------------ cluster side
 
@@ -204,6 +208,11 @@ class Dashboard:
                 self.fleet.finish_batch()
                 self.fleet.dirty.clear()
                 self._broadcast(frame("snapshot", self.snapshot()))
+            if not self.fleet.batching:
+                self.fleet.tick()  # cells whose pods became available (minReadySeconds) with no event
+                if self.fleet.waves_version() != self._waves_sent:
+                    self._broadcast(frame("waves", self.fleet.waves()))
+                    self._waves_sent = self.fleet.waves_version()
             health = self.health()
             if health != self._health:
                 self._health = health
@@ -236,8 +245,12 @@ class Dashboard:
             client.wake.set()
 
     def snapshot(self) -> JSON:
-        return {"health": self.health(), "daemonsets": self.fleet.summaries(), "nodes": self.fleet.grid(),
-                "events": list(self.fleet.events), "now": time.time()}
+        """Everything a page starts from: nodes are [name, state code, index into `labels`]."""
+        nodes, labels = self.fleet.labelled_grid()
+        waves = self.fleet.waves()
+        self._waves_sent = self.fleet.waves_version()
+        return {"health": self.health(), "daemonsets": self.fleet.summaries(), "nodes": nodes, "labels": labels,
+                "waves": waves, "events": list(self.fleet.events), "now": time.time()}
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._guard])
