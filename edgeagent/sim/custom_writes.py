@@ -10,6 +10,7 @@ variable, so the Store's signatures stay those every in-process caller already u
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,35 @@ def parse_field_validation(method: str, value: str | None) -> str:
     return str(value)
 
 
+# What kube-apiserver answers a custom object body without `kind`: its unstructured decoder fails, and the error
+# text comes from the CR typer asked about the (now kind-less) object.
+MISSING_KIND = "Object 'Kind' is missing in 'object has no kind field '"
+
+
+def check_decodable(res: Resource, obj: JSON) -> None:
+    """A create or update body's `kind` and `apiVersion` as the handler checks them before anything else (the name
+    on the URL included): no kind is a 400 from decoding; an apiVersion other than the URL's (none included: unlike
+    a built-in kind's, a custom object's body must say it) is the handler's 400."""
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    if not kind:
+        raise errors.bad_request(MISSING_KIND)
+    if api_version != res.api_version:
+        shown = api_version if isinstance(api_version, str) else ""
+        raise errors.bad_request(f"the API version in the data ({shown}) does not match the expected API version "
+                                 f"({res.api_version})")
+
+
+def check_type_meta(res: Resource, obj: JSON) -> None:
+    """check_decodable, then what the strategy's validation says first: a wrong kind under the right apiVersion is
+    a 422 with a `kind` cause (kube-apiserver names the error after the kind the body gave)."""
+    check_decodable(res, obj)
+    kind = obj.get("kind")
+    if kind != res.kind:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        cause = errors.field_invalid("kind", kind, f"must be {res.kind}")
+        raise errors.invalid(str(kind), name, [cause], res.group)
+
+
 def _schema(res: Resource) -> JSON:
     assert res.custom is not None
     return res.custom.schema
@@ -75,9 +105,10 @@ def decode(res: Resource, obj: JSON, *, patched: bool) -> None:
     request.warnings.extend(problems)
 
 
-def validate(res: Resource, obj: JSON, old: JSON | None) -> None:
-    """422 with every cause the schema and its CEL rules find (transition rules see `old`)."""
-    causes = crd_schema.validate(_schema(res), obj, old)
+def validate(res: Resource, obj: JSON, old: JSON | None, metadata: Iterable[crd_schema.Cause] = ()) -> None:
+    """422 with every cause the schema and its CEL rules find (transition rules see `old`), after the object's
+    own metadata causes (which, when blocking, keep the CEL rules from running)."""
+    causes = crd_schema.validate(_schema(res), obj, old, metadata)
     if causes:
         name = str((obj.get("metadata") or {}).get("name") or "")
         raise errors.invalid(res.kind, name, [c.as_status_cause() for c in causes], res.group)

@@ -396,6 +396,8 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
         return _json_response(entry.json())
     if method == "PUT":
         obj = await _read_object(request)
+        if res.custom is not None:
+            custom_writes.check_decodable(res, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be a JSON object")
