@@ -1,6 +1,7 @@
 """What a write of a custom object goes through, as kube-apiserver's apiextensions server does it: unknown fields
 pruned (or refused, or warned about, by the request's `fieldValidation`), the schema's defaults applied, and the
-structural schema with its CEL rules checked, with the real server's texts.
+structural schema with its CEL rules checked, with the real server's texts. A built-in kind's unknown fields (those
+its Go type lacks) meet the same `fieldValidation` (decode_builtin).
 
 The schema rules themselves are sim/crd_schema.py's; this module decides what the request gets back. The HTTP
 layer says what the request asked for (`fieldValidation`) and collects the warnings through WRITE, a context
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeagent.sim import crd_schema, errors
+from edgeagent.sim import builtin_fields, crd_schema, errors
 from edgeagent.sim.resources import Resource
 
 JSON = dict[str, Any]
@@ -93,6 +94,19 @@ def decode(res: Resource, obj: JSON, *, patched: bool) -> None:
     schema = _schema(res)
     unknown = crd_schema.prune(schema, obj)
     crd_schema.apply_defaults(schema, obj)
+    _report_unknown(res, unknown, patched=patched)
+
+
+def decode_builtin(res: Resource, obj: JSON, *, patched: bool) -> None:
+    """decode for a built-in kind: the fields its type lacks (sim/builtin_fields.py) are dropped, refused under
+    Strict or warned about under Warn, exactly as a custom kind's unknown fields are. Only for HTTP writes (an
+    in-process write has no `fieldValidation` and keeps what it wrote)."""
+    if WRITE.get() is None:
+        return
+    _report_unknown(res, builtin_fields.prune(res, obj), patched=patched)
+
+
+def _report_unknown(res: Resource, unknown: list[str], *, patched: bool) -> None:
     request = WRITE.get()
     if not unknown or request is None or request.field_validation == "Ignore":
         return

@@ -595,6 +595,8 @@ class Store:
         new = _own(obj)
         meta = new["metadata"]
         self._check_kind(res, new)
+        if res.custom is None:
+            custom_writes.decode_builtin(res, new, patched=False)
         ns = self._namespace_for(res, namespace, meta)
         if meta.get("resourceVersion"):
             raise errors.internal_error("resourceVersion should not be set on objects to be created")
@@ -798,6 +800,8 @@ class Store:
         old_meta = _meta(old)
         if res.custom is not None:
             custom_writes.decode(res, new, patched=patched)
+        else:
+            custom_writes.decode_builtin(res, new, patched=patched)
         if subresource == "status":
             # Only status is taken from a status write (ResetObjectMetaForStatus and the strategies).
             merged = {k: v for k, v in old.items() if k != "status"}
