@@ -8,7 +8,8 @@ and a `duration` string a duration, so `self.start < self.end` compares instants
 
 The texts of evaluation errors are cel-go's ("no such key: x", "division by zero", ...) because kube-apiserver
 puts them in the 422 it returns. At CRD time a rule must parse and name only what exists (self, oldSelf, macro
-variables, known functions: cel-go's "undeclared reference to 'x'"); a syntax error keeps cel-go's layout with
+variables, known functions: cel-go's "undeclared reference to 'x'"; at an object's root, `self.metadata` has only
+`name` and `generateName`: cel-go's "undefined field 'x'" for another); a syntax error keeps cel-go's layout with
 cel-python's position. Equality is cel-go's heterogeneous equality (1 == 1.0). cel-python is the sim's optional
 dependency, imported on first use. Not supported: the optional syntax (`?.`, `optional.of`; an
 `optionalOldSelf` rule's `oldSelf` has `hasValue()`, `value()` and `orValue()` only), the quantity, URL, IP
