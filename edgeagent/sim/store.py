@@ -37,8 +37,8 @@ from edgeagent.kube.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from edgeagent.sim import crd_schema, custom_writes, errors, stored_kinds
 from edgeagent.sim import crds as crds_rules
-from edgeagent.sim import custom_writes, errors, stored_kinds
 from edgeagent.sim.admission_policy import PolicyAdmission
 from edgeagent.sim.admission_policy import Request as AdmissionRequest
 from edgeagent.sim.job_defaults import default_job
@@ -595,18 +595,26 @@ class Store:
         new = _own(obj)
         meta = new["metadata"]
         self._check_kind(res, new)
+        if res.custom is None:
+            custom_writes.decode_builtin(res, new, patched=False)
         ns = self._namespace_for(res, namespace, meta)
         if meta.get("resourceVersion"):
             raise errors.internal_error("resourceVersion should not be set on objects to be created")
         name = meta.get("name") or ""
+        # A custom object's metadata causes join its schema's in one 422 (crd_schema.validate), as on the real server.
+        meta_causes: list[crd_schema.Cause] = []
         if not name:
             prefix = meta.get("generateName") or ""
-            if not prefix:
+            if prefix:
+                name = self._generate_name(res, ns, str(prefix))
+            elif res.custom is not None:
+                meta_causes.append(crd_schema.required("metadata.name", "name or generateName is required"))
+            else:
                 raise errors.invalid(
                     res.kind, "", [errors.field_required("metadata.name", "name or generateName is required")]
                 )
-            name = self._generate_name(res, ns, str(prefix))
-        self._validate_name(res, str(name))
+        if name:
+            self._validate_name(res, str(name))
         if res is LEASES:
             _check_micro_times(new, str(name), patched=False)
         if res.namespaced:
@@ -642,7 +650,7 @@ class Store:
             if res.has_status:
                 new.pop("status", None)  # a create through the main endpoint sets no status
             custom_writes.decode(res, new, patched=False)
-            custom_writes.validate(res, new, None)
+            custom_writes.validate(res, new, None, meta_causes)
         elif res.kind in stored_kinds.KINDS:
             stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.key].values()])
         if res is CUSTOM_RESOURCE_DEFINITIONS:
@@ -792,6 +800,8 @@ class Store:
         old_meta = _meta(old)
         if res.custom is not None:
             custom_writes.decode(res, new, patched=patched)
+        else:
+            custom_writes.decode_builtin(res, new, patched=patched)
         if subresource == "status":
             # Only status is taken from a status write (ResetObjectMetaForStatus and the strategies).
             merged = {k: v for k, v in old.items() if k != "status"}
@@ -1167,6 +1177,9 @@ class Store:
 
     @staticmethod
     def _check_kind(res: Resource, obj: JSON) -> None:
+        if res.custom is not None:
+            custom_writes.check_type_meta(res, obj)
+            return
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
         if kind not in (None, "", res.kind):
             raise errors.bad_request(f'the kind in the data ({kind}) does not match the expected kind ({res.kind})')
