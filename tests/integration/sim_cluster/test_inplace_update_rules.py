@@ -77,7 +77,8 @@ async def test_readiness_gates_cannot_change_after_creation(cluster: tuple[SimCl
 async def test_adding_or_removing_a_container_has_its_own_text(cluster: tuple[SimCluster, KubeClient]) -> None:
     _, admin = cluster
     error = await refused(admin, [{"op": "remove", "path": "/spec/containers/1"}], JSON_PATCH)
-    assert error.message == 'Pod "p" is invalid: spec.containers: Forbidden: pod updates may not add or remove containers'
+    assert error.message == ('Pod "p" is invalid: spec.containers: Forbidden: '
+                             "pod updates may not add or remove containers")
 
 
 async def test_an_empty_image_is_required(cluster: tuple[SimCluster, KubeClient]) -> None:
