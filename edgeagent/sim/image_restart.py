@@ -203,6 +203,8 @@ class ImageRestarter:
         entries = [statuses[n] for n in order if n in statuses]
         not_ready = [str(e.get("name")) for e in entries if not e.get("ready")]
         conditions = keep_transition_times(pod_conditions(ready=not not_ready, not_ready=not_ready), pod)
+        # A strategic merge keeps fields the patch leaves out: a condition turning True must drop the reason.
+        conditions = [c if c["status"] != "True" else {"reason": None, "message": None, **c} for c in conditions]
         status = {"containerStatuses": entries, "conditions": apply_gates(pod, conditions)}
         self.runtime.observe(pod["metadata"]["namespace"], pod["metadata"]["name"], uid_of(pod), status)
         self.post(pod, status)
