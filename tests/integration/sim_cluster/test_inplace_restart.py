@@ -7,8 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from edgeagent.contract import CONDITION_IN_PLACE_UPDATE_READY
-from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.kube.client import KubeClient, KubeError, Timeouts
 from edgeagent.kube.objects import get_condition
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
@@ -290,3 +292,15 @@ async def gated_pod_follows_its_gate(admin: KubeClient) -> None:
     assert ready(obj) == "False"
     await set_gate("True")
     await eventually(lambda: restarted(admin, "g"), what="g Ready with app:2")
+
+
+async def test_the_containers_of_an_unknown_node_are_404(sim_factory: SimFactory) -> None:
+    sim = await sim_factory(node_names=["edge-1"])
+    admin = await connect(sim)
+    try:
+        assert await containers(admin) == []  # a node running nothing
+        with pytest.raises(KubeError) as missing:
+            await admin.get("/sim/v1/nodes/edge-9/containers")
+        assert (missing.value.code, missing.value.message) == (404, 'nodes "edge-9" not found')
+    finally:
+        await admin.close()
