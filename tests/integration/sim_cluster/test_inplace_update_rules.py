@@ -11,8 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgeagent.kube.client import KubeClient, KubeError, Timeouts
+from edgeagent.kube.objects import get_condition
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 PODS = "/api/v1/namespaces/default/pods"
@@ -39,6 +41,12 @@ async def cluster(sim_factory: SimFactory) -> AsyncIterator[tuple[SimCluster, Ku
     admin = await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=5))
     try:
         await admin.create(PODS, pod("p"))
+
+        async def settled() -> bool:  # the kubelet's status writes are over: a write from now on is the test's
+            cond = get_condition(await admin.get(f"{PODS}/p"), "ContainersReady")
+            return cond is not None and cond["status"] == "True"
+
+        await eventually(settled, what="p's containers ready")
         yield sim, admin
     finally:
         await admin.close()
