@@ -93,6 +93,19 @@ class ImageRestarter:
         self.backoff = backoff
         self._reachable = reachable
         self._missed = missed
+        # pod uid -> (woken when the container's spec image changes, the container, the image backing off)
+        self._pokes: dict[str, tuple[asyncio.Event, str, str]] = {}
+
+    def poke(self, pod: JSON) -> None:
+        """The pod changed: if the image a pull backs off on is no longer its spec's (say, rolled back), try the
+        new one at once, as a kubelet syncs a pod when it changes (its back-off is per image)."""
+        waiting = self._pokes.get(uid_of(pod))
+        if waiting is None:
+            return
+        event, cname, image = waiting
+        spec = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == cname), None)
+        if spec is not None and str(spec.get("image") or "") != image:
+            event.set()
 
     async def run(self, namespace: str, name: str, uid: str) -> None:
         """Restart every container whose image changed; again if the spec changed meanwhile."""
@@ -185,7 +198,15 @@ class ImageRestarter:
                 self._event(pod, cname, "Normal", "BackOff", message)
                 statuses[cname] = self._waiting(statuses[cname], "ImagePullBackOff", message)
                 self._report(pod, statuses)
-                await asyncio.sleep(backoff_delay(failures, self.backoff))
+                poked = asyncio.Event()
+                self._pokes[uid] = (poked, cname, image)
+                try:
+                    async with asyncio.timeout(backoff_delay(failures, self.backoff)):
+                        await poked.wait()
+                except TimeoutError:
+                    pass
+                finally:
+                    self._pokes.pop(uid, None)
 
     @staticmethod
     def _waiting(entry: JSON, reason: str, message: str) -> JSON:

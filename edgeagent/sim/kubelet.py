@@ -421,6 +421,8 @@ class Kubelet:
                                                         name=f"start {namespace_of(pod)}/{name_of(pod)}")
         elif phase == "Running" and uid not in self._timers:
             self._sync_running(pod, restore_ready=restore_ready)
+        elif phase == "Running":
+            self._restarter.poke(pod)  # a restart backing off on a pull looks at a changed image now
 
     def _sync_running(self, pod: JSON, *, restore_ready: bool) -> None:
         """A running pod: restart containers whose image changed, else re-report and mend Ready as needed."""

@@ -304,3 +304,28 @@ async def test_the_containers_of_an_unknown_node_are_404(sim_factory: SimFactory
         assert (missing.value.code, missing.value.message) == (404, 'nodes "edge-9" not found')
     finally:
         await admin.close()
+
+
+async def test_an_image_rolled_back_during_the_pull_back_off_restarts_at_once(sim_factory: SimFactory) -> None:
+    """The kubelet's back-off is per image: rolling a failed in-place image back starts the old one at once,
+    however long the back-off on the bad one (an hour here)."""
+    sim = await sim_factory(node_names=["edge-1"], kubelet_backoff=3600.0)
+    admin = await connect(sim)
+    try:
+        await admin.request("POST", "/sim/v1/images", body={"image": "registry.local/app:bad", "missing": True})
+        await admin.create(PODS, pod("p"))
+        before = await eventually(lambda: running(admin, "p"), what="p running")
+
+        async def backing_off() -> bool:
+            app = status_of(await admin.get(f"{PODS}/p"), "app")
+            return bool(app.get("state", {}).get("waiting", {}).get("reason") == "ImagePullBackOff")
+
+        await patch_image(admin, "p", "registry.local/app:bad")
+        await eventually(backing_off, what="ImagePullBackOff")
+        await patch_image(admin, "p", "registry.local/app:1")
+        after = await eventually(lambda: restarted(admin, "p", "registry.local/app:1"), what="app:1 again")
+        app = status_of(after, "app")
+        assert app["restartCount"] == 1 and app["containerID"] != status_of(before, "app")["containerID"]
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    finally:
+        await admin.close()
