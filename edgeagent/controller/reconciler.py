@@ -617,12 +617,18 @@ class Controller:
                 await self._auto_pause(ds, plan, settings.progress_deadline)
                 self.pause_writes.record(uid_of(ds), _rv(ds))
             return
+        in_place_failed: ReconcileError | None = None
         if plan.delete and update_type(ds) == UPDATE_TYPE_IN_PLACE_IF_POSSIBLE:
-            await self._in_place(key, ds, plan, hash_)
+            try:
+                await self._in_place(key, ds, plan, hash_)
+            except ReconcileError as exc:  # the pods that fall back are deleted all the same (their expectations)
+                in_place_failed = exc
         if restarting and plan.requeue_after is None:
             plan.requeue_after = _RESTART_POLL  # a kubelet's report on a pod brings us back; this is the fallback
         if plan.delete:
             await self._delete(key, ds, plan, hash_, story if story is not None else [])
+        if in_place_failed is not None:
+            raise in_place_failed
         if prepull is not None and plan.pull_wanted:
             errors = await prepull.request(list(owned.pods.values()), plan.pull_wanted, hash_)
             if errors:
