@@ -304,6 +304,7 @@ class SimCluster:
         app.router.add_get("/sim/v1/nodes", self._h_nodes)
         app.router.add_post("/sim/v1/nodes/{node}/disconnect", self._h_disconnect)
         app.router.add_post("/sim/v1/nodes/{node}/connect", self._h_connect)
+        app.router.add_get("/sim/v1/nodes/{node}/containers", self._h_containers)
         app.router.add_get("/sim/v1/deletes", self._h_deletes)
         app.router.add_get("/sim/v1/audit", self._h_audit)
         app.router.add_get("/sim/v1/images", self._h_images)
@@ -344,6 +345,13 @@ class SimCluster:
             return _error_response(exc)
         await self.connect(node)
         return _json_response(self._link_status(node, link))
+
+    async def _h_containers(self, request: web.Request) -> web.Response:
+        """What the node really runs, as its kubelet sees it (the API's view freezes while its link is cut)."""
+        node = request.match_info["node"]
+        if node not in self.nodes.kubelets:
+            return _error_response(errors.not_found("nodes", node))
+        return _json_response({"items": self.nodes.kubelet(node).containers()})
 
     async def _h_deletes(self, request: web.Request) -> web.Response:
         return _json_response({"items": list(self.store.deletes)})

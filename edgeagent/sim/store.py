@@ -44,6 +44,7 @@ from edgeagent.sim.admission_policy import Request as AdmissionRequest
 from edgeagent.sim.job_defaults import default_job
 from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
 from edgeagent.sim.pod_admission import admit_new_pod, default_pod_only, mirror_service_account
+from edgeagent.sim.pod_update import validate_pod_update
 from edgeagent.sim.resources import (
     CUSTOM_RESOURCE_DEFINITIONS,
     DAEMONSETS,
@@ -74,12 +75,6 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _RAW_URL_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-# The v1.24 text (newer servers drop the spaces and the "or").
-_POD_UPDATE_FORBIDDEN = (
-    "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, "
-    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) or "
-    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
-)
 _CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
     "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
@@ -847,7 +842,7 @@ class Store:
         elif res.custom is None and res.kind in stored_kinds.KINDS:
             stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.key].values()], old)
         if res is PODS:
-            _check_pod_update(old, new)
+            validate_pod_update(old, new)
         if res is NAMESPACES:
             new.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
         if res.has_generation:
@@ -1439,32 +1434,6 @@ def _validate(res: Resource, obj: JSON) -> None:
         if strategy not in ("RollingUpdate", "OnDelete"):
             cause = errors.field_not_supported("spec.updateStrategy.type", strategy, ["OnDelete", "RollingUpdate"])
             raise errors.invalid(res.kind, name, [cause], res.group)
-
-
-def _check_pod_update(old: JSON, new: JSON) -> None:
-    """Pod specs are immutable apart from images, tolerations added, activeDeadlineSeconds and binding."""
-    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
-    if old_spec == new_spec:
-        return
-    old_tolerations = old_spec.get("tolerations") or []
-    new_tolerations = new_spec.get("tolerations") or []
-    tolerations_ok = all(t in new_tolerations for t in old_tolerations)
-    if tolerations_ok and _pod_spec_mutable_view(old_spec, old_spec) == _pod_spec_mutable_view(new_spec, old_spec):
-        return
-    name = str(_meta(old).get("name") or "")
-    raise errors.invalid("Pod", name, [errors.field_forbidden("spec", _POD_UPDATE_FORBIDDEN)])
-
-
-def _pod_spec_mutable_view(spec: JSON, old_spec: JSON) -> JSON:
-    view = {k: v for k, v in spec.items() if k not in ("activeDeadlineSeconds", "tolerations")}
-    for list_name in ("containers", "initContainers"):
-        if isinstance(view.get(list_name), list):
-            view[list_name] = [
-                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c for c in view[list_name]
-            ]
-    if not old_spec.get("nodeName"):
-        view.pop("nodeName", None)  # binding an unbound pod (what the scheduler's Binding does)
-    return view
 
 
 def _daemonset_update(old: JSON, new: JSON) -> None:
