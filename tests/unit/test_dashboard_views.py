@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from edgeagent import rollout_plan as plans
 from edgeagent.fleet.live import LiveFleet, revision_images, shown_labels, slim_revision
+from edgeagent.rollout import plan as plans
 from tests.unit.test_fleet_model import DS_UID, ds, node, pod
 
 JSON = dict[str, Any]
@@ -109,7 +109,7 @@ SITES = ["a", "b", "c"]
        grouped=hs.booleans())
 def test_wave_groups_are_the_planners_waves_and_label_sets_are_the_nodes_labels(
         sites: list[str | None], steps: str, grouped: bool) -> None:
-    """Each node of a rolling plan is in exactly one wave group, the planner's (`rollout_plan.rank`, as the
+    """Each node of a rolling plan is in exactly one wave group, the planner's (`rollout.plan.rank`, as the
     WAITING state uses it); each grid row's label set is the node's labels less its hostname."""
     names = [f"n{i}" for i in range(len(sites))]
     nodes = [labelled(n, {"site": s} if s else {}) for n, s in zip(names, sites, strict=True)]
