@@ -31,7 +31,13 @@ import yaml
 
 from edgeagent import log
 from edgeagent.config import LogConfig, SimConfig
-from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_UPGRADE_HELD
+from edgeagent.contract import (
+    ANNOTATION_ROLLED_BACK_FROM,
+    ANNOTATION_ROLLOUT_STATE,
+    CONDITION_POD_IMAGE_READY,
+    CONDITION_POD_NEED_UPGRADE,
+    CONDITION_UPGRADE_HELD,
+)
 from edgeagent.demo.cluster import CONTAINER, Cluster, PodView, by_node, daemonset, summary
 from edgeagent.demo.narration import Narrator, StepFailed
 from edgeagent.demo.processes import AgentHttp, Proc, Ran, child_env, free_port, run_command
@@ -66,9 +72,9 @@ OVERALL_DEADLINE = 150.0
 # The OTA pods as kubectl shows them with the condition the upgrade is about.
 OTA_COLUMNS = ("NAME:.metadata.name,NODE:.spec.nodeName,IMAGE:.spec.containers[0].image,"
                "READY:.status.containerStatuses[0].ready,"
-               'NEED-UPGRADE:.status.conditions[?(@.type=="PodNeedUpgrade")].status')
-HELD_COLUMNS = ('HELD:.status.conditions[?(@.type=="UpgradeHeld")].status,'
-                'IMAGE-READY:.status.conditions[?(@.type=="PodImageReady")].status')
+               f'NEED-UPGRADE:.status.conditions[?(@.type=="{CONDITION_POD_NEED_UPGRADE}")].status')
+HELD_COLUMNS = (f'HELD:.status.conditions[?(@.type=="{CONDITION_UPGRADE_HELD}")].status,'
+                f'IMAGE-READY:.status.conditions[?(@.type=="{CONDITION_POD_IMAGE_READY}")].status')
 # The DaemonSet's Events as kubectl shows them, oldest first.
 EVENT_COLUMNS = "LAST-SEEN:.lastTimestamp,TYPE:.type,REASON:.reason,MESSAGE:.message"
 # Curl prints the HTTP status on a line of its own after the body.
@@ -470,8 +476,10 @@ class Demo:
         found = await self.n.wait_for(conditions, timeout=WAIT + SLOW_PULL,
                                       what=f"UpgradeHeld=True and PodImageReady=True on {pod.name}")
         await self.kubectl("get", "pods", "-l", f"app={OTA_DS}", "-o", f"custom-columns={OTA_COLUMNS},{HELD_COLUMNS}")
-        self.n.ok(f"{pod.name}: UpgradeHeld=True ({found['UpgradeHeld'].get('reason')}), PodImageReady=True "
-                  f"({found['PodImageReady'].get('reason')}): {OTA_NEW} is on {node}, nothing was upgraded")
+        held_reason = found[CONDITION_UPGRADE_HELD].get("reason")
+        pull_reason = found[CONDITION_POD_IMAGE_READY].get("reason")
+        self.n.ok(f"{pod.name}: UpgradeHeld=True ({held_reason}), PodImageReady=True ({pull_reason}): {OTA_NEW} is on "
+                  f"{node}, nothing was upgraded")
         current = by_node(await self.cluster.pods(OTA_DS))[node]
         self.n.check(len(current) == 1 and current[0].uid == pod.uid and current[0].image == OLD,
                      f"{pod.name} still runs {OLD}", f"saw: {summary(current)}")
@@ -627,7 +635,7 @@ class Demo:
         self.n.ok(f"the rollout stopped in wave {state.get('wave')}/{state.get('waves')} and rolled back by itself")
         ds = await self.cluster.daemonset(ARU_DS)
         image = ds["spec"]["template"]["spec"]["containers"][0]["image"]
-        marked = (ds["metadata"].get("annotations") or {}).get("edgeagent.io/rolled-back-from")
+        marked = (ds["metadata"].get("annotations") or {}).get(ANNOTATION_ROLLED_BACK_FROM)
         self.n.check(image == NEW and marked == state.get("revision"),
                      f"the template is {NEW} again and the bad revision {marked} is marked rolled-back-from",
                      f"template image {image}, rolled-back-from {marked!r}, state {state}")
@@ -640,7 +648,7 @@ class Demo:
     async def plan_state_until(self, condition: Callable[[JSON], bool], what: str) -> JSON:
         async def probe() -> tuple[JSON | None, str]:
             ds = await self.cluster.daemonset(ARU_DS)
-            raw = (ds["metadata"].get("annotations") or {}).get("edgeagent.io/rollout-state")
+            raw = (ds["metadata"].get("annotations") or {}).get(ANNOTATION_ROLLOUT_STATE)
             state = json.loads(raw) if raw else {}
             return (state if state and condition(state) else None), f"rollout-state {raw}"
 

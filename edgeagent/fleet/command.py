@@ -2,7 +2,8 @@
 
 Read-only: one list each of DaemonSets, pods, nodes, the agents' Events and ControllerRevisions (which
 name the current revision; no new API object, nothing written), turned into rows by `model.build`.
-Errors are one line on stderr and exit 1.
+Errors are one line on stderr: exit 2 for a --kubeconfig that is not there (a usage error, as for every
+command), 1 for anything else (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ from typing import Any, TextIO
 
 from edgeagent import log
 from edgeagent.config import LogConfig
+from edgeagent.durations import format_duration
 from edgeagent.fleet import model, state, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.errors import Forbidden
+from edgeagent.kube.kubeconfig import load_problem
 from edgeagent.kube.objects import name_of
 from edgeagent.kube.timeutil import human_duration
 
 JSON = dict[str, Any]
 EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 DASH = "-"
 
 
@@ -39,10 +43,13 @@ class FleetConfig:
     daemonset: str = ""  # `fleet nodes DS`
     kubeconfig: Path | None = None
     watch: bool = False  # `--watch`: then only the rows that change
+    request_timeout: float = 15.0  # seconds for each list call (not a flag; tests shorten it)
 
 
 class FleetError(Exception):
-    pass
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,7 @@ def daemonsets_table(fleet: model.Fleet, cfg: FleetConfig) -> str:
         if cfg.output == "wide":
             row += [str(ds.count(model.State.UPGRADING)), str(ds.count(model.State.WAITING)),
                     str(ds.count(model.State.STOPPED)),
-                    human_duration(ds.bake_left) if ds.bake_left is not None else DASH]
+                    format_duration(ds.bake_left) if ds.bake_left is not None else DASH]
         if cfg.all_namespaces:
             row.insert(0, ds.namespace)
         rows.append(row)
@@ -281,11 +288,14 @@ def rows_of(fleet: model.Fleet, cfg: FleetConfig, now: float) -> tuple[str, dict
 
 async def _connect(cfg: FleetConfig) -> KubeClient:
     try:
-        return await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"))
-    except FileNotFoundError as exc:
-        raise FleetError(str(exc)) from exc
-    except Exception as exc:  # a malformed kubeconfig
-        raise FleetError(f"cannot load kubeconfig {cfg.kubeconfig or 'KUBECONFIG'}: {exc}") from exc
+        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=min(3.0, cfg.request_timeout),
+                                                                   request=cfg.request_timeout),
+                                          agent=user_agent("fleet"))
+    except FileNotFoundError as exc:  # a file the operator named is not there: usage, as for every command
+        raise FleetError(str(exc), EXIT_USAGE) from exc
+    except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
+        raise FleetError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG")) from exc
+    return client
 
 
 async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float = WATCH_INTERVAL) -> None:
@@ -352,7 +362,7 @@ def main(cfg: FleetConfig, *, out: TextIO | None = None, err: TextIO | None = No
         return EXIT_OK
     except FleetError as exc:
         print(f"edgeagent: error: {exc}", file=err)
-        return EXIT_ERROR
+        return exc.exit_code
     if note:
         err.write(note)
     out.write(text)

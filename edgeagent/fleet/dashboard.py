@@ -3,9 +3,11 @@
 Like `kubectl proxy`, it acts with the credentials of the person who started it and adds nothing to the
 cluster: informers (list + watch) on DaemonSets, ControllerRevisions, pods, nodes and edgeagent Events feed
 a `LiveFleet`, and every browser tab gets a server-sent event stream: one snapshot, then a few bytes per
-node whose state changed (`["edge-17","o"]`), DaemonSet summaries at most four times a second, new
-Events, and the connection's health. The page is static HTML, CSS and a small script shipped in this
-package (no build step, no CDN). The only requests it sends to the API server are GETs (lists and watches).
+node whose state changed (`["edge-17","o"]`), a node's labels when they change (the page filters and groups
+on them), the waves of each rolling plan when the planner's ranking changes, DaemonSet summaries (with the
+images of the revisions they name) at most four times a second, new Events, and the connection's health.
+The page is static HTML, CSS and a small script shipped in this package (no build step, no CDN). The only
+requests it sends to the API server are GETs (lists and watches).
 
 Loopback only unless `--allow-remote` (checked in cli.py): the page shows the fleet with the operator's
 rights and has no login. On loopback, requests naming another Host are refused, so a web page elsewhere
@@ -35,12 +37,16 @@ from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_event, slim_nod
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
+from edgeagent.kube.kubeconfig import load_problem
 from edgeagent.kube.timeutil import format_time
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _log = log.get("edgeagent.dashboard")
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2  # docs/cli.md: a file named by --kubeconfig that is not there
 
 STATIC_FILES = {"index.html": "text/html", "dashboard.css": "text/css", "dashboard.js": "text/javascript"}
 SUMMARY_INTERVAL = 0.25
@@ -118,6 +124,8 @@ class Dashboard:
                        for name in STATIC_FILES}
         self.fleet.add_node_listener(self._on_node_change)
         self.fleet.add_event_listener(lambda ev: self._broadcast(frame("ev", ev)))
+        self.fleet.add_label_listener(lambda node, labels: self._broadcast(frame("nl", [node, labels])))
+        self._waves_sent: object = None
 
     # ------------------------------------------------------------------------------ cluster side
 
@@ -200,10 +208,15 @@ class Dashboard:
                 self.fleet.finish_batch()
                 self.fleet.dirty.clear()
                 self._broadcast(frame("snapshot", self.snapshot()))
+            if not self.fleet.batching:
+                self.fleet.tick()  # cells whose pods became available (minReadySeconds) with no event
+                if self.fleet.waves_version() != self._waves_sent:
+                    self._broadcast(frame("waves", self.fleet.waves()))
+                    self._waves_sent = self.fleet.waves_version()
             health = self.health()
             if health != self._health:
                 self._health = health
-                _log.info("cluster link", **{k: v for k, v in health.items() if k != "check"})
+                _log.info("cluster_link", **{k: v for k, v in health.items() if k != "check"})
                 self._broadcast(frame("health", health))
             if self.fleet.dirty:
                 dirty, self.fleet.dirty = self.fleet.dirty, set()
@@ -232,8 +245,12 @@ class Dashboard:
             client.wake.set()
 
     def snapshot(self) -> JSON:
-        return {"health": self.health(), "daemonsets": self.fleet.summaries(), "nodes": self.fleet.grid(),
-                "events": list(self.fleet.events), "now": time.time()}
+        """Everything a page starts from: nodes are [name, state code, index into `labels`]."""
+        nodes, labels = self.fleet.labelled_grid()
+        waves = self.fleet.waves()
+        self._waves_sent = self.fleet.waves_version()
+        return {"health": self.health(), "daemonsets": self.fleet.summaries(), "nodes": nodes, "labels": labels,
+                "waves": waves, "events": list(self.fleet.events), "now": time.time()}
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._guard])
@@ -284,7 +301,7 @@ class Dashboard:
         try:
             listed = await self.client.get(LEASES_PATH, query={"fieldSelector": f"metadata.name={name}", "limit": 1})
         except (KubeError, KubeUnreachable) as exc:
-            _log.debug("lease not readable", node=name, error=str(exc))
+            _log.debug("lease_unreadable", node=name, error=str(exc))
             return None
         renewed = model.lease_renewals(i for i in listed.get("items") or [] if isinstance(i, dict)).get(name)
         return format_time(renewed) if renewed is not None else None
@@ -326,20 +343,47 @@ class Dashboard:
         return response
 
 
+class DashboardError(Exception):
+    """Why the dashboard cannot start, in one line, with the exit code docs/cli.md gives it."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 async def serve(cfg: DashboardConfig, *, ready: Callable[[str], None] | None = None,
                 stop: asyncio.Event | None = None) -> None:
-    """Run until `stop` is set (or SIGINT/SIGTERM when run as the command)."""
+    """Run until `stop` is set (or SIGINT/SIGTERM when run as the command).
+
+    Raises DashboardError when the kubeconfig cannot be used or the address cannot be served; the client
+    session is closed on every way out (an unclosed one makes aiohttp print `Unclosed client session`)."""
     dashboard = Dashboard(cfg)
-    await dashboard.connect()
+    try:
+        await dashboard.connect()
+    except FileNotFoundError as exc:  # a file the operator named is not there: usage, as for every command
+        raise DashboardError(str(exc), EXIT_USAGE) from exc
+    except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
+        raise DashboardError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG")) from exc
+    try:
+        await _serve_page(dashboard, cfg, ready, stop or asyncio.Event())
+    finally:
+        if dashboard.client is not None:
+            await dashboard.client.close()
+
+
+async def _serve_page(dashboard: Dashboard, cfg: DashboardConfig, ready: Callable[[str], None] | None,
+                      stop: asyncio.Event) -> None:
     runner = web.AppRunner(dashboard.app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, cfg.bind, cfg.port)
-    await site.start()
-    port = int(runner.addresses[0][1]) if runner.addresses else cfg.port  # the real one for --port 0
-    host = f"[{cfg.bind}]" if ":" in cfg.bind else cfg.bind
-    url = f"http://{host}:{port}/"
-    stop = stop or asyncio.Event()
     try:
+        site = web.TCPSite(runner, cfg.bind, cfg.port)
+        try:
+            await site.start()
+        except OSError as exc:  # a busy port, an address not on this machine, a name that does not resolve
+            raise DashboardError(f"cannot serve on {cfg.bind}:{cfg.port}: {exc.strerror or exc}") from exc
+        port = int(runner.addresses[0][1]) if runner.addresses else cfg.port  # the real one for --port 0
+        host = f"[{cfg.bind}]" if ":" in cfg.bind else cfg.bind
+        url = f"http://{host}:{port}/"
         async with asyncio.TaskGroup() as group:
             informers = group.create_task(dashboard.run_informers(), name="dashboard-informers")
             if ready is not None:
@@ -349,8 +393,6 @@ async def serve(cfg: DashboardConfig, *, ready: Callable[[str], None] | None = N
     finally:
         dashboard.close_streams()
         await runner.cleanup()
-        if dashboard.client is not None:
-            await dashboard.client.close()
 
 
 def main(cfg: DashboardConfig) -> int:
@@ -363,16 +405,15 @@ def main(cfg: DashboardConfig) -> int:
             loop.add_signal_handler(sig, stop.set)
 
         def announce(url: str) -> None:
+            if cfg.warning:
+                print(f"edgeagent: warning: {cfg.warning}", file=sys.stderr, flush=True)
             print(f"edgeagent dashboard: serving {url} (read-only; Ctrl-C to stop)", flush=True)
 
         await serve(cfg, ready=announce, stop=stop)
 
     try:
         asyncio.run(run())
-    except (FileNotFoundError, ValueError) as exc:
+    except DashboardError as exc:
         print(f"edgeagent: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"edgeagent: error: cannot serve on {cfg.bind}:{cfg.port}: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     return 0

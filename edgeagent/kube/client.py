@@ -78,6 +78,17 @@ class Timeouts:
     request: float = 10.0
 
 
+def _failure(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
+    """What went wrong, in words: a timeout's own text is empty (`TimeoutError: ` said nothing), so it says
+    how long was waited, and for what."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError) and timeout.sock_connect:
+        return f"no connection within {timeout.sock_connect:g} s"
+    if isinstance(exc, TimeoutError):
+        waited = timeout.total or timeout.sock_read
+        return f"no answer within {waited:g} s" if waited else f"timed out ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 class CredentialHealth:
     """Whether the API server currently rejects our credentials: a `401`, and only a `401`.
 
@@ -108,12 +119,12 @@ class CredentialHealth:
             if not self.rejected:
                 self.rejected, self.since = True, time.time()
                 self.episodes += 1
-                _log.warning("API server rejected our credentials", code=code, method=method, path=path,
+                _log.warning("credentials_rejected", code=code, method=method, path=path,
                              error=message)
                 self._notify(True)
         elif 200 <= code <= 299 and self.rejected:
             self.rejected, self.since = False, time.time()
-            _log.info("API server accepts our credentials again")
+            _log.info("credentials_accepted_again")
             self._notify(False)
 
     def _notify(self, rejected: bool) -> None:
@@ -121,7 +132,7 @@ class CredentialHealth:
             try:
                 fn(rejected)
             except Exception:
-                _log.exception("credential health listener failed")
+                _log.exception("credential_health_listener_failed")
 
 
 # Distinct `Warning` texts logged per client; past this many a server that varies them (a name in each) would
@@ -250,13 +261,13 @@ class _NativeTransport:
         try:
             tls = await asyncio.to_thread(ssl_context, self._access)
         except (ValueError, OSError) as exc:
-            _log.warning("client certificate changed but cannot be loaded yet; keeping the current one",
+            _log.warning("client_certificate_not_loadable_yet",
                          error=str(exc))
             return False
         self._retired.append((time.monotonic(), self._session))
         self._session = self._new_session(tls)
         self.certificate_reloads += 1
-        _log.info("client certificate reloaded", source=self._access.source)
+        _log.info("client_certificate_reloaded", source=self._access.source)
         return True
 
     async def _close_retired(self) -> None:
@@ -418,7 +429,7 @@ class KubeClient:
         except NeedsFallback as why:
             assert path is not None
             extras.require("exec", str(why))  # the lean install leaves kubernetes_asyncio out: say which extra
-            _log.info("kubeconfig handled by kubernetes_asyncio", reason=str(why))
+            _log.info("kubeconfig_handled_by_kubernetes_asyncio", reason=str(why))
             return cls(await _fallback_api_client(path, agent), timeouts)
         transport = _NativeTransport(access, tls, tokens, agent, check_interval=credential_check_interval)
         return cls(timeouts=timeouts, transport=transport)
@@ -449,7 +460,7 @@ class KubeClient:
         try:
             return await self._transport.send(method, path, params, headers, body, timeout)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise KubeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            raise KubeUnreachable(f"{method} {path}: {_failure(exc, timeout)}") from exc
 
     async def request(
         self,
@@ -471,7 +482,7 @@ class KubeClient:
             try:
                 raw = await response.read()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise KubeUnreachable(f"{method} {path}: reading response: {exc}") from exc
+                raise KubeUnreachable(f"{method} {path}: reading response: {_failure(exc, client_timeout)}") from exc
             finally:
                 response.release()
             self.warnings.observe(method, path, response.headers.getall("Warning", []))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -174,3 +176,43 @@ async def test_watch_prints_the_table_once_then_only_the_rows_that_change(sim_fa
     finally:
         proc.terminate()
         await proc.wait()
+async def test_a_server_that_never_answers_is_named_with_how_long_was_waited(sim: SimCluster,
+                                                                              tmp_path: Path) -> None:
+    """Issue 38 item 9: a server that accepts connections and never answers ended, after 16 s, in
+    `…daemonsets: TimeoutError: ` with nothing after it."""
+    from edgeagent.fleet.command import FleetConfig, main
+
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def hold_open(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # read nothing, answer nothing
+
+    silent = await asyncio.start_server(hold_open, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    dead = tmp_path / "silent.kubeconfig"
+    dead.write_text(sim.admin_kubeconfig.read_text().replace(sim.url, f"http://127.0.0.1:{port}"))
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        code = await asyncio.to_thread(main, FleetConfig(kubeconfig=dead, request_timeout=0.5), out=out, err=err)
+    finally:
+        for writer in accepted:
+            writer.close()
+        silent.close()
+        await silent.wait_closed()
+    assert (code, out.getvalue()) == (1, "")
+    assert err.getvalue() == (f"edgeagent: error: cannot reach the API server at http://127.0.0.1:{port}: GET "
+                              "/apis/apps/v1/namespaces/default/daemonsets: no answer within 0.5 s\n")
+
+
+async def test_a_missing_or_empty_kubeconfig_is_a_usage_error(tmp_path: Path) -> None:
+    """Issue 38 item 10: exit 2 as for every other command (docs/cli.md), and `KUBECONFIG=` says it is empty
+    rather than "kubeconfig not found: ."."""
+    code, out, err = await fleet("--kubeconfig", str(tmp_path / "absent"))
+    assert (code, out, err) == (2, "", f"edgeagent: error: kubeconfig not found: {tmp_path / 'absent'}\n")
+    proc = await asyncio.create_subprocess_exec(*EDGEAGENT, "fleet", stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+                                                env={**os.environ, "KUBECONFIG": ""})
+    raw_out, raw_err = await asyncio.wait_for(proc.communicate(), 60)
+    assert (proc.returncode, raw_out) == (2, b"")
+    assert raw_err.decode() == ("edgeagent: error: KUBECONFIG='': set but empty: name a kubeconfig file, or unset "
+                                "it to use the in-cluster config\n")

@@ -86,7 +86,7 @@ async def test_fleet_nodes_dashboard_and_metrics_give_the_same_counts(sim_factor
         snapshot = await eventually(settled, timeout=30, what="the dashboard's counts to match `fleet -o json`")
         (summary,) = [s for s in snapshot["daemonsets"] if s["k"] == KEY]  # type: ignore[attr-defined]
         assert summary["u"] == expected["up to date"] and sum(summary["s"]) == summary["d"] == len(NODES)
-        grid = dict(Counter(NAMES[code] for _, code in snapshot["nodes"]))  # type: ignore[attr-defined]
+        grid = dict(Counter(NAMES[code] for _, code, *_ in snapshot["nodes"]))  # type: ignore[attr-defined]
         assert grid == expected
         metrics = {k: v for k, v in (await metric_counts(url)).items() if v}
         assert metrics == expected
