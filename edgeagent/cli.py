@@ -22,6 +22,7 @@ from edgeagent import __version__, extras
 from edgeagent.config import (
     DEFAULT_AGENT_PORT,
     DEFAULT_AGENT_URL,
+    ROLLOUT_SUMMARY_ABOVE,
     AgentConfig,
     ClientConfig,
     ControllerConfig,
@@ -351,6 +352,18 @@ def _client_flags(parser: argparse.ArgumentParser) -> None:
     _switch(parser, "--json", help="print JSON instead of text")
 
 
+def _daemonset_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("daemonset", metavar="DS", type=_daemonset_name, help="NAME, or ds/NAME as kubectl writes it")
+
+
+def _cluster_flags(parser: argparse.ArgumentParser, *, namespace_help: str = "namespace") -> None:
+    """-n, --kubeconfig and --context, as kubectl reads them: without -n, the context's namespace, else default."""
+    _add(parser, "--namespace", short="-n", default="", type=_namespace,
+         help=f"{namespace_help}; without it, the kubeconfig context's, else default")
+    _add(parser, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path, fallback_env="KUBECONFIG")
+    _add(parser, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
+
+
 def _command(sub: Any, name: str, summary: str, details: str) -> argparse.ArgumentParser:
     """A subcommand whose --help page opens with what it does (the summary, then the details)."""
     description = summary[0].upper() + summary[1:] + "." + (" " + details if details else "")
@@ -519,38 +532,55 @@ def build_parser() -> argparse.ArgumentParser:
                        "AutoUpgradeFailed one; maintenance windows still apply.")
     _client_flags(release)
 
-    rollout = _command(sub, "rollout", "DaemonSet rollout commands", "")
+    rollout = _command(sub, "rollout", "DaemonSet rollout commands",
+                       "Read and steer the RolloutPlan (edgeagent.io/v1alpha1) of a DaemonSet. Also a kubectl plugin: "
+                       "`kubectl edgeagent rollout ...`.")
     rollout_sub = rollout.add_subparsers(dest="rollout_command", required=True, metavar="COMMAND")
-    status = _command(rollout_sub, "status", "per-node state of a DaemonSet's upgrade",
-                      "Shows each node's state in the DaemonSet's upgrade; exit 0 when every node is up to date.")
-    status.add_argument("daemonset", metavar="DS", type=_daemonset_name, help="NAME, or ds/NAME as kubectl writes it")
-    status.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                        type=_namespace, help="namespace (env EDGEAGENT_NAMESPACE; default default)")
-    _add(status, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
-         fallback_env="KUBECONFIG")
-    _switch(status, "--watch", help="keep printing until the rollout completes")
+    status = _command(rollout_sub, "status", "where a DaemonSet's rollout stands, per node or summed up",
+                      "Reads the RolloutPlan's status and each node's state (the fleet's states). Above "
+                      f"{ROLLOUT_SUMMARY_ABOVE} nodes it prints a summary (per state and wave, failed and "
+                      "deferred nodes named) unless --all or -o wide. Exit 0 when complete, 3 in progress, "
+                      "1 aborted, rolled back or on an error.")
+    _daemonset_arg(status)
+    _cluster_flags(status)
+    _add(status, "--output", short="-o", help="json (the plan's status and every node) or wide (every node)",
+         default="", type=_one_of(("wide", "json")), choices=("wide", "json"))
+    _switch(status, "--all", help="every node, however many")
+    _switch(status, "--watch", help="print what changes until the rollout ends")
     _add(status, "--timeout", help="with --watch, give up after this many seconds (0: never)", default=0.0,
          type=_non_negative_float)
     steering = {
         "promote": ("end the current wave's bake now: the next wave starts",
-                    "Writes edgeagent.io/rollout-promote naming the revision and wave shown by `rollout status`; "
-                    "the controller ends that wave's bake once the wave is finished and starts the next."),
-        "pause": ("pause the rollout (edgeagent.io/paused)", "Sets edgeagent.io/paused=true: no pod moves and no "
-                  "wave starts until `rollout resume`."),
-        "resume": ("resume a paused rollout", "Removes edgeagent.io/paused."),
-        "abort": ("stop the rollout, and roll back if on-failure says so",
-                  "Writes edgeagent.io/rollout-abort naming the revision being rolled: the controller stops the "
-                  "rollout and, with edgeagent.io/on-failure: rollback, restores the last completed revision."),
+                    "Asks the controller (annotation edgeagent.io/steer on the RolloutPlan) to end the bake of the "
+                    "wave `rollout status` shows; a promote never skips a wave."),
+        "pause": ("pause the rollout (spec.paused: true)", "No pod moves and no wave starts until `rollout resume`."),
+        "resume": ("resume a paused rollout (spec.paused: false)", ""),
+        "abort": ("stop the rollout, and roll back if onFailure says so",
+                  "Asks the controller to stop the rollout of the revision shown; with onFailure: Rollback it "
+                  "restores the stable revision."),
+        "retry": ("go on with an aborted rollout",
+                  "After Aborted: the controller clears the failures of the current revision and goes on from "
+                  "the current wave."),
+        "undo": ("roll back to the stable revision, or to --to-revision",
+                 "Asks the controller to restore the DaemonSet's template from a revision whose rollout completed "
+                 "(status.history)."),
     }
     for verb, (summary, description) in steering.items():
-        command = _command(rollout_sub, verb, summary, description + " Exit 0 once written, 1 on an error (no "
-                           "such DaemonSet, no rollout plan, nothing to promote or abort).")
-        command.add_argument("daemonset", metavar="DS", type=_daemonset_name,
-                             help="NAME, or ds/NAME as kubectl writes it")
-        command.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                             type=_namespace, help="namespace (env EDGEAGENT_NAMESPACE; default default)")
-        _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
-             fallback_env="KUBECONFIG")
+        command = _command(rollout_sub, verb, summary, (description + " " if description else "") + "One write of "
+                           "the RolloutPlan (UID and resourceVersion preconditions). Exit 0 once written or "
+                           "already so, 1 on an error (no such DaemonSet, no plan, nothing to do, a previous "
+                           "request not handled yet).")
+        _daemonset_arg(command)
+        _cluster_flags(command)
+        if verb == "undo":
+            command.add_argument("--to-revision", default="", metavar="R",
+                                 help="a revision (hash) of status.history whose rollout completed")
+    history = _command(rollout_sub, "history", "the revisions the plan rolled, newest first",
+                       "From the RolloutPlan's status.history: revision, images, how its rollout ended and when.")
+    _daemonset_arg(history)
+    _cluster_flags(history)
+    _add(history, "--output", short="-o", help="json", default="", type=_one_of(("json",)),
+         choices=("json",))
     _fleet_commands(sub)
     _complete_daemonset_names(parser)
     return parser
@@ -626,7 +656,8 @@ def _fleet_commands(sub: Any) -> None:
                      "failed. `fleet nodes [DS]` shows one line per node instead. Read-only.")
     fleet.add_argument("what", nargs="*", metavar="nodes [DS]",
                        help="`nodes` for one line per node, optionally only the nodes of DaemonSet DS")
-    _add(fleet, "--namespace", short="-n", help="namespace of the DaemonSets", default="default")
+    _add(fleet, "--namespace", short="-n", help="namespace of the DaemonSets; without it, the kubeconfig context's, "
+         "else default", default="", type=_namespace)
     _switch(fleet, "--all-namespaces", short="-A", help="DaemonSets of every namespace")
     _add(fleet, "--output", short="-o", help="wide (more columns), json, or name (daemonset.apps/NAME per line)",
          default="", type=_output_format, choices=_OUTPUT_FORMATS)
@@ -635,12 +666,14 @@ def _fleet_commands(sub: Any) -> None:
     _switch(fleet, "--watch", short="-w", help="after the table, print only the rows that change (Ctrl-C to stop)")
     _add(fleet, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
          fallback_env="KUBECONFIG")
+    _add(fleet, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
 
     dash = _command(sub, "dashboard", "serve a live, read-only web page of the fleet on loopback",
                     "Like `kubectl proxy`, it uses your kubeconfig and adds no credential or object in the cluster: "
                     "each managed DaemonSet's rollout, a grid of every node coloured by state, node details on "
                     "click and the latest edgeagent Events, kept live from watches. It sends no write request.")
     _add(dash, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path, fallback_env="KUBECONFIG")
+    _add(dash, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
     _add(dash, "--bind", help="address to listen on; anything but loopback needs --allow-remote",
          default="127.0.0.1")
     _add(dash, "--port", help="port to listen on (0: any free port)", default=8080, type=_port)
@@ -662,7 +695,7 @@ def _fleet_config(args: argparse.Namespace) -> Any:
         raise UsageError("-A and a DaemonSet name exclude each other: give -n NS with the name")
     return FleetConfig(namespace=args.namespace, all_namespaces=args.all_namespaces, output=args.output,
                        selector=args.selector, nodes=bool(what), daemonset=daemonset, kubeconfig=args.kubeconfig,
-                       watch=args.watch)
+                       watch=args.watch, context=args.context or None)
 
 
 def _dashboard_config(args: argparse.Namespace) -> Any:
@@ -674,7 +707,8 @@ def _dashboard_config(args: argparse.Namespace) -> Any:
                              "unless --allow-remote is given")
         print(f"edgeagent: warning: serving the dashboard on {args.bind}: anyone who can reach it sees the fleet "
               "as your kubeconfig lets you (no login)", file=sys.stderr)
-    return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args))
+    return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args),
+                           context=args.context or None)
 
 
 def _log(args: argparse.Namespace) -> LogConfig:
@@ -782,14 +816,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                              "prints once and exits); add --watch")
         rollout_cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
                                     watch=getattr(args, "watch", False), timeout=getattr(args, "timeout", 0.0),
-                                    action=args.rollout_command)
-        if args.rollout_command == "status":
-            from edgeagent import rollout_cli
+                                    action=args.rollout_command, context=args.context or None,
+                                    output=getattr(args, "output", ""), all_nodes=getattr(args, "all", False),
+                                    to_revision=getattr(args, "to_revision", ""))
+        from edgeagent import rollout_cli
 
-            return rollout_cli.main(rollout_cfg)
-        from edgeagent import rollout_steer
-
-        return rollout_steer.main(rollout_cfg)
+        return rollout_cli.main(rollout_cfg)
     if command == "fleet":
         from edgeagent.fleet import command as fleet_command
 

@@ -11,15 +11,16 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from edgeagent import log
 from edgeagent.config import LogConfig
-from edgeagent.fleet import model, state, table
+from edgeagent.fleet import model, plan_source, state, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.errors import Forbidden
+from edgeagent.kube.errors import Forbidden, NotFound
+from edgeagent.kube.kubeconfig import DEFAULT_NAMESPACE
 from edgeagent.kube.objects import name_of
 from edgeagent.kube.timeutil import human_duration
 
@@ -31,7 +32,7 @@ DASH = "-"
 
 @dataclass(frozen=True)
 class FleetConfig:
-    namespace: str = "default"
+    namespace: str = "default"  # "": the kubeconfig context's namespace, else default (as kubectl)
     all_namespaces: bool = False
     output: str = ""  # "", "wide", "json" or "name"
     selector: str = ""
@@ -39,6 +40,7 @@ class FleetConfig:
     daemonset: str = ""  # `fleet nodes DS`
     kubeconfig: Path | None = None
     watch: bool = False  # `--watch`: then only the rows that change
+    context: str | None = None  # a kubeconfig context instead of its current-context
 
 
 class FleetError(Exception):
@@ -56,6 +58,7 @@ class Listed:
     # `fleet nodes -l SEL`: the names of the nodes the selector picks (the states need every node).
     selected: set[str] | None = None
     notes: tuple[str, ...] = ()
+    plans: list[JSON] = field(default_factory=list)  # the RolloutPlans (fleet.plan_source reads them)
 
 
 PAGE_SIZE = 500
@@ -130,6 +133,7 @@ async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
         _items(client, res(f"/api/v1{scope}/events", "events"), {"fieldSelector": f"source={model.AGENT_COMPONENT}"}),
         _items(client, res(f"/apis/apps/v1{scope}/controllerrevisions", "controllerrevisions.apps")),
     )
+    plans = await _plans(client, res(f"{plan_source.GROUP_PATH}{scope}/{plan_source.PLURAL}", plan_source.RESOURCE))
     selected = None
     if cfg.selector and cfg.nodes:
         picked = await _items(client, nodes_res, {"labelSelector": cfg.selector})
@@ -143,7 +147,15 @@ async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
     except FleetError as exc:
         # LAST SEEN only: the states do not need it, so a viewer without it still sees the fleet.
         notes = (f"edgeagent: warning: LAST SEEN unknown: {exc}",)
-    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes)
+    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes, plans)
+
+
+async def _plans(client: KubeClient, resource: Resource) -> list[JSON]:
+    """The RolloutPlans; none when the cluster does not serve the kind (its CRD is not installed)."""
+    try:
+        return await _items(client, resource)
+    except NotFound:
+        return []
 
 
 def _wave(view: model.DaemonSetView) -> str:
@@ -230,7 +242,7 @@ def as_json(fleet: model.Fleet, cfg: FleetConfig) -> str:
 def view(listed: Listed, cfg: FleetConfig, now: float) -> model.Fleet:
     """The fleet as this view shows it: with DS, only its nodes; with `-l` on nodes, only those selected."""
     fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions,
-                        listed.leases)
+                        listed.leases, listed.plans)
     if cfg.nodes:
         in_ds = {n for ds in fleet.daemonsets for n in ds.pods}
         if cfg.daemonset:
@@ -279,9 +291,15 @@ def rows_of(fleet: model.Fleet, cfg: FleetConfig, now: float) -> tuple[str, dict
     return header, {key: (line, sig) for key, line, sig in zip(keys, lines, signatures, strict=True)}
 
 
+def in_namespace(cfg: FleetConfig, client: KubeClient) -> FleetConfig:
+    """Without -n: the kubeconfig context's namespace, else default (as kubectl)."""
+    return cfg if cfg.namespace else replace(cfg, namespace=client.namespace or DEFAULT_NAMESPACE)
+
+
 async def _connect(cfg: FleetConfig) -> KubeClient:
     try:
-        return await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"))
+        return await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"),
+                                        context=cfg.context)
     except FileNotFoundError as exc:
         raise FleetError(str(exc)) from exc
     except Exception as exc:  # a malformed kubeconfig
@@ -292,6 +310,7 @@ async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float =
     """`--watch`: the table once, then only the rows that changed (as `kubectl get -w`), read every
     `interval` seconds. A lost API server is one warning line, and one when it is back; a refusal ends it."""
     client = await _connect(cfg)
+    cfg = in_namespace(cfg, client)
     shown: dict[str, object] | None = None
     down = False
     try:
@@ -326,6 +345,7 @@ async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float =
 
 async def run(cfg: FleetConfig) -> tuple[str, str]:
     client = await _connect(cfg)
+    cfg = in_namespace(cfg, client)
     try:
         listed = await fetch(client, cfg)
     except KubeUnreachable as exc:

@@ -124,7 +124,7 @@ class Dashboard:
     async def connect(self) -> None:
         """Load the kubeconfig (errors here are the operator's to fix: they end the command)."""
         self.client = await KubeClient.connect(self.cfg.kubeconfig, Timeouts(connect=3, request=15),
-                                               agent=user_agent("dashboard"))
+                                               agent=user_agent("dashboard"), context=self.cfg.context)
         kinds: list[tuple[str, str, Callable[[str, JSON, JSON | None], None], Callable[[JSON], JSON] | None,
                           str | None]] = [
             ("daemonsets.apps", "/apis/apps/v1/daemonsets", self.fleet.on_daemonset, slim_daemonset, None),

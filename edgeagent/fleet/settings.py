@@ -15,6 +15,7 @@ class DashboardConfig:
     bind: str = "127.0.0.1"
     port: int = 8080
     log: LogConfig = field(default_factory=LogConfig)
+    context: str | None = None  # a kubeconfig context instead of its current-context
 
 
 def is_loopback(address: str) -> bool:
