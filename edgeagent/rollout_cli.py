@@ -210,7 +210,7 @@ class Status:
             named = [r for r in self.rows if r.state is state]
             if named:
                 lines.append("")
-                lines += _named(f"{state.value} ({len(named)})", named, with_why=state is State.FAILED)
+                lines += _named(state.value, named, by_why=state is State.FAILED)
         lines.append(f"(a summary of {len(self.rows)} nodes: --all or -o wide lists every node)")
         return lines
 
@@ -219,11 +219,25 @@ class Status:
         return "\n".join([*self.header(), *body, self.verdict()])
 
 
-def _named(title: str, rows: list[NodeRow], *, with_why: bool) -> list[str]:
-    shown = rows[:NAMED_IN_SUMMARY]
-    items = [f"{r.node} ({r.why})" if with_why and r.why else r.node for r in shown]
-    text = ", ".join(items) + (f", and {len(rows) - len(shown)} more" if len(rows) > len(shown) else "")
-    return textwrap.wrap(f"{title}: {text}", SUMMARY_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+def _named(title: str, rows: list[NodeRow], *, by_why: bool) -> list[str]:
+    """The nodes of one state by name (at most NAMED_IN_SUMMARY, the rest counted); failed ones grouped by why,
+    the most common reasons first (at most three reasons named)."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        groups.setdefault(row.why if by_why else "", []).append(row.node)
+    ordered = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    lines = [f"{title} ({len(rows)}):"]
+    budget = NAMED_IN_SUMMARY
+    for why, names in ordered[:3]:
+        shown = names[:budget]
+        budget -= len(shown)
+        text = ", ".join(shown) + (f", and {len(names) - len(shown)} more" if len(names) > len(shown) else "")
+        lines += textwrap.wrap(f"{why} ({len(names)}): {text}" if why else text, SUMMARY_WIDTH,
+                               initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
+    if len(ordered) > 3:
+        lines.append(f"  and {sum(len(n) for _, n in ordered[3:])} more node(s) with {len(ordered) - 3} other "
+                     "reason(s)")
+    return lines
 
 
 def _table(columns: list[tuple[str, list[str]]]) -> list[str]:
