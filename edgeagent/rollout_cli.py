@@ -36,7 +36,7 @@ from edgeagent.fleet import state as rules
 from edgeagent.fleet.state import State
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.kubeconfig import DEFAULT_NAMESPACE, load_problem
-from edgeagent.kube.objects import labels_of, name_of
+from edgeagent.kube.objects import labels_of, meta, name_of
 from edgeagent.rollout import steer as steering
 from edgeagent.rollout.plan import format_duration
 
@@ -85,6 +85,8 @@ class Status:
     plan: JSON | None  # the RolloutPlan object, None without one
     rows: tuple[NodeRow, ...]  # in the order the nodes receive the revision (wave by wave)
     now: float
+    # The DaemonSet controller has not observed the DaemonSet's latest template yet: a new revision is coming.
+    pending: bool = False
 
     @property
     def status(self) -> JSON:
@@ -100,7 +102,7 @@ class Status:
 
     @property
     def complete(self) -> bool:
-        return self.phase == rules.PHASE_COMPLETE
+        return not self.pending and self.phase == rules.PHASE_COMPLETE
 
     @property
     def exit_code(self) -> int:
@@ -124,7 +126,8 @@ class Status:
 
     def header(self) -> list[str]:
         view = self.view
-        lines = [f"DaemonSet {view.namespace}/{view.name}: {view.model}, revision {view.revision or '?'}"]
+        lines = [f"DaemonSet {view.namespace}/{view.name}: {view.model}, revision {view.revision or '?'}"
+                 + (" (new revision pending)" if self.pending else "")]
         if self.plan is not None:
             lines.append(self._plan_line())
         lines.append(self._phase_line())
@@ -271,7 +274,10 @@ def build_status(listed: fleet_command.Listed, namespace: str, name: str, now: f
     if ranking is not None:
         position = {node: i for i, node in enumerate(ranking.order)}
         rows.sort(key=lambda r: (position.get(r.node, len(position)), r.node))
-    return Status(view=view, plan=plan, rows=tuple(rows), now=now)
+    generation = model.int_or_none(meta(ds).get("generation"))
+    observed = model.int_or_none((ds.get("status") or {}).get("observedGeneration"))
+    pending = generation is not None and (observed is None or observed < generation)
+    return Status(view=view, plan=plan, rows=tuple(rows), now=now, pending=pending)
 
 
 async def fetch_status(client: KubeClient, namespace: str, name: str) -> Status:
