@@ -21,8 +21,12 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 async def install_crd(admin: KubeClient) -> None:
+    """Create the CRD (or find it there, as `kubectl apply -f deploy/` left it) and wait until it is served."""
     crd = yaml.safe_load(CRD_FILE.read_text())
-    await admin.create(CRDS, crd)
+    try:
+        await admin.get(f"{CRDS}/{crd['metadata']['name']}")
+    except NotFound:
+        await admin.create(CRDS, crd)
 
     async def served() -> bool:
         try:
