@@ -46,7 +46,8 @@ _COMPLETE_DIRS = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"
 # so a variable left exported (EDGEAGENT_CANCEL=…) cannot turn a listing into a cancellation.
 # The hold's own parameters belong to that one request too: an exported EDGEAGENT_FOR must not turn every
 # later `edgeagent hold` into a timed one.
-ACTION_FLAGS = {("upgrades", "--cancel"), ("hold", "--reason"), ("hold", "--until"), ("hold", "--for")}
+ACTION_FLAGS = {("upgrades", "--cancel"), ("hold", "--reason"), ("hold", "--until"), ("hold", "--for"),
+                ("rollout undo", "--to-revision")}
 
 
 class UsageError(Exception):
@@ -574,7 +575,8 @@ def build_parser() -> argparse.ArgumentParser:
         _cluster_flags(command)
         if verb == "undo":
             command.add_argument("--to-revision", default="", metavar="R",
-                                 help="a revision (hash) of status.history whose rollout completed")
+                                 help="a revision (hash) of status.history whose rollout completed (no environment "
+                                 "variable: it is a parameter of this one request)")
     history = _command(rollout_sub, "history", "the revisions the plan rolled, newest first",
                        "From the RolloutPlan's status.history: revision, images, how its rollout ended and when.")
     _daemonset_arg(history)
