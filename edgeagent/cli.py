@@ -574,7 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
         _daemonset_arg(command)
         _cluster_flags(command)
         if verb == "undo":
-            command.add_argument("--to-revision", default="", metavar="R",
+            command.add_argument("--to-revision", default=None, metavar="R",
                                  help="a revision (hash) of status.history whose rollout completed (no environment "
                                  "variable: it is a parameter of this one request)")
     history = _command(rollout_sub, "history", "the revisions the plan rolled, newest first",
@@ -820,7 +820,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                                     watch=getattr(args, "watch", False), timeout=getattr(args, "timeout", 0.0),
                                     action=args.rollout_command, context=args.context or None,
                                     output=getattr(args, "output", ""), all_nodes=getattr(args, "all", False),
-                                    to_revision=getattr(args, "to_revision", ""))
+                                    to_revision=getattr(args, "to_revision", None) or "")
         from edgeagent import rollout_cli
 
         return rollout_cli.main(rollout_cfg)
