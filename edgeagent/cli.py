@@ -589,14 +589,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Shell completion of DaemonSet names: a function in the completion script asks `edgeagent fleet -o name`
-# (with the command line's --kubeconfig and -n), so names come from the cluster the command will talk to.
+# (with the command line's --kubeconfig, --context and -n), so names come from the cluster the command will talk to.
 _DAEMONSETS_BASH = r"""
 _edgeagent_daemonsets() {
   local args=() i w
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$w" in
-      --kubeconfig|-n|--namespace) args+=("$w" "${COMP_WORDS[i+1]}") ;;
+      --kubeconfig|--context|-n|--namespace) args+=("$w" "${COMP_WORDS[i+1]}") ;;
       -A|--all-namespaces) args+=("$w") ;;
     esac
   done
@@ -613,7 +613,7 @@ _edgeagent_daemonsets() {
   local i
   for ((i = 2; i < CURRENT; i++)); do
     case "${words[i]}" in
-      --kubeconfig|-n|--namespace) args+=("${words[i]}" "${words[i+1]}") ;;
+      --kubeconfig|--context|-n|--namespace) args+=("${words[i]}" "${words[i+1]}") ;;
       -A|--all-namespaces) args+=("${words[i]}") ;;
     esac
   done
