@@ -28,6 +28,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+import structlog
+
 from edgeagent import log
 from edgeagent.config import ROLLOUT_SUMMARY_ABOVE, LogConfig, RolloutConfig
 from edgeagent.fleet import command as fleet_command
@@ -377,7 +379,9 @@ def run_reporting_errors(command: Callable[[RolloutConfig, TextIO], Coroutine[An
                          out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run one `rollout` subcommand; any error is one line on stderr and exit 1."""
     err = err or sys.stderr
-    # stdout and stderr carry our lines only: the kube client's own log lines (a 403, a retry) stay out.
+    # stdout and stderr carry our lines only: the kube client's own log lines (a 403, a retry) stay out, for the
+    # command's duration (a caller in the same process, a test, gets its logging back).
+    saved = structlog.get_config()
     log.configure(LogConfig(level="critical"), stream=err)
     try:
         return asyncio.run(command(cfg, out or sys.stdout))
@@ -392,6 +396,8 @@ def run_reporting_errors(command: Callable[[RolloutConfig, TextIO], Coroutine[An
         print(f"edgeagent: error: the API server refused: {exc}", file=err)
     except KubeUnreachable as exc:
         print(f"edgeagent: error: cannot reach the API server: {exc}", file=err)
+    finally:
+        structlog.configure(**saved)
     return EXIT_ERROR
 
 
