@@ -22,6 +22,7 @@ from edgeagent import __version__, extras
 from edgeagent.config import (
     DEFAULT_AGENT_PORT,
     DEFAULT_AGENT_URL,
+    ROLLOUT_SUMMARY_ABOVE,
     AgentConfig,
     ClientConfig,
     ControllerConfig,
@@ -45,7 +46,8 @@ _COMPLETE_DIRS = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"
 # so a variable left exported (EDGEAGENT_CANCEL=…) cannot turn a listing into a cancellation.
 # The hold's own parameters belong to that one request too: an exported EDGEAGENT_FOR must not turn every
 # later `edgeagent hold` into a timed one.
-ACTION_FLAGS = {("upgrades", "--cancel"), ("hold", "--reason"), ("hold", "--until"), ("hold", "--for")}
+ACTION_FLAGS = {("upgrades", "--cancel"), ("hold", "--reason"), ("hold", "--until"), ("hold", "--for"),
+                ("rollout undo", "--to-revision")}
 
 
 class UsageError(Exception):
@@ -366,6 +368,19 @@ def _client_flags(parser: argparse.ArgumentParser) -> None:
     _switch(parser, "--json", help="print JSON instead of text")
 
 
+def _daemonset_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("daemonset", metavar="DS", type=_daemonset_name, help="NAME, or ds/NAME as kubectl writes it")
+
+
+def _cluster_flags(parser: argparse.ArgumentParser, *, namespace_help: str = "namespace") -> None:
+    """-n, --kubeconfig and --context, as kubectl reads them: without -n, the context's namespace, else default."""
+    _add(parser, "--namespace", short="-n", default="", type=_namespace,
+         help=f"{namespace_help}; without it, the kubeconfig context's, else default")
+    _add(parser, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
+         fallback_env="KUBECONFIG")
+    _add(parser, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
+
+
 def _command(sub: Any, name: str, summary: str, details: str) -> argparse.ArgumentParser:
     """A subcommand whose --help page opens with what it does (the summary, then the details)."""
     description = summary[0].upper() + summary[1:] + "." + (" " + details if details else "")
@@ -534,57 +549,71 @@ def build_parser() -> argparse.ArgumentParser:
                        "AutoUpgradeFailed one; maintenance windows still apply.")
     _client_flags(release)
 
-    rollout = _command(sub, "rollout", "DaemonSet rollout commands", "")
+    rollout = _command(sub, "rollout", "DaemonSet rollout commands",
+                       "Read and steer the RolloutPlan (edgeagent.io/v1alpha1) of a DaemonSet. Also a kubectl plugin: "
+                       "`kubectl edgeagent rollout ...`.")
     rollout_sub = rollout.add_subparsers(dest="rollout_command", required=True, metavar="COMMAND")
-    status = _command(rollout_sub, "status", "per-node state of a DaemonSet's upgrade",
-                      "Shows each node's state in the DaemonSet's upgrade; exit 0 when every node is up to date.")
-    status.add_argument("daemonset", metavar="DS", type=_daemonset_name, help="NAME, or ds/NAME as kubectl writes it")
-    status.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                        type=_namespace, help="namespace (env EDGEAGENT_NAMESPACE; default default)")
-    _add(status, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
-         fallback_env="KUBECONFIG")
-    _switch(status, "--watch", help="keep printing until the rollout completes")
+    status = _command(rollout_sub, "status", "where a DaemonSet's rollout stands, per node or summed up",
+                      "Reads the RolloutPlan's status and each node's state (the fleet's states). Above "
+                      f"{ROLLOUT_SUMMARY_ABOVE} nodes it prints a summary (per state and wave, failed and "
+                      "deferred nodes named) unless --all or -o wide. Exit 0 when complete, 3 in progress, "
+                      "1 aborted, rolled back or on an error.")
+    _daemonset_arg(status)
+    _cluster_flags(status)
+    _add(status, "--output", short="-o", help="json (the plan's status and every node) or wide (every node)",
+         default="", type=_one_of(("wide", "json")), choices=("wide", "json"))
+    _switch(status, "--all", help="every node, however many")
+    _switch(status, "--watch", help="print what changes until the rollout ends")
     _add(status, "--timeout", help="with --watch, give up after this many seconds (0: never)", default=0.0,
          type=_non_negative_float)
     # verb: (summary, what it does, what makes it fail): each help page names only its own errors.
     steering = {
         "promote": ("end the current wave's bake now: the next wave starts",
-                    "Writes edgeagent.io/rollout-promote naming the revision and wave shown by `rollout status`; "
-                    "the controller ends that wave's bake once the wave is finished and starts the next.",
-                    "no such DaemonSet, no rollout plan, no wave to promote"),
-        "pause": ("pause the rollout (edgeagent.io/paused)", "Sets edgeagent.io/paused=true: no pod moves and no "
-                  "wave starts until `rollout resume`.",
-                  "no such DaemonSet, or an OTA DaemonSet without a rollout plan"),
-        "resume": ("resume a paused rollout", "Removes edgeagent.io/paused.",
-                   "no such DaemonSet, or an OTA DaemonSet without a rollout plan"),
-        "abort": ("stop the rollout, and roll back if on-failure says so",
-                  "Writes edgeagent.io/rollout-abort naming the revision being rolled: the controller stops the "
-                  "rollout and, with edgeagent.io/on-failure: rollback, restores the last completed revision.",
-                  "no such DaemonSet, no rollout plan, no rollout to abort"),
+                    "Asks the controller (annotation edgeagent.io/steer on the RolloutPlan) to end the bake of the "
+                    "wave `rollout status` shows; a promote never skips a wave."),
+        "pause": ("pause the rollout (spec.paused: true)", "No pod moves and no wave starts until `rollout resume`."),
+        "resume": ("resume a paused rollout (spec.paused: false)", ""),
+        "abort": ("stop the rollout, and roll back if onFailure says so",
+                  "Asks the controller to stop the rollout of the revision shown; with onFailure: Rollback it "
+                  "restores the stable revision."),
+        "retry": ("go on with an aborted rollout",
+                  "After Aborted: the controller clears the failures of the current revision and goes on from "
+                  "the current wave."),
+        "undo": ("roll back to the stable revision, or to --to-revision",
+                 "Asks the controller to restore the DaemonSet's template from a revision whose rollout completed "
+                 "(status.history)."),
     }
-    for verb, (summary, description, failures) in steering.items():
-        command = _command(rollout_sub, verb, summary, f"{description} Exit 0 once written, 1 on an error "
-                           f"({failures}), 2 on a usage error.")
-        command.add_argument("daemonset", metavar="DS", type=_daemonset_name,
-                             help="NAME, or ds/NAME as kubectl writes it")
-        command.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                             type=_namespace, help="namespace (env EDGEAGENT_NAMESPACE; default default)")
-        _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
-             fallback_env="KUBECONFIG")
+    for verb, (summary, description) in steering.items():
+        command = _command(rollout_sub, verb, summary, (description + " " if description else "") + "One write of "
+                           "the RolloutPlan (UID and resourceVersion preconditions). Exit 0 once written or "
+                           "already so, 1 on an error (no such DaemonSet, no plan, nothing to do, a previous "
+                           "request not handled yet).")
+        _daemonset_arg(command)
+        _cluster_flags(command)
+        if verb == "undo":
+            command.add_argument("--to-revision", default=None, metavar="R",
+                                 help="a revision (hash) of status.history whose rollout completed (no environment "
+                                 "variable: it is a parameter of this one request)")
+    history = _command(rollout_sub, "history", "the revisions the plan rolled, newest first",
+                       "From the RolloutPlan's status.history: revision, images, how its rollout ended and when.")
+    _daemonset_arg(history)
+    _cluster_flags(history)
+    _add(history, "--output", short="-o", help="json", default="", type=_one_of(("json",)),
+         choices=("json",))
     _fleet_commands(sub)
     _complete_daemonset_names(parser)
     return parser
 
 
 # Shell completion of DaemonSet names: a function in the completion script asks `edgeagent fleet -o name`
-# (with the command line's --kubeconfig and -n), so names come from the cluster the command will talk to.
+# (with the command line's --kubeconfig, --context and -n), so names come from the cluster the command will talk to.
 _DAEMONSETS_BASH = r"""
 _edgeagent_daemonsets() {
   local args=() i w
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$w" in
-      --kubeconfig|-n|--namespace) args+=("$w" "${COMP_WORDS[i+1]}") ;;
+      --kubeconfig|--context|-n|--namespace) args+=("$w" "${COMP_WORDS[i+1]}") ;;
       -A|--all-namespaces) args+=("$w") ;;
     esac
   done
@@ -601,7 +630,7 @@ _edgeagent_daemonsets() {
   local i
   for ((i = 2; i < CURRENT; i++)); do
     case "${words[i]}" in
-      --kubeconfig|-n|--namespace) args+=("${words[i]}" "${words[i+1]}") ;;
+      --kubeconfig|--context|-n|--namespace) args+=("${words[i]}" "${words[i+1]}") ;;
       -A|--all-namespaces) args+=("${words[i]}") ;;
     esac
   done
@@ -639,7 +668,8 @@ def _output_format(text: str) -> str:
 
 
 def _fleet_flags(parser: argparse.ArgumentParser) -> None:
-    _add(parser, "--namespace", short="-n", help="namespace of the DaemonSets", default="default")
+    _add(parser, "--namespace", short="-n", help="namespace of the DaemonSets; without it, the kubeconfig context's, "
+         "else default", default="", type=_namespace)
     _switch(parser, "--all-namespaces", short="-A", help="DaemonSets of every namespace")
     _add(parser, "--output", short="-o", help="wide (more columns), json, or name (daemonset.apps/NAME per line)",
          default="", type=_output_format,
@@ -649,6 +679,7 @@ def _fleet_flags(parser: argparse.ArgumentParser) -> None:
     _switch(parser, "--watch", short="-w", help="after the table, print only the rows that change (Ctrl-C to stop)")
     _add(parser, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
          fallback_env="KUBECONFIG")
+    _add(parser, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
 
 
 def _fleet_commands(sub: Any) -> None:
@@ -679,6 +710,7 @@ def _fleet_commands(sub: Any) -> None:
                     "click and the latest edgeagent Events, kept live from watches. It sends no write request.")
     _add(dash, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
          fallback_env="KUBECONFIG")
+    _add(dash, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
     _add(dash, "--bind", help="address to listen on; anything but loopback needs --allow-remote",
          default="127.0.0.1")
     _add(dash, "--port", help="port to listen on (0: any free port)", default=8080, type=_port)
@@ -696,7 +728,7 @@ def _fleet_config(args: argparse.Namespace) -> Any:
         raise UsageError("-A and a DaemonSet name exclude each other: give -n NS with the name")
     return FleetConfig(namespace=args.namespace, all_namespaces=args.all_namespaces, output=args.output,
                        selector=args.selector, nodes=nodes, daemonset=daemonset, kubeconfig=args.kubeconfig,
-                       watch=args.watch)
+                       watch=args.watch, context=args.context or None)
 
 
 def _dashboard_config(args: argparse.Namespace) -> Any:
@@ -710,7 +742,7 @@ def _dashboard_config(args: argparse.Namespace) -> Any:
         warning = (f"serving the dashboard on {args.bind}: anyone who can reach it sees the fleet as your "
                    "kubeconfig lets you (no login)")
     return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args),
-                           warning=warning)
+                           warning=warning, context=args.context or None)
 
 
 def _log(args: argparse.Namespace) -> LogConfig:
@@ -818,14 +850,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                              "prints once and exits); add --watch")
         rollout_cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
                                     watch=getattr(args, "watch", False), timeout=getattr(args, "timeout", 0.0),
-                                    action=args.rollout_command)
-        if args.rollout_command == "status":
-            from edgeagent import rollout_cli
+                                    action=args.rollout_command, context=args.context or None,
+                                    output=getattr(args, "output", ""), all_nodes=getattr(args, "all", False),
+                                    to_revision=getattr(args, "to_revision", None) or "")
+        from edgeagent import rollout_cli
 
-            return rollout_cli.main(rollout_cfg)
-        from edgeagent import rollout_steer
-
-        return rollout_steer.main(rollout_cfg)
+        return rollout_cli.main(rollout_cfg)
     if command == "fleet":
         from edgeagent.fleet import command as fleet_command
 

@@ -12,17 +12,17 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from edgeagent import log
 from edgeagent.config import LogConfig
 from edgeagent.durations import format_duration
-from edgeagent.fleet import model, state, table
+from edgeagent.fleet import model, plan_source, state, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.errors import Forbidden
-from edgeagent.kube.kubeconfig import load_problem
+from edgeagent.kube.errors import Forbidden, NotFound
+from edgeagent.kube.kubeconfig import DEFAULT_NAMESPACE, load_problem
 from edgeagent.kube.objects import name_of
 from edgeagent.kube.timeutil import human_duration
 
@@ -35,7 +35,7 @@ DASH = "-"
 
 @dataclass(frozen=True)
 class FleetConfig:
-    namespace: str = "default"
+    namespace: str = "default"  # "": the kubeconfig context's namespace, else default (as kubectl)
     all_namespaces: bool = False
     output: str = ""  # "", "wide", "json" or "name"
     selector: str = ""
@@ -44,6 +44,7 @@ class FleetConfig:
     kubeconfig: Path | None = None
     watch: bool = False  # `--watch`: then only the rows that change
     request_timeout: float = 15.0  # seconds for each list call (not a flag; tests shorten it)
+    context: str | None = None  # a kubeconfig context instead of its current-context
 
 
 class FleetError(Exception):
@@ -63,6 +64,7 @@ class Listed:
     # `fleet nodes -l SEL`: the names of the nodes the selector picks (the states need every node).
     selected: set[str] | None = None
     notes: tuple[str, ...] = ()
+    plans: list[JSON] = field(default_factory=list)  # the RolloutPlans (fleet.plan_source reads them)
 
 
 PAGE_SIZE = 500
@@ -137,6 +139,7 @@ async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
         _items(client, res(f"/api/v1{scope}/events", "events"), {"fieldSelector": f"source={model.AGENT_COMPONENT}"}),
         _items(client, res(f"/apis/apps/v1{scope}/controllerrevisions", "controllerrevisions.apps")),
     )
+    plans = await _plans(client, res(f"{plan_source.GROUP_PATH}{scope}/{plan_source.PLURAL}", plan_source.RESOURCE))
     selected = None
     if cfg.selector and cfg.nodes:
         picked = await _items(client, nodes_res, {"labelSelector": cfg.selector})
@@ -150,7 +153,15 @@ async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
     except FleetError as exc:
         # LAST SEEN only: the states do not need it, so a viewer without it still sees the fleet.
         notes = (f"edgeagent: warning: LAST SEEN unknown: {exc}",)
-    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes)
+    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes, plans)
+
+
+async def _plans(client: KubeClient, resource: Resource) -> list[JSON]:
+    """The RolloutPlans; none when the cluster does not serve the kind (its CRD is not installed)."""
+    try:
+        return await _items(client, resource)
+    except NotFound:
+        return []
 
 
 def _wave(view: model.DaemonSetView) -> str:
@@ -237,7 +248,7 @@ def as_json(fleet: model.Fleet, cfg: FleetConfig) -> str:
 def view(listed: Listed, cfg: FleetConfig, now: float) -> model.Fleet:
     """The fleet as this view shows it: with DS, only its nodes; with `-l` on nodes, only those selected."""
     fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions,
-                        listed.leases)
+                        listed.leases, listed.plans)
     if cfg.nodes:
         in_ds = {n for ds in fleet.daemonsets for n in ds.pods}
         if cfg.daemonset:
@@ -286,11 +297,16 @@ def rows_of(fleet: model.Fleet, cfg: FleetConfig, now: float) -> tuple[str, dict
     return header, {key: (line, sig) for key, line, sig in zip(keys, lines, signatures, strict=True)}
 
 
+def in_namespace(cfg: FleetConfig, client: KubeClient) -> FleetConfig:
+    """Without -n: the kubeconfig context's namespace, else default (as kubectl)."""
+    return cfg if cfg.namespace else replace(cfg, namespace=client.namespace or DEFAULT_NAMESPACE)
+
+
 async def _connect(cfg: FleetConfig) -> KubeClient:
     try:
         client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=min(3.0, cfg.request_timeout),
                                                                    request=cfg.request_timeout),
-                                          agent=user_agent("fleet"))
+                                          agent=user_agent("fleet"), context=cfg.context)
     except FileNotFoundError as exc:  # a file the operator named is not there: usage, as for every command
         raise FleetError(str(exc), EXIT_USAGE) from exc
     except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
@@ -302,6 +318,7 @@ async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float =
     """`--watch`: the table once, then only the rows that changed (as `kubectl get -w`), read every
     `interval` seconds. A lost API server is one warning line, and one when it is back; a refusal ends it."""
     client = await _connect(cfg)
+    cfg = in_namespace(cfg, client)
     shown: dict[str, object] | None = None
     down = False
     try:
@@ -336,6 +353,7 @@ async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float =
 
 async def run(cfg: FleetConfig) -> tuple[str, str]:
     client = await _connect(cfg)
+    cfg = in_namespace(cfg, client)
     try:
         listed = await fetch(client, cfg)
     except KubeUnreachable as exc:

@@ -32,7 +32,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from edgeagent import log
 from edgeagent.aio import wait_event
-from edgeagent.fleet import model
+from edgeagent.fleet import model, plan_source
 from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_event, slim_node, slim_pod, slim_revision
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
@@ -70,6 +70,11 @@ def frame(event: str, data: object) -> bytes:
     """One server-sent event: compact JSON on one `data:` line."""
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}\n\n".encode()
 
+
+
+def _unserved(informer: Informer) -> bool:
+    """The RolloutPlans of a cluster that does not serve them (no CRD installed): no plans, not a broken link."""
+    return informer.name == plan_source.RESOURCE and informer.last_code == 404
 
 class _Client:
     """One browser tab's stream: frames queue here and its writer sends whatever is waiting in one write."""
@@ -132,7 +137,7 @@ class Dashboard:
     async def connect(self) -> None:
         """Load the kubeconfig (errors here are the operator's to fix: they end the command)."""
         self.client = await KubeClient.connect(self.cfg.kubeconfig, Timeouts(connect=3, request=15),
-                                               agent=user_agent("dashboard"))
+                                               agent=user_agent("dashboard"), context=self.cfg.context)
         kinds: list[tuple[str, str, Callable[[str, JSON, JSON | None], None], Callable[[JSON], JSON] | None,
                           str | None]] = [
             ("daemonsets.apps", "/apis/apps/v1/daemonsets", self.fleet.on_daemonset, slim_daemonset, None),
@@ -140,6 +145,7 @@ class Dashboard:
              None),
             ("nodes", "/api/v1/nodes", self.fleet.on_node, slim_node, None),
             ("pods", "/api/v1/pods", self.fleet.on_pod, slim_pod, None),
+            (plan_source.RESOURCE, f"{plan_source.GROUP_PATH}/{plan_source.PLURAL}", self.fleet.on_plan, None, None),
             ("events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.AGENT_COMPONENT}"),
             ("events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.CONTROLLER_COMPONENT}"),
         ]
@@ -151,6 +157,9 @@ class Dashboard:
             informer.add_health_listener(lambda _healthy: self._kick.set())
             self.informers.append(informer)
         self.client.credentials.add_listener(lambda _rejected: self._kick.set())
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() or _unserved(i) for i in self.informers)
 
     def health(self) -> JSON:
         """What the page says about its link to the cluster, with what to check when it is broken."""
@@ -180,7 +189,7 @@ class Dashboard:
                               f"kubectl --kubeconfig {kubeconfig} get nodes works",
                               "your user may list and watch daemonsets, controllerrevisions, pods, nodes "
                               "and events (kubectl auth can-i watch pods -A)"]}
-        broken = [i for i in self.informers if not i.healthy and i.last_error]
+        broken = [i for i in self.informers if not i.healthy and i.last_error and not _unserved(i)]
         if broken:
             return {"state": "unreachable", "server": host,
                     "problem": f"Cannot reach the API server at {host}: {broken[0].last_error}",
@@ -188,7 +197,7 @@ class Dashboard:
                               f"the server address in {kubeconfig} is right",
                               "your network, VPN or proxy lets this machine reach it",
                               "the page reconnects by itself once it is reachable"]}
-        if not all(i.synced.is_set() for i in self.informers):
+        if not self.synced():
             return {"state": "connecting", "server": host}
         return {"state": "ok", "server": host}
 
@@ -204,7 +213,7 @@ class Dashboard:
             # Not wait_for: on 3.11 it can swallow the cancellation that stops this loop (see edgeagent.aio).
             await wait_event(self._kick, SUMMARY_INTERVAL)
             self._kick.clear()
-            if self.fleet.batching and all(i.synced.is_set() for i in self.informers):
+            if self.fleet.batching and self.synced():
                 self.fleet.finish_batch()
                 self.fleet.dirty.clear()
                 self._broadcast(frame("snapshot", self.snapshot()))

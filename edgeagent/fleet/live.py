@@ -209,6 +209,7 @@ class LiveFleet:
         self._pods: dict[str, dict[str, dict[str, JSON]]] = {}  # ds uid -> node -> pod key -> pod
         self._pod_owner: dict[str, tuple[str, str]] = {}  # pod key -> (ds uid, node)
         self._revisions: dict[str, dict[str, JSON]] = {}  # ds uid -> revision key -> revision
+        self._plans: dict[str, JSON] = {}  # RolloutPlan key (namespace/name) -> plan
         self.nodes: dict[str, JSON] = {}
         self.outcomes: dict[str, deque[model.Outcome]] = {}
         self.events: list[JSON] = []  # the RECENT_EVENTS newest by time, newest first
@@ -293,6 +294,19 @@ class LiveFleet:
             revisions[key_of(rev)] = rev
         if owner in self.daemonsets and not self.batching:
             self._refresh_daemonset(str(owner))
+
+    def on_plan(self, etype: str, plan: JSON, old: JSON | None) -> None:
+        """A RolloutPlan: the DaemonSets it names (before and after the change) are computed again."""
+        before = self._plans.pop(key_of(plan), None)
+        if etype != DELETED:
+            self._plans[key_of(plan)] = plan
+        named = {(namespace_of(p), str((p.get("spec") or {}).get("daemonSet") or ""))
+                 for p in (before, plan) if p is not None}
+        if self.batching:
+            return
+        for uid, entry in list(self.daemonsets.items()):
+            if (entry.view.namespace, entry.view.name) in named:
+                self._refresh_daemonset(uid)
 
     def on_pod(self, etype: str, pod: JSON, old: JSON | None) -> None:
         key = key_of(pod)
@@ -397,9 +411,10 @@ class LiveFleet:
         entry = self.daemonsets[uid]
         ds = entry.obj
         pods = [p for by_key in self._pods.get(uid, {}).values() for p in by_key.values() if not is_terminating(p)]
-        entry.revision = model.current_revision(ds, pods, self._revisions.get(uid, {}).values())
-        entry.plan = rules.relevant(plan_source.status_of(ds), entry.revision)
-        spec = plan_source.plan_of(ds)
+        plans = plan_source.index(self._plans.values())
+        entry.revision = model.current_revision(ds, pods, self._revisions.get(uid, {}).values(), plans)
+        entry.plan = rules.relevant(plan_source.status_of(ds, plans), entry.revision)
+        spec = plan_source.plan_of(ds, plans)
         if spec is None or entry.spec is None or spec.fingerprint() != entry.spec.fingerprint():
             entry.ranking = None
         entry.spec = spec

@@ -18,6 +18,7 @@ class DashboardConfig:
     # Printed on stderr once the page is served (a non-loopback --bind): not before, so that a bind that fails
     # is one line of error and nothing else.
     warning: str = ""
+    context: str | None = None  # a kubeconfig context instead of its current-context
 
 
 def is_loopback(address: str) -> bool:

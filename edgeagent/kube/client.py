@@ -34,6 +34,7 @@ from edgeagent.kube.kubeconfig import (
     NeedsFallback,
     TokenSource,
     certificate_files,
+    context_namespace,
     load_incluster,
     load_kubeconfig,
     resolve_kubeconfig_path,
@@ -369,21 +370,24 @@ class _NotConnected:
         return None
 
 
-def _native_parts(path: str | None) -> tuple[ClusterAccess, Any, TokenSource | None]:
+def _native_parts(path: str | None, context: str | None = None) -> tuple[ClusterAccess, Any, TokenSource | None]:
     """File reads and TLS setup, off the event loop."""
-    access = load_kubeconfig(path) if path else load_incluster()
+    if context and not path:
+        raise ValueError(f"--context {context}: no kubeconfig to pick it from (give --kubeconfig or KUBECONFIG)")
+    access = load_kubeconfig(path, context) if path else load_incluster()
     tls = ssl_context(access)
     tokens = TokenSource(access) if access.token or access.token_file else None
     return access, tls, tokens
 
 
-async def _fallback_api_client(path: str, agent: str) -> Any:
+async def _fallback_api_client(path: str, agent: str, context: str | None = None) -> Any:
     """Imported here, not at module level, so that a plain kubeconfig never pays for kubernetes_asyncio."""
     from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio import config as k8s_config
 
     configuration = k8s_client.Configuration()
-    await k8s_config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
+    await k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
+                                      persist_config=False)
     api = k8s_client.ApiClient(configuration)
     api.user_agent = agent
     return api
@@ -400,6 +404,9 @@ class KubeClient:
         self.timeouts = timeouts or Timeouts()
         self.credentials = CredentialHealth()
         self.warnings = WarningLog()
+        # The kubeconfig context's namespace (None: it names none, or in-cluster): where a command acts when
+        # the user names no namespace, as kubectl does.
+        self.namespace: str | None = None
 
     @property
     def host(self) -> str:
@@ -417,22 +424,28 @@ class KubeClient:
 
     @classmethod
     async def connect(cls, kubeconfig: str | Path | None = None, timeouts: Timeouts | None = None, *,
-                      agent: str = DEFAULT_USER_AGENT, credential_check_interval: float = 1.0) -> KubeClient:
+                      agent: str = DEFAULT_USER_AGENT, credential_check_interval: float = 1.0,
+                      context: str | None = None) -> KubeClient:
         """Kubeconfig file if given (or the first existing file in `KUBECONFIG`), else the in-cluster account.
+        `context` picks a context of the kubeconfig instead of its current one (kubectl's `--context`).
 
         `agent` is the User-Agent (see `user_agent()`). Raises FileNotFoundError / ValueError naming the
         kubeconfig and the field when it cannot be used.
         """
         path = await asyncio.to_thread(resolve_kubeconfig_path, kubeconfig)
         try:
-            access, tls, tokens = await asyncio.to_thread(_native_parts, path)
+            access, tls, tokens = await asyncio.to_thread(_native_parts, path, context)
         except NeedsFallback as why:
             assert path is not None
             extras.require("exec", str(why))  # the lean install leaves kubernetes_asyncio out: say which extra
             _log.info("kubeconfig_handled_by_kubernetes_asyncio", reason=str(why))
-            return cls(await _fallback_api_client(path, agent), timeouts)
+            client = cls(await _fallback_api_client(path, agent, context), timeouts)
+            client.namespace = await asyncio.to_thread(context_namespace, path, context)
+            return client
         transport = _NativeTransport(access, tls, tokens, agent, check_interval=credential_check_interval)
-        return cls(timeouts=timeouts, transport=transport)
+        client = cls(timeouts=timeouts, transport=transport)
+        client.namespace = access.namespace
+        return client
 
     async def close(self) -> None:
         await self._transport.close()

@@ -557,6 +557,8 @@ def test_agent_rbac_is_least_privilege() -> None:
         ("", "events"): {"create"},  # upgrade Events
         # only get: a plan pod's DaemonSet is read before its delete (the rollout state must be current)
         ("apps", "daemonsets"): {"get"},
+        # and the RolloutPlans of the pod's namespace (list: a plan's name is free), read with the DaemonSet
+        ("edgeagent.io", "rolloutplans"): {"list"},
     }
     assert _bound_subjects(objects, "ClusterRole", "/edgeagent-agent") == [agent]
     lease_role = objects[("Role", "kube-node-lease/edgeagent-agent-node-lease")]

@@ -24,6 +24,7 @@ from tests.support.fleet_scenario import (
     mixed_fleet,
     post_sim,
 )
+from tests.support.rolloutplan_crd import create_plan, install_crd, status, write_status
 from tests.support.waiting import eventually
 
 EDGEAGENT = [str(Path(sys.executable).parent / "edgeagent")]
@@ -106,10 +107,11 @@ async def test_rollout_state_fills_wave_and_phase_and_selectors_filter(sim: SimC
     ds["metadata"]["labels"] = {"tier": "edge"}
     await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", ds)
     revision = await eventually(lambda: current_hash(admin), what="web's first revision")
-    # The rollout state as the controller writes it, for the revision being rolled.
-    await admin.patch(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web", {"metadata": {"annotations": {
-        "edgeagent.io/rollout-state": json.dumps({"revision": revision, "waves": 4, "wave": 2, "phase": "baking",
-                                                  "bakeStartedAt": "2026-01-01T00:00:00Z"})}}}, CONTENT_MERGE_PATCH)
+    # The web's RolloutPlan, its status as the controller writes it for the revision being rolled.
+    await install_crd(admin)
+    await create_plan(admin, steps=[1, "25%", "50%", "100%"], bake="1h")
+    await write_status(admin, "web", status(revision, phase="Baking", wave=2, waves=4,
+                                            bakeStartedAt="2026-01-01T00:00:00Z"))
     await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", manifest("other"))
     await admin.patch("/api/v1/nodes/edge-1", {"metadata": {"labels": {"zone": "north"}}}, CONTENT_MERGE_PATCH)
     kubeconfig = str(sim.admin_kubeconfig)
@@ -117,7 +119,7 @@ async def test_rollout_state_fills_wave_and_phase_and_selectors_filter(sim: SimC
     code, out, _ = await fleet("-l", "tier=edge", "--kubeconfig", kubeconfig)
     assert code == 0
     assert [r[0] for r in rows(out)[1:]] == ["web"]
-    assert rows(out)[1][4:6] == ["2/4", "baking"]
+    assert rows(out)[1][4:6] == ["2/4", "Baking"]
 
     code, out, _ = await fleet("-A", "--kubeconfig", kubeconfig)
     assert rows(out)[0][0] == "NAMESPACE"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -53,6 +52,8 @@ from tests.support.identities import (
     mint_token,
 )
 from tests.support.inprocess_agent import start_in_process
+from tests.support.rolloutplan_crd import create_plan, install_crd, write_status
+from tests.support.rolloutplan_crd import status as plan_status
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -154,17 +155,19 @@ async def _post(agent: Agent, path: str) -> tuple[int, str]:
 
 
 async def make_plan_pod(admin: KubeClient, pod: JSON, new_hash: str, old_hash: str) -> None:
-    """The pod's DaemonSet gets a rollout plan with a current state and the pod `PodNeedUpgrade` reason
-    `WaveReached`, as the controller writes them: the agent then reads the DaemonSet before the delete."""
-    owner = pod["metadata"]["ownerReferences"][0]["name"]
-    path = f"/apis/apps/v1/namespaces/{pod['metadata']['namespace']}/daemonsets/{owner}"
+    """The pod's DaemonSet gets a RolloutPlan with a current status and the pod `PodNeedUpgrade` reason
+    `WaveReached`, as the controller writes them: the agent then reads the DaemonSet and the namespace's
+    RolloutPlans before the delete."""
+    namespace, owner = pod["metadata"]["namespace"], pod["metadata"]["ownerReferences"][0]["name"]
+    path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{owner}"
     generation = (await admin.get(path))["metadata"]["generation"]
-    state = {"revision": new_hash, "stableRevision": old_hash, "waves": 1, "wave": 1, "phase": "progressing",
-             "generation": generation}
-    await admin.patch(path, {"metadata": {"annotations": {"edgeagent.io/rollout-steps": "100%",
-                                                          "edgeagent.io/rollout-state": json.dumps(state)}}})
+    await install_crd(admin)
+    await create_plan(admin, daemonset=owner, namespace=namespace, steps=["100%"])
+    await write_status(admin, owner, plan_status(new_hash, phase="Progressing", wave=1, waves=1,
+                                                 stableRevision=old_hash, observedGeneration=generation),
+                       namespace=namespace)
     await admin.patch(
-        f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}/status",
+        f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status",
         {"status": {"conditions": [{"type": "PodNeedUpgrade", "status": "True", "reason": "WaveReached",
                                     "message": f"controllerrevision: {new_hash}"}]}})
 
