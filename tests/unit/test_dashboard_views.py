@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+from edgeagent.fleet import plan_source
 from edgeagent.fleet.live import LiveFleet, revision_images, shown_labels, slim_revision
 from edgeagent.rollout import plan as plans
 from tests.unit.test_fleet_model import DS_UID, ds, node, pod
@@ -27,6 +28,16 @@ def revision(hash_: str, number: int, image: str) -> JSON:
                                                                    {"name": "side", "image": "proxy:3"}]}}}}}
 
 
+def rollout_plan(status: JSON, steps: str = "1,100%", group_label: str = "") -> JSON:
+    """The RolloutPlan of the test DaemonSet `web`: `steps` as the CLI writes them, `status` as the controller
+    writes it (phases as in `status.phase`)."""
+    spec: JSON = {"daemonSet": "web", "steps": [s if s.endswith("%") else int(s) for s in steps.split(",")]}
+    if group_label:
+        spec["groupLabel"] = group_label
+    return {"apiVersion": "edgeagent.io/v1alpha1", "kind": "RolloutPlan",
+            "metadata": {"name": "web", "namespace": "default", "uid": "plan-uid"}, "spec": spec, "status": status}
+
+
 def labelled(name: str, labels: dict[str, str]) -> JSON:
     the_node = node(name)
     the_node["metadata"]["labels"] = {"kubernetes.io/hostname": name, **labels}
@@ -43,10 +54,11 @@ def test_the_card_names_the_rolled_back_revision_with_its_images_and_the_failed_
     """After a rollback the DaemonSet is back on the stable revision; the summary still names the revision
     that failed (hash and images) and the nodes the rollout counted failed, the first few by name."""
     failures = [{"node": f"n{i}", "reason": "CrashLoopBackOff"} for i in (12, 3, 7, 1)]
-    state = {"revision": "bad", "stableRevision": "good", "wave": 1, "waves": 2, "phase": "rolledBack",
+    state = {"revision": "bad", "stableRevision": "good", "wave": 1, "waves": 2, "phase": "RolledBack",
              "failures": failures}
     fed = LiveFleet(clock=lambda: 0.0)
-    fed.on_daemonset("ADDED", ds(**{"edgeagent.io/rollout-state": json.dumps(state)}), None)
+    fed.on_plan("ADDED", rollout_plan(state), None)
+    fed.on_daemonset("ADDED", ds(), None)
     fed.on_revision("ADDED", slim_revision(revision("good", 1, "nginx:1.20")), None)
     fed.on_revision("ADDED", slim_revision(revision("bad", 3, "nginx:1.21")), None)
     fed.on_revision("ADDED", slim_revision(revision("good", 4, "nginx:1.20")), None)  # the rollback: newest
@@ -54,7 +66,7 @@ def test_the_card_names_the_rolled_back_revision_with_its_images_and_the_failed_
     fed.on_pod("ADDED", pod("n1", generation="2", revision="good"), None)
     fed.finish_batch()
     (summary,) = fed.summaries()
-    assert (summary["r"], summary["p"], summary["pr"], summary["sr"]) == ("good", "rolledBack", "bad", "good")
+    assert (summary["r"], summary["p"], summary["pr"], summary["sr"]) == ("good", "RolledBack", "bad", "good")
     assert summary["i"] == {"good": "nginx:1.20, proxy:3", "bad": "nginx:1.21, proxy:3"}
     assert summary["fc"] == 4 and summary["f"] == [["n1", "CrashLoopBackOff"], ["n3", "CrashLoopBackOff"],
                                                    ["n7", "CrashLoopBackOff"]]
@@ -113,13 +125,11 @@ def test_wave_groups_are_the_planners_waves_and_label_sets_are_the_nodes_labels(
     WAITING state uses it); each grid row's label set is the node's labels less its hostname."""
     names = [f"n{i}" for i in range(len(sites))]
     nodes = [labelled(n, {"site": s} if s else {}) for n, s in zip(names, sites, strict=True)]
-    annotations = {"edgeagent.io/rollout-steps": steps,
-                   "edgeagent.io/rollout-state": json.dumps({"revision": "new", "wave": 1, "waves": 2,
-                                                             "phase": "progressing"})}
-    if grouped:
-        annotations["edgeagent.io/rollout-group-label"] = "site"
-    the_ds = ds(**annotations)
+    the_plan = rollout_plan({"revision": "new", "wave": 1, "waves": 2, "phase": "Progressing"}, steps,
+                            "site" if grouped else "")
+    the_ds = ds()
     fed = LiveFleet(clock=lambda: 0.0)
+    fed.on_plan("ADDED", the_plan, None)
     fed.on_daemonset("ADDED", the_ds, None)
     for the_node in nodes:
         fed.on_node("ADDED", the_node, None)
@@ -127,7 +137,7 @@ def test_wave_groups_are_the_planners_waves_and_label_sets_are_the_nodes_labels(
         fed.on_pod("ADDED", {**pod(name), "metadata": {**pod(name)["metadata"], "uid": f"pod-{name}",
                                                          "name": f"web-{name}"}}, None)
     fed.finish_batch()
-    plan = plans.parse_plan(the_ds)[0]
+    plan = plan_source.plan_of(the_ds, plan_source.index([the_plan]))
     assert plan is not None and (plan.group_label == "site") == grouped
     ranking = plans.rank(plan, {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes})
     (waves,) = fed.waves().values()

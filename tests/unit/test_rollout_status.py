@@ -39,8 +39,9 @@ def fleet(n: int, state_of: Any, the_plan: JSON | None) -> Listed:
                       "message": f"revision {NEW}: CrashLoopBackOff"}]
         if kind == "held":
             extra = [{"type": "UpgradeHeld", "status": "True", "reason": "OperatorHold", "message": "site closed"}]
-        pods.append(pod(f"web-{i}", name, NEW if kind == "up" else OLD, extra_conditions=extra,
-                        generation=2 if kind == "up" else 1))
+        # A failure counts only when its node reports it about the pod's own revision (the new one).
+        new = kind in ("up", "failed")
+        pods.append(pod(f"web-{i}", name, NEW if new else OLD, extra_conditions=extra, generation=2 if new else 1))
         nodes.append(node(name, ready=kind != "offline"))
     return Listed(daemonsets=[ds], pods=pods, nodes=nodes, events=[], revisions=[revision(ds, NEW, 2)],
                   plans=[the_plan] if the_plan is not None else [])
@@ -65,7 +66,7 @@ def test_at_1000_nodes_a_summary_under_60_lines_naming_the_failed_and_deferred_n
     failed = [r.node for r in status.rows if r.state is State.FAILED]
     offline = [r.node for r in status.rows if r.state is State.OFFLINE]
     assert len(failed) == 31 and all(n in text for n in failed)
-    assert "  ReplacementNotReady: revision new: CrashLoopBackOff (31): " in text
+    assert "  ReplacementNotReady: CrashLoopBackOff (31): " in text
     assert len(offline) > 20 and all(n in text for n in offline[:40])
     assert f"and {len(offline) - 40} more" in text
     assert any(line.startswith("WAVE") for line in lines)  # counts per wave
