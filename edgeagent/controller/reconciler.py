@@ -766,7 +766,7 @@ class Controller:
         try:
             await self._client.patch(path, gate_patch(pod, "True", REASON_UPDATED, "in-place upgrade not started"))
         except (KubeError, KubeUnreachable) as exc:  # the next reconcile's _open_gates tries again
-            self._log.warning("could not reopen the readiness gate", pod=key_of(pod), error=str(exc))
+            self._log.warning("readiness_gate_reopen_failed", pod=key_of(pod), error=str(exc))
 
     async def _open_gates(self, key: str, owned: OwnerPods) -> None:
         """Set `edgeagent.io/InPlaceUpdateReady` True on pods whose containers run (new pods, finished restarts)."""

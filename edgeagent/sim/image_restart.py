@@ -238,7 +238,7 @@ class ImageRestarter:
             self.store.patch(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"],
                              {"metadata": {"uid": uid_of(pod)}, "status": status}, STRATEGIC, subresource="status")
         except ApiError as exc:
-            _log.debug("pod status skipped", node=self.node, pod=pod["metadata"]["name"], error=str(exc))
+            _log.debug("pod_status_skipped", node=self.node, pod=pod["metadata"]["name"], error=str(exc))
 
     def _event(self, pod: JSON, container: str, type_: str, reason: str, message: str) -> None:
         if self._reachable():  # a cut kubelet's Events are lost, as its recorder's retries give up

@@ -542,7 +542,7 @@ def test_namespace_is_applied_first() -> None:
     first = sorted(DEPLOY.glob("*.yaml"))[0]
     assert [d["kind"] for d in yaml.safe_load_all(first.read_text())] == ["Namespace"]
     namespaces = {key.partition("/")[0] for (kind, key) in _documents() if kind not in
-                  ("Namespace", "ClusterRole", "ClusterRoleBinding")}
+                  ("Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition")}
     assert namespaces == {NAMESPACE, "kube-node-lease"}
 
 
@@ -571,12 +571,15 @@ def test_controller_rbac_is_least_privilege() -> None:
     assert _rules(objects[("ClusterRole", "/edgeagent-controller")]) == {
         ("apps", "daemonsets"): {"list", "watch", "patch"},
         ("apps", "controllerrevisions"): {"list", "watch"},
-        ("", "pods"): {"list", "watch", "delete"},
+        # patch: an in-place upgrade (edgeagent.io/update-type: InPlaceIfPossible) patches the pod's images.
+        ("", "pods"): {"list", "watch", "delete", "patch"},
         ("", "pods/status"): {"patch"},
         ("", "nodes"): {"list", "watch"},
         # list/watch: rollout plans count the agents' UpgradeFailed Events toward max-failed.
         ("", "events"): {"create", "list", "watch"},
         ("batch", "jobs"): {"list", "watch", "create", "delete"},
+        ("edgeagent.io", "rolloutplans"): {"get", "list", "watch"},
+        ("edgeagent.io", "rolloutplans/status"): {"update", "patch"},
     }
     assert _bound_subjects(objects, "ClusterRole", "/edgeagent-controller") == [controller]
     role_key = f"{NAMESPACE}/edgeagent-controller-leader-election"
@@ -705,7 +708,8 @@ async def test_kubectl_apply_deploy_directory(sim: SimCluster, tmp_path: Path) -
     assert code == 0, err
     created = {line.split()[0] for line in out.splitlines()}
     expected = {f"{kind.lower()}{'.apps' if kind in ('DaemonSet', 'Deployment') else ''}"
-                f"{'.rbac.authorization.k8s.io' if 'Role' in kind else ''}/{key.partition('/')[2]}"
+                f"{'.rbac.authorization.k8s.io' if 'Role' in kind else ''}"
+                f"{'.apiextensions.k8s.io' if kind == 'CustomResourceDefinition' else ''}/{key.partition('/')[2]}"
                 for kind, key in _documents()}
     assert created == expected
     # Applying again changes nothing: the manifests are stable under kubectl's three-way merge.
