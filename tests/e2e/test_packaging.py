@@ -573,12 +573,15 @@ def test_controller_rbac_is_least_privilege() -> None:
     assert _rules(objects[("ClusterRole", "/edgeagent-controller")]) == {
         ("apps", "daemonsets"): {"list", "watch", "patch"},
         ("apps", "controllerrevisions"): {"list", "watch"},
-        ("", "pods"): {"list", "watch", "delete"},
+        # patch: an in-place upgrade (edgeagent.io/update-type: InPlaceIfPossible) patches the pod's images.
+        ("", "pods"): {"list", "watch", "delete", "patch"},
         ("", "pods/status"): {"patch"},
         ("", "nodes"): {"list", "watch"},
         # list/watch: rollout plans count the agents' UpgradeFailed Events toward max-failed.
         ("", "events"): {"create", "list", "watch"},
         ("batch", "jobs"): {"list", "watch", "create", "delete"},
+        ("edgeagent.io", "rolloutplans"): {"get", "list", "watch"},
+        ("edgeagent.io", "rolloutplans/status"): {"update", "patch"},
     }
     assert _bound_subjects(objects, "ClusterRole", "/edgeagent-controller") == [controller]
     role_key = f"{NAMESPACE}/edgeagent-controller-leader-election"

@@ -23,6 +23,7 @@ import yaml
 
 from edgeagent.agent.app import Agent
 from edgeagent.config import AgentConfig
+from edgeagent.contract import ANNOTATION_UPDATE_TYPE, UPDATE_TYPE_IN_PLACE_IF_POSSIBLE
 from edgeagent.kube.client import KubeClient, KubeError, Timeouts
 from edgeagent.kube.objects import get_condition
 from edgeagent.sim.cluster import SimCluster
@@ -201,7 +202,11 @@ async def controller_scenario(sim: SimCluster, kubeconfig: Path, args: dict[str,
         await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate",
                                                          annotations=annotations, min_ready=3))
         await eventually(lambda: all_running(admin, "ota", nodes), what="ota pods running")
+        await create_daemonset(admin, daemonset_manifest("inplace", strategy="AdvancedRollingUpdate", annotations={
+            "apps.openyurt.io/max-unavailable": "1", ANNOTATION_UPDATE_TYPE: UPDATE_TYPE_IN_PLACE_IF_POSSIBLE}))
         await eventually(lambda: all_running(admin, "web", nodes), what="web pods running")
+        await eventually(lambda: all_running(admin, "inplace", nodes), what="inplace pods running")
+        in_place_uids = {p["metadata"]["uid"] for p in await pods_of(admin, "inplace")}
         lease_ns, lease_name = args["--lease-namespace"], args["--lease-name"]
         try:
             await controllers.start(sim, kubeconfig=kubeconfig, leader_elect=args.get("--leader-elect") == "true",
@@ -225,6 +230,14 @@ async def controller_scenario(sim: SimCluster, kubeconfig: Path, args: dict[str,
             async with pods_never_ready(sim, BAD):
                 await set_image(admin, "ota", "nginx:1.19.5")
                 await set_image(admin, "web", BAD)
+                await set_image(admin, "inplace", "nginx:1.19.5")
+
+                async def patched_in_place() -> bool:
+                    pods = await pods_of(admin, "inplace")
+                    return {p["metadata"]["uid"] for p in pods} == in_place_uids and all(
+                        p["spec"]["containers"][0]["image"] == "nginx:1.19.5" for p in pods)
+
+                await eventually(patched_in_place, what="the in-place DaemonSet's pods patched (pods patch)")
 
                 async def flagged() -> bool:
                     pods = await pods_of(admin, "ota")
