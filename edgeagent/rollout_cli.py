@@ -395,7 +395,8 @@ def run_reporting_errors(command: Callable[[RolloutConfig, TextIO], Coroutine[An
     except KubeError as exc:
         print(f"edgeagent: error: the API server refused: {exc}", file=err)
     except KubeUnreachable as exc:
-        print(f"edgeagent: error: cannot reach the API server: {exc}", file=err)
+        where = f" at {exc.server}" if exc.server else ""
+        print(f"edgeagent: error: cannot reach the API server{where}: {exc}", file=err)
     finally:
         structlog.configure(**saved)
     return EXIT_ERROR

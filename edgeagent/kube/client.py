@@ -473,7 +473,9 @@ class KubeClient:
         try:
             return await self._transport.send(method, path, params, headers, body, timeout)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise KubeUnreachable(f"{method} {path}: {_failure(exc, timeout)}") from exc
+            unreachable = KubeUnreachable(f"{method} {path}: {_failure(exc, timeout)}")
+            unreachable.server = self.host
+            raise unreachable from exc
 
     async def request(
         self,

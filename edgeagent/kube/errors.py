@@ -33,7 +33,11 @@ class ApiError(Exception):
 
 
 class KubeUnreachable(ApiError):
-    """The API server could not be reached or did not answer in time (as opposed to answering with an error)."""
+    """The API server could not be reached or did not answer in time (as opposed to answering with an error).
+
+    `server`: the URL that was tried, when the client knows it, so that a command can name it in its one line."""
+
+    server: str = ""
 
 
 class KubeError(ApiError):

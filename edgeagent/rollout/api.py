@@ -53,7 +53,7 @@ MSG_STEP = ('spec.steps: each step must be a count of at least 1 (e.g. 5) or a p
 MSG_STEPS_COUNT = f"spec.steps must have between 1 and {MAX_STEPS} steps"
 MSG_STEPS_INCREASING = "spec.steps must be increasing: each count larger than the counts before it, each percentage too"
 MSG_STEPS_LAST = 'spec.steps must end with "100%" (the last wave takes every node)'
-MSG_BAKE = "spec.bake must be a duration like 30s, 10m, 2h or 1h30m (0s for none)"
+MSG_BAKE = "spec.bake must be a duration like 30s, 10m, 2h, 1d or 1h30m, units from largest to smallest (0s for none)"
 MSG_GROUP_LABEL = "spec.groupLabel must be a node label key, e.g. topology.kubernetes.io/zone"
 MSG_MAX_FAILED = 'spec.maxFailed must be a count of 0 or more (e.g. 2) or a percentage from "0%" to "100%"'
 MSG_MAX_FAILED_PER_WAVE = ('spec.maxFailedPerWave must be a count of 0 or more (e.g. 2) or a percentage '
@@ -65,7 +65,8 @@ MSG_PAUSED = "spec.paused must be true or false"
 # The regular expressions the CRD's rules use too (RE2 and Python agree on these).
 PERCENT_STEP = r"^([1-9][0-9]?|100)%$"
 PERCENT_AMOUNT = r"^([0-9]|[1-9][0-9]|100)%$"
-DURATION = r"^(0|([0-9]+[hms])+)$"
+# The form of edgeagent.durations (the CRD's CEL rule is this text: RE2 has no look-ahead, hence the cases).
+DURATION = r"^(0|[0-9]+d([0-9]+h)?([0-9]+m)?([0-9]+s)?|[0-9]+h([0-9]+m)?([0-9]+s)?|[0-9]+m([0-9]+s)?|[0-9]+s)$"
 LABEL_KEY = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
              r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_KEY_MAX = 253 + 1 + 63

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgeagent import durations
 from edgeagent.contract import (
     ANNOTATION_NODE_SELECTOR,
     ANNOTATION_ON_FAILURE,
@@ -48,8 +49,6 @@ ON_FAILURE_ROLLBACK = "rollback"
 MAX_STEPS = 100
 
 _STEP = re.compile(r"^(\d+)(%?)$")
-_DURATION_PART = re.compile(r"(\d+)(h|m|s)")
-_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
 # A label key: optional DNS-subdomain prefix and a name (what the API server accepts as a label key).
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -158,23 +157,12 @@ def parse_steps(raw: str) -> tuple[Step, ...]:
 
 
 def parse_duration(raw: str) -> float:
-    """`30s`, `10m`, `2h`, `1h30m`, `0s` (or a bare `0`) -> seconds; raises ValueError."""
-    text = raw.strip()
-    if text == "0":
-        return 0.0
-    if not text or _DURATION_PART.sub("", text):
-        raise ValueError(f"{raw!r} is not a duration")
-    return float(sum(int(n) * _DURATION_UNITS[unit] for n, unit in _DURATION_PART.findall(text)))
+    """Seconds of a bake: the one duration form of edgeagent (`edgeagent.durations`: `30s`, `1h30m`, `1d`, `0`);
+    raises ValueError (a DurationError saying what a duration is)."""
+    return float(durations.parse_duration(raw))
 
 
-def format_duration(seconds: float) -> str:
-    """The inverse of parse_duration for whole seconds, shortest form (`90` -> `1m30s`)."""
-    total = max(0, round(seconds))
-    if total == 0:
-        return "0s"
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    return "".join(f"{v}{u}" for v, u in ((hours, "h"), (minutes, "m"), (secs, "s")) if v)
+format_duration = durations.format_duration
 
 
 def parse_plan(ds: JSON) -> tuple[Plan | None, list[PlanProblem]]:

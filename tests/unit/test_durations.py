@@ -83,3 +83,16 @@ def test_fleet_wide_prints_the_bake_left_as_every_view_does() -> None:
     fleet = model.build([the_ds], [pod(generation="2", revision="new")], [node()], [], now=1767225600.0 + 1800)
     table = command.daemonsets_table(fleet, command.FleetConfig(output="wide"))
     assert table.splitlines()[1].split()[-1] == "1h30m"  # kubectl's age format said `90m`
+
+
+def test_a_bake_takes_every_duration_a_hold_takes() -> None:
+    """Issue 38 item 10: `hold --for 1d` was accepted and a bake of `1d` refused; one form everywhere now, in the
+    controller's reading of a plan and in the CRD's rule alike (test_rollout_api checks the two agree)."""
+    from edgeagent.rollout import api
+
+    for text, seconds in (("1d", 86400), ("1h30m", 5400), ("0", 0), ("0s", 0), ("1d2h3m4s", 93784)):
+        spec, errors = api.parse_spec({"daemonSet": "web", "steps": [1, "100%"], "bake": text})
+        assert not errors and spec is not None and spec.bake_seconds == seconds == parse_duration(text), text
+    for text in ("30m1h", "1m1m", "-5m", "soon", "1w"):
+        spec, errors = api.parse_spec({"daemonSet": "web", "steps": [1, "100%"], "bake": text})
+        assert spec is None and [e.field for e in errors] == ["spec.bake"], text

@@ -105,6 +105,9 @@ async def test_fleet_and_the_dashboard_use_the_context(sim_factory: SimFactory, 
     kubeconfig.write_text(yaml.safe_dump(dead))
     ran = await edgeagent("fleet", "--kubeconfig", str(kubeconfig))
     assert ran.code == 1 and "cannot reach the API server" in ran.err
+    # Issue 38 item 9: the one line names the server that could not be reached, for `rollout` as for `fleet`.
+    ran = await edgeagent("rollout", "status", "web", "--kubeconfig", str(kubeconfig))
+    assert ran.code == 1 and ran.err.startswith(f"edgeagent: error: cannot reach the API server at {DEAD}"), ran.err
     stop = asyncio.Event()
     url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     cfg = DashboardConfig(kubeconfig=kubeconfig, bind="127.0.0.1", port=0, context="prod")
