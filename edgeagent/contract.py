@@ -9,9 +9,11 @@ Kept free of I/O and of any import above `edgeagent.kube`, so that loading it co
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
-from edgeagent.kube.objects import get_condition
+from edgeagent.kube.objects import get_condition, labels_of
 
 JSON = dict[str, Any]
 
@@ -67,6 +69,17 @@ HELD_BY_OPERATOR = "HeldByOperator"
 OUTSIDE_MAINTENANCE_WINDOW = "OutsideMaintenanceWindow"
 AUTO_UPGRADE_FAILED = "AutoUpgradeFailed"
 OPEN = "Open"
+
+# --- A failed upgrade, reported by the node on its own pod's status ------------------------------
+# The only failure report the controller and the fleet view count. Events cannot carry it: any credential
+# may create one, naming any node as its source. A pod's status can: NodeRestriction (kubelet identity) and
+# deploy/k8s-1.30's admission policy (the agent's ServiceAccount token) let only the pod's node write it.
+# Owned by the agent of the pod's node, written (strategic merge, by type) on the pod of the revision that
+# failed: `status: "True"`, a CamelCase `reason` (the kubelet's, e.g. CrashLoopBackOff, or NotReadyInTime),
+# and a message `revision <hash>: <text>` naming that revision.
+CONDITION_UPGRADE_FAILED = "edgeagent.io/UpgradeFailed"
+REASON_NOT_READY_IN_TIME = "NotReadyInTime"
+FAILURE_MESSAGE_PREFIX = "revision "
 
 # --- Image pre-pull Jobs (owned by the controller) ---------------------------------------------
 LABEL_PREPULL = "edgeagent.io/image-pre-pull"
@@ -161,3 +174,44 @@ def held_by(pod: JSON) -> tuple[str, str] | None:
     if cond is None or cond.get("status") != "True":
         return None
     return str(cond.get("reason") or ""), str(cond.get("message") or "")
+
+
+@dataclass(frozen=True)
+class ReportedFailure:
+    """What a node reported about the failed upgrade of its own pod (`CONDITION_UPGRADE_FAILED`)."""
+
+    revision: str
+    reason: str
+    message: str
+
+
+_FAILURE_MESSAGE = re.compile(re.escape(FAILURE_MESSAGE_PREFIX) + r"([^\s:]+): ?(.*)", re.DOTALL)
+_CAMEL_CASE = re.compile(r"[A-Z][A-Za-z0-9]*")
+
+
+def failure_message(revision: str, text: str) -> str:
+    """The condition's message: `revision <hash>: <text>` (the one spelling `reported_failure` reads)."""
+    return f"{FAILURE_MESSAGE_PREFIX}{revision}: {text}"
+
+
+def failure_reason(reason: str) -> str:
+    """The condition's reason: the kubelet's own word when it is one (CamelCase), else `NotReadyInTime`."""
+    return reason if _CAMEL_CASE.fullmatch(reason) else REASON_NOT_READY_IN_TIME
+
+
+def reported_failure(pod: JSON) -> ReportedFailure | None:
+    """The failure the pod's node reported about this pod's own revision, or None.
+
+    Counts only a `CONDITION_UPGRADE_FAILED` condition that is `True` and whose message names the revision the
+    pod runs (its `controller-revision-hash` label): a condition naming any other revision says nothing about
+    this pod, whoever wrote it. Who may write it is the API server's business (only the pod's node may write
+    its status); this reader only refuses what cannot be about this pod.
+    """
+    cond = get_condition(pod, CONDITION_UPGRADE_FAILED)
+    if cond is None or cond.get("status") != "True":
+        return None
+    found = _FAILURE_MESSAGE.fullmatch(str(cond.get("message") or ""))
+    own = labels_of(pod).get(LABEL_REVISION_HASH)
+    if found is None or not own or found.group(1) != own:
+        return None
+    return ReportedFailure(revision=found.group(1), reason=str(cond.get("reason") or ""), message=found.group(2))

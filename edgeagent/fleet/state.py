@@ -72,10 +72,9 @@ _RANK = {s: i for i, s in enumerate(STATE_ORDER)}
 STUCK_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                            "CreateContainerError", "InvalidImageName", "RunContainerError"})
 
-# HOOK: the pod condition through which a node reports that the upgrade of its own pod failed (only the pod's
-# node may write a pod's status). The RolloutPlan work defines its final name in edgeagent.contract; until
-# then this is the one place that reads it.
-FAILURE_CONDITION = "UpgradeFailed"
+# The pod condition through which a node reports that the upgrade of its own pod failed (only the pod's node
+# may write a pod's status); `contract.reported_failure` is its one reader.
+FAILURE_CONDITION = contract.CONDITION_UPGRADE_FAILED
 
 # Plan phases (compared case-insensitively: the round-3 annotation writes `rolledBack`, a RolloutPlan's status
 # `RolledBack`).
@@ -144,12 +143,12 @@ def stuck_reason(pod: JSON) -> str:
 
 
 def reported_failure(pod: JSON) -> str:
-    """The failure the pod's node wrote on its status (`FAILURE_CONDITION` True), as "reason: message"."""
-    cond = get_condition(pod, FAILURE_CONDITION)
-    if cond is None or cond.get("status") != "True":
+    """The failure the pod's node wrote on its status about the revision the pod runs, as "reason: message"
+    ("" when there is none: `contract.reported_failure` ignores a condition naming another revision)."""
+    found = contract.reported_failure(pod)
+    if found is None:
         return ""
-    text = ": ".join(str(cond.get(k) or "") for k in ("reason", "message") if cond.get(k))
-    return text or FAILURE_CONDITION
+    return ": ".join(text for text in (found.reason, found.message) if text) or FAILURE_CONDITION
 
 
 def policy(pod: JSON | None) -> tuple[str, str, str]:

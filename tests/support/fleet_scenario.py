@@ -22,6 +22,7 @@ from typing import Any
 
 import aiohttp
 
+from edgeagent.contract import failure_message
 from edgeagent.fleet.state import FAILURE_CONDITION
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, CONTENT_STRATEGIC_MERGE_PATCH, KubeClient
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready, is_terminating, labels_of
@@ -138,9 +139,10 @@ async def mixed_fleet(sim: SimCluster, admin: KubeClient) -> MixedFleet:
                                                 "message": f"controllerrevision: {revision}"})
     await set_condition(admin, pods["edge-1"], {"type": "UpgradeHeld", "status": "True",
                                                 "reason": "OutsideMaintenanceWindow", "message": WINDOW_MESSAGE})
+    own = pods["edge-3"]["metadata"]["labels"]["controller-revision-hash"]  # a report names the pod's own revision
     await set_condition(admin, pods["edge-3"], {"type": FAILURE_CONDITION, "status": "True",
-                                                "reason": "ReplacementNotReady",
-                                                "message": f"revision {revision}: CrashLoopBackOff"})
+                                                "reason": "CrashLoopBackOff",
+                                                "message": failure_message(own, "did not become Ready")})
     await agent_event(admin, pods["edge-3"]["metadata"]["name"], "edge-3", "UpgradeFailed",
                       "upgrade request 7: the replacement did not become Ready: CrashLoopBackOff")
     await post_sim(sim, "/sim/v1/nodes/edge-2/disconnect")

@@ -57,8 +57,8 @@ def state_of(the_pod: JSON, the_node: JSON | None = None, events: list[JSON] | N
 
 HELD = {"type": "UpgradeHeld", "status": "True", "reason": "OutsideMaintenanceWindow",
         "message": "outside the maintenance windows (Sat 02:00-04:00); next opens Sat 02:00"}
-REPORTED = {"type": "UpgradeFailed", "status": "True", "reason": "ReplacementNotReady",
-            "message": "revision new did not become Ready"}
+REPORTED = {"type": "edgeagent.io/UpgradeFailed", "status": "True", "reason": "CrashLoopBackOff",
+            "message": "revision new: did not become Ready"}
 OPEN = {"type": "UpgradeHeld", "status": "False", "reason": "Open", "message": ""}
 WAITING = {"type": "PodNeedUpgrade", "status": "False", "reason": "WaitingForWave",
            "message": "controllerrevision: new"}
@@ -71,7 +71,7 @@ def test_each_state_from_what_the_cluster_shows() -> None:
     assert state_of(pod(conditions=[WAITING])) is model.State.WAITING
     assert state_of(pod(), node(ready="Unknown")) is model.State.OFFLINE
     assert state_of(pod(generation="2", revision="new", ready=False, waiting="CrashLoopBackOff")) is model.State.FAILED
-    assert state_of(pod(conditions=[REPORTED])) is model.State.FAILED
+    assert state_of(pod(revision="new", conditions=[REPORTED])) is model.State.FAILED
 
 
 def test_an_event_alone_never_makes_a_node_failed_it_only_explains() -> None:
@@ -92,6 +92,17 @@ def test_a_crash_looping_new_pod_is_failed_and_not_also_up_to_date() -> None:
     # The failure the node wrote on a Ready pod of the current revision wins too.
     reported = pod(generation="2", revision="new", conditions=[REPORTED])
     assert state_of(reported) is model.State.FAILED
+    assert model.build([ds()], [reported], [node()], [], now=0.0).daemonsets[0].pods["n1"].why == \
+        "CrashLoopBackOff: did not become Ready"
+
+
+def test_a_reported_failure_naming_another_revision_than_the_pod_runs_is_ignored() -> None:
+    """The fleet view reads the node's report through `contract.reported_failure`: about the pod's own
+    revision only (a stale or forged condition naming another one decides nothing)."""
+    assert state_of(pod(generation="2", revision="new", conditions=[REPORTED])) is model.State.FAILED
+    assert state_of(pod(generation="2", revision="other", conditions=[REPORTED])) is model.State.UP_TO_DATE
+    legacy = {**REPORTED, "type": "UpgradeFailed"}  # the pre-contract name is no report at all
+    assert state_of(pod(generation="2", revision="new", conditions=[legacy])) is model.State.UP_TO_DATE
 
 
 @pytest.mark.parametrize("the_node", [

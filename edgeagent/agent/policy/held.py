@@ -16,26 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from edgeagent import log
 from edgeagent.agent.link.cache import PodCache
 from edgeagent.agent.link.monitor import LinkMonitor
+from edgeagent.agent.pod_status import PodGone, Want, WriteFailed, condition_patch, current, patch_status
 from edgeagent.agent.policy.passes import run_passes
 from edgeagent.agent.policy.site import PolicyStatus, SitePolicy
 from edgeagent.contract import CONDITION_UPGRADE_HELD
-from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
-from edgeagent.kube.errors import Conflict, Invalid, NotFound
+from edgeagent.kube.client import KubeClient
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.objects import (
     daemonset_owner,
-    get_condition,
     includes_write,
     is_terminating,
     key_of,
     meta,
-    pod_path,
     uid_of,
 )
 
@@ -47,33 +44,9 @@ RETRY_INITIAL = 0.5
 RETRY_MAX = 30.0
 
 
-def desired(status: PolicyStatus) -> tuple[str, str, str]:
+def desired(status: PolicyStatus) -> Want:
     """(status, reason, message) of the condition for the policy's answer."""
     return ("True" if status.held else "False"), status.reason, status.message
-
-
-def current(pod: JSON) -> tuple[str, str, str] | None:
-    cond = get_condition(pod, CONDITION_UPGRADE_HELD)
-    if cond is None:
-        return None
-    return str(cond.get("status") or ""), str(cond.get("reason") or ""), str(cond.get("message") or "")
-
-
-def condition_patch(pod: JSON, want: tuple[str, str, str], now: datetime, *, published: str | None = None) -> JSON:
-    """One condition, merged by `type`; the UID makes a same-named successor refuse it (409).
-
-    `lastTransitionTime` is sent only when the status flips; a patch without it keeps the one the pod has.
-    `published` is the status this agent last wrote to the pod: the cached copy may not show that write yet
-    (the watch brings it a moment later), and judging the flip from the older copy would move the time on a
-    change of message alone.
-    """
-    status, reason, message = want
-    cond: JSON = {"type": CONDITION_UPGRADE_HELD, "status": status, "reason": reason, "message": message}
-    old = get_condition(pod, CONDITION_UPGRADE_HELD)
-    before = published if published is not None else (old.get("status") if old is not None else None)
-    if before != status:
-        cond["lastTransitionTime"] = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": [cond]}}
 
 
 def needs_condition(pod: JSON) -> bool:
@@ -131,7 +104,7 @@ class HeldPublisher:
                 continue
             uid = uid_of(pod)
             live.add(uid)
-            if current(pod) == want:
+            if current(pod, CONDITION_UPGRADE_HELD) == want:
                 self._sent.pop(uid, None)
                 continue
             rv = str(meta(pod).get("resourceVersion") or "")
@@ -152,32 +125,27 @@ class HeldPublisher:
             del self._published[uid]
         return complete
 
-    async def _patch(self, pod: JSON, want: tuple[str, str, str]) -> str | None:
+    async def _patch(self, pod: JSON, want: Want) -> str | None:
         """The resourceVersion the patch was answered with ("" when there is nothing to wait for: the pod is gone);
         None when it failed and is to be tried again."""
-        namespace, name = str(meta(pod).get("namespace") or ""), str(meta(pod).get("name") or "")
         uid = uid_of(pod)
-        body = condition_patch(pod, want, self._policy.now(), published=self._published.get(uid))
+        body = condition_patch(pod, CONDITION_UPGRADE_HELD, want, self._policy.now(),
+                               published=self._published.get(uid))
         started = time.monotonic()
         try:
-            async with asyncio.timeout(self._timeout + 1.0):
-                answer = await self._client.patch(f"{pod_path(namespace, name)}/status", body,
-                                                  CONTENT_STRATEGIC_MERGE_PATCH, timeout=self._timeout)
-        except (NotFound, Conflict, Invalid) as exc:
+            written = await patch_status(self._client, self._link, pod, body, self._timeout, what="UpgradeHeld")
+        except PodGone as exc:
             # Gone or replaced: the watch brings the successor, which gets its own patch.
-            _log.info("upgrade_held_pod_gone", pod=key_of(pod), code=exc.code)
+            _log.info("upgrade_held_pod_gone", pod=key_of(pod), error=str(exc))
             return ""
-        except KubeError as exc:
-            _log.warning("upgrade_held_patch_refused", pod=key_of(pod), code=exc.code, error=exc.message)
-            return None
-        except (KubeUnreachable, TimeoutError) as exc:
-            self._link.report_failure(f"UpgradeHeld patch of {key_of(pod)}: {exc or type(exc).__name__}")
+        except WriteFailed as exc:
+            _log.warning("upgrade_held_patch_refused", pod=key_of(pod), error=str(exc))
             return None
         self.patches += 1
         self._published[uid] = want[0]
         _log.info("upgrade_held_published", pod=key_of(pod), status=want[0], reason=want[1], message=want[2],
                   ms=round((time.monotonic() - started) * 1000, 1))
-        return str(meta(answer).get("resourceVersion") or "")
+        return written
 
 
-__all__ = ["HeldPublisher", "condition_patch", "desired"]
+__all__ = ["HeldPublisher", "desired"]

@@ -659,6 +659,14 @@ class StateStore:
             lambda c: [_row(r) for r in c.execute(
                 f"SELECT {_COLUMNS} FROM requests WHERE state = ? ORDER BY seq ASC", (VERIFYING,))], []))
 
+    async def failed_replacements(self) -> list[UpgradeRequest]:
+        """Failed requests that judged a replacement pod, oldest first: the failures the agent reports on that
+        pod's status (requests/failure_status.py), which must outlive a restart and a cut link."""
+        return await self._call(lambda: self._read(
+            lambda c: [_row(r) for r in c.execute(
+                f"SELECT {_COLUMNS} FROM requests WHERE state = ? AND replacement != '' ORDER BY seq ASC",
+                (FAILED,))], []))
+
     async def counts(self) -> dict[str, int]:
         """Number of requests per state (every state present, zeros included)."""
         def _counts(conn: sqlite3.Connection) -> dict[str, int]:
