@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
-from edgeagent.kube.errors import NotFound
+from edgeagent.kube.errors import Conflict, NotFound
 from edgeagent.kube.objects import is_pod_ready, is_terminating, labels_of, name_of, uid_of
 from edgeagent.rollout.state import state_from_status
 from edgeagent.sim.cluster import SimCluster
@@ -42,10 +42,11 @@ _SPEC_OF_ANNOTATION = {
 
 
 async def install_plan_crd(kube: KubeClient) -> None:
-    """deploy/crd-rolloutplan.yaml applied to the sim, and served (Established) before the test goes on."""
+    """deploy/crd-rolloutplan.yaml applied to the sim (once), and served (Established) before the test goes on."""
     from tests.support.waiting import eventually
 
-    await kube.create(CRDS_PATH, yaml.safe_load(CRD_FILE.read_text()))
+    with contextlib.suppress(Conflict):  # AlreadyExists: installed by an earlier step of the test
+        await kube.create(CRDS_PATH, yaml.safe_load(CRD_FILE.read_text()))
 
     async def served() -> bool:
         try:
@@ -87,6 +88,12 @@ async def create_plan(kube: KubeClient, daemonset: str, spec: JSON, *, name: str
     body = {"apiVersion": "edgeagent.io/v1alpha1", "kind": "RolloutPlan",
             "metadata": {"name": name or daemonset, "namespace": NS}, "spec": {"daemonSet": daemonset, **spec}}
     return await kube.create(PLANS_PATH, body)
+
+
+async def with_plan(kube: KubeClient, daemonset: str, plan: dict[str, str]) -> JSON:
+    """The CRD installed and a RolloutPlan named after the DaemonSet from a round-3 plan dict (`spec_of`)."""
+    await install_plan_crd(kube)
+    return await create_plan(kube, daemonset, spec_of(daemonset, plan))
 
 
 async def get_plan(kube: KubeClient, name: str) -> JSON:
@@ -275,4 +282,5 @@ __all__ = [
     "spec_of",
     "state_json",
     "steer",
+    "with_plan",
 ]

@@ -24,9 +24,11 @@ from tests.integration.controller.conftest import (
 from tests.support.rollout_plans import (
     annotate,
     documented_order,
+    ds_annotations,
     new_hash,
     plan_reasons,
     plan_state,
+    with_plan,
 )
 from tests.support.waiting import eventually
 
@@ -69,7 +71,8 @@ async def upgrade(agent_url: str, pod: JSON) -> tuple[int, str]:
 
 async def test_ota_pods_wait_for_their_wave_and_are_refused_until_promoted(
         sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=PLAN))
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=ds_annotations(PLAN)))
+    await with_plan(admin, "ota", PLAN)
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     order = documented_order(list(sim.node_names))
     first, rest = order[0], order[1:]
@@ -139,7 +142,8 @@ async def test_ota_pods_wait_for_their_wave_and_are_refused_until_promoted(
 
 async def test_a_stale_promotion_is_removed_without_effect(
         sim: SimCluster, admin: KubeClient, controllers: Controllers) -> None:
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=PLAN))
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=ds_annotations(PLAN)))
+    await with_plan(admin, "ota", PLAN)
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     await controllers.start(sim)
     old_hash = await current_hash(admin, "ota")

@@ -41,7 +41,14 @@ from tests.integration.controller.conftest import (
     events_for,
     set_image,
 )
-from tests.support.rollout_plans import PlanRecorder, new_hash, plan_events_through, plan_state
+from tests.support.rollout_plans import (
+    PlanRecorder,
+    ds_annotations,
+    new_hash,
+    plan_events_through,
+    plan_state,
+    with_plan,
+)
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -86,7 +93,8 @@ async def test_kill_9_mid_bake_keeps_the_wave_and_the_bake_clock(
             "apps.openyurt.io/max-unavailable": "100%"}
     log = tmp_path / "controller.log"
     async with admin_client(sim) as admin:
-        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=ds_annotations(plan)))
+        await with_plan(admin, "web", plan)
         await eventually(lambda: all_running(admin, "web", 6), timeout=20, what="6 pods running")
         async with PlanRecorder(sim, "web") as recorder:
             async with controller_process(sim, log) as first:
@@ -131,7 +139,8 @@ async def test_leader_change_mid_wave_continues_the_same_wave(
     plan = {"edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1s",
             "apps.openyurt.io/max-unavailable": "1"}
     async with admin_client(sim) as admin:
-        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=ds_annotations(plan)))
+        await with_plan(admin, "web", plan)
         await eventually(lambda: all_running(admin, "web", 10), timeout=20, what="10 pods running")
         a = await controllers.start(sim, leader_elect=True, release_lease=False)
         b = await controllers.start(sim, leader_elect=True, release_lease=False)
@@ -174,7 +183,8 @@ async def test_a_decision_from_a_stale_state_is_not_written(sim: SimCluster, adm
     """The state write is a compare-and-swap on the state annotation: a controller whose cache still shows an
     older state (a new leader behind its predecessor's last write) writes nothing and records no Event."""
     plan = {"edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1h"}
-    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=ds_annotations(plan)))
+    await with_plan(admin, "web", plan)
     await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     app = await controllers.start(sim)
     first = await eventually(lambda: plan_state(admin, "web"), what="initial state")
