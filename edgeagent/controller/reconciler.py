@@ -510,7 +510,7 @@ class Controller:
         while story:
             event_type, reason, message = story.pop(0)
             if plan is not None:
-                await self.events.emit(plan, event_type, reason, message)
+                await self.events.emit(_as_plan(plan), event_type, reason, message)
             await self.events.emit(ds, event_type, reason, message)
 
     async def _act(self, key: str, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None, strategy: Strategy,
@@ -770,7 +770,7 @@ class Controller:
                      "lastTransitionTime": format_time(self._clock())}
         status["conditions"] = [*(c for c in conditions if c.get("type") != CONDITION_ACCEPTED), condition]
         if await self._put_plan_status(plan, status):
-            await self.events.emit(plan, EVENT_WARNING, reason, message)
+            await self.events.emit(_as_plan(plan), EVENT_WARNING, reason, message)
 
     async def _put_plan_status(self, plan: JSON, status: JSON) -> bool:
         """One write of the plan's `status` subresource, with the plan's resourceVersion as precondition (a PUT
@@ -1030,6 +1030,11 @@ def _generation(ds: JSON) -> int | None:
     """The DaemonSet's `metadata.generation` (bumped by the API server on every spec change)."""
     value = meta(ds).get("generation")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _as_plan(plan: JSON) -> JSON:
+    """The plan with its kind (a list's items carry none): what an Event's involvedObject names."""
+    return {**plan, "apiVersion": PLANS_PATH_PREFIX.removeprefix("/apis/"), "kind": "RolloutPlan"}
 
 
 def _plan_target(plan: JSON) -> str | None:
