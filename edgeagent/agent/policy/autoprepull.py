@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from edgeagent import log
 from edgeagent.agent.link.cache import PodCache
 from edgeagent.agent.link.monitor import LinkMonitor
-from edgeagent.agent.policy.passes import run_passes
+from edgeagent.agent.passes import run_passes
 from edgeagent.agent.requests.upgrade import Answer
 from edgeagent.agent.state.store import StateStore, StateUnavailable
 from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, version_from_message

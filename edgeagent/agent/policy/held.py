@@ -19,10 +19,11 @@ import time
 from typing import Any
 
 from edgeagent import log
+from edgeagent.agent import pod_status
 from edgeagent.agent.link.cache import PodCache
 from edgeagent.agent.link.monitor import LinkMonitor
-from edgeagent.agent.pod_status import PodGone, Want, WriteFailed, condition_patch, current, patch_status
-from edgeagent.agent.policy.passes import run_passes
+from edgeagent.agent.passes import run_passes
+from edgeagent.agent.pod_status import PodGone, Want, WriteFailed, condition_patch, patch_status
 from edgeagent.agent.policy.site import PolicyStatus, SitePolicy
 from edgeagent.contract import CONDITION_UPGRADE_HELD
 from edgeagent.kube.client import KubeClient
@@ -47,6 +48,11 @@ RETRY_MAX = 30.0
 def desired(status: PolicyStatus) -> Want:
     """(status, reason, message) of the condition for the policy's answer."""
     return ("True" if status.held else "False"), status.reason, status.message
+
+
+def current(pod: JSON) -> Want | None:
+    """(status, reason, message) of the pod's UpgradeHeld condition as it is, or None without one."""
+    return pod_status.current(pod, CONDITION_UPGRADE_HELD)
 
 
 def needs_condition(pod: JSON) -> bool:
@@ -104,7 +110,7 @@ class HeldPublisher:
                 continue
             uid = uid_of(pod)
             live.add(uid)
-            if current(pod, CONDITION_UPGRADE_HELD) == want:
+            if current(pod) == want:
                 self._sent.pop(uid, None)
                 continue
             rv = str(meta(pod).get("resourceVersion") or "")
@@ -148,4 +154,4 @@ class HeldPublisher:
         return written
 
 
-__all__ = ["HeldPublisher", "desired"]
+__all__ = ["HeldPublisher", "current", "desired"]

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from edgeagent import log
+from edgeagent.agent.passes import run_passes
 from edgeagent.agent.pod_status import (
     PodGone,
     Want,
@@ -37,7 +38,6 @@ from edgeagent.agent.pod_status import (
     on_this_node,
     patch_status,
 )
-from edgeagent.agent.policy.passes import run_passes
 from edgeagent.agent.requests.verifier import on_new_revision, replacements
 from edgeagent.agent.state.store import FAILED, KEEP_FINISHED, StateStore, StateUnavailable, UpgradeRequest
 from edgeagent.contract import CONDITION_UPGRADE_FAILED, LABEL_REVISION_HASH, failure_message, failure_reason

@@ -7,6 +7,8 @@ credential matters), the kubelet's crash loop, a link cut, and the sim's audit l
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,15 @@ from tests.integration.agent_api.conftest import (
     wait_connected,
     write_kubeconfig,
 )
-from tests.support.agent_outcomes import cached, final_entry, set_image, upgrade_json, waiting_reason
+from tests.support.agent_outcomes import (
+    cached,
+    final_entry,
+    request_entry,
+    set_image,
+    upgrade_json,
+    waiting_reason,
+)
+from tests.support.fleet_scenario import post_sim
 from tests.support.hook_proxy import HookProxy
 from tests.support.waiting import eventually
 
@@ -114,10 +124,10 @@ async def test_a_failure_decided_while_its_write_cannot_get_through_is_written_w
         await eventually(lambda: cut.hits >= 1, what="the failure's PATCH tried")
         assert reported_failure(await world.pod()) is None  # recorded on the node, not in the cloud yet
 
-        await world.sim.disconnect(NODE, "refuse")
+        await post_sim(world.sim, f"/sim/v1/nodes/{NODE}/disconnect?mode=refuse")
         await wait_connected(agent, False)
         cut.times = 0  # the partition heals with the link
-        await world.sim.connect(NODE)
+        await post_sim(world.sim, f"/sim/v1/nodes/{NODE}/connect")
         await wait_connected(agent)
         pod = await eventually(lambda: _reported_on(world, new), timeout=20,
                                what="the failure on the replacement's status after the link returned")
@@ -125,6 +135,35 @@ async def test_a_failure_decided_while_its_write_cannot_get_through_is_written_w
         assert found is not None and found.revision == world.new_hash and done["id"] in found.message
     finally:
         await hook.stop()
+
+
+async def test_a_failure_judged_after_the_link_returns_is_written_then(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession) -> None:
+    """The deadline passes while the link is cut (POST /sim/v1/nodes/NODE/disconnect): no verdict from a frozen
+    cache, nothing written; once it returns (connect), the verdict is `failed` and the condition follows."""
+    await set_image(world.admin, crash=True)
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), ready_timeout=3)
+    await wait_connected(agent)
+    old = await world.pod()
+    await wait_cached(agent, old)
+    status, body = await upgrade_json(http, agent, old)
+    assert status == 200, body
+    new = await eventually(lambda: world.replaced(old), what="replacement created")
+    await eventually(lambda: waiting_reason(cached(agent, new)) == "CrashLoopBackOff",
+                     what="the replacement crash-looping in the agent's cache")
+    await post_sim(world.sim, f"/sim/v1/nodes/{NODE}/disconnect")
+    await wait_connected(agent, False)
+    deadline = datetime.fromisoformat((await request_entry(http, agent, body["id"]))["deadline"]).timestamp()
+    await eventually(lambda: time.time() > deadline + 1.0, timeout=30, what="the deadline passed offline")
+    assert (await request_entry(http, agent, body["id"]))["state"] == "verifying"
+    assert await _reported_on(world, new) is None
+
+    await post_sim(world.sim, f"/sim/v1/nodes/{NODE}/connect")
+    done = await final_entry(http, agent, body["id"], timeout=30)
+    assert (done["state"], done["reason"]) == ("failed", "CrashLoopBackOff"), done
+    pod = await eventually(lambda: _reported_on(world, new), timeout=20, what="the failure written after the cut")
+    found = reported_failure(pod)
+    assert found is not None and found.revision == world.new_hash and done["id"] in found.message
 
 
 async def test_a_failure_recorded_before_a_restart_is_written_by_the_next_agent(

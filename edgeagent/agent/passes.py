@@ -3,7 +3,8 @@
 A pass compares the cache with what should be in the cloud and writes the difference; it answers whether
 anything is left for later. Left over (a refused write, the link dropping mid-pass): the next pass comes after a
 doubling delay, or at once when woken. Nothing left: wait for the next wake-up (a cache change, the link's
-return, a policy change). `held.py` (UpgradeHeld) and `autoprepull.py` (pre-pull requests) run on it.
+return, a policy change). `policy/held.py` (UpgradeHeld), `policy/autoprepull.py` (pre-pull requests) and
+`requests/failure_status.py` (edgeagent.io/UpgradeFailed) run on it.
 """
 
 from __future__ import annotations
