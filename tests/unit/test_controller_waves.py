@@ -45,7 +45,8 @@ def pod(name: str, revision: str, *, ready: bool = True, held: bool = False, cre
 
 
 def world(upgraded: set[str], *, not_ready: set[str] = frozenset(), held: set[str] = frozenset(),  # type: ignore[assignment]
-          unready_new: set[str] = frozenset(), now: float = T0) -> Observation:
+          unready_new: set[str] = frozenset(), now: float = T0,  # type: ignore[assignment]
+          ) -> Observation:
     pods = [pod(n, NEW if n in upgraded else OLD, held=n in held, ready=n not in unready_new) for n in NAMES]
     nodes = {n: node(n, ready=n not in not_ready) for n in NAMES}
     ds = {"metadata": {"name": "app", "namespace": "default"}}
