@@ -475,7 +475,8 @@ async def run(args: argparse.Namespace) -> None:
             listed = await patient(sim, "GET", f"/api/v1/namespaces/{NAMESPACE}/events")
             reasons: dict[str, int] = {}
             for event in listed.get("items") or []:
-                if (event.get("involvedObject") or {}).get("name") == "waved":
+                if (event.get("involvedObject") or {}).get("name") == "waved" \
+                        and (event.get("involvedObject") or {}).get("kind") == "DaemonSet":
                     reason = str(event.get("reason"))
                     reasons[reason] = reasons.get(reason, 0) + int(event.get("count") or 1)
             note(f"Events on the waved DaemonSet over {len(waved_times)} roll(s), by reason: {reasons}")
