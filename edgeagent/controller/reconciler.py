@@ -379,8 +379,9 @@ class Controller:
             self.plan_writes.forget(uid_of(obj))
 
     def plans_absent(self) -> bool:
-        """The API server does not serve RolloutPlans (the CRD is not installed): no DaemonSet has a plan."""
-        return not self.plans.synced.is_set() and self.plans.last_code == 404
+        """The API server does not serve RolloutPlans (the CRD is not installed, or was deleted, which deletes the
+        plans too): no DaemonSet has a plan."""
+        return not self.plans.healthy and self.plans.last_code == 404
 
     # ------------------------------------------------------------------ reads
 
@@ -743,7 +744,7 @@ class Controller:
         naming it (rivals: each moves nothing and says so). The oldest plan wins, by creation and then by name, so
         every controller and every restart picks the same one."""
         found = [self.plans.items[k] for k in self._plans_by_ds.get(key, ()) if k in self.plans.items]
-        if not found:
+        if not found or self.plans_absent():
             return None, []
         found.sort(key=lambda p: (str(meta(p).get("creationTimestamp") or ""), name_of(p)))
         return found[0], found[1:]
