@@ -105,16 +105,22 @@ async def patch_plan(kube: KubeClient, name: str, patch: JSON) -> JSON:
 
 
 async def steer(kube: KubeClient, name: str, verb: str, **fields: Any) -> str:
-    """One steering request as the CLI writes it (the plan's status.revision as seen), returns its id."""
+    """One steering request as the CLI writes it (the plan's status.revision as seen, UID and resourceVersion
+    preconditions; a 409 means the controller wrote the status meanwhile: read again and retry), returns its id."""
     import secrets
 
-    plan = await get_plan(kube, name)
     ident = secrets.token_hex(6)
-    body = {"id": ident, "verb": verb, "revision": (plan.get("status") or {}).get("revision", ""), **fields}
-    await patch_plan(kube, name, {"metadata": {"uid": plan["metadata"]["uid"],
-                                               "resourceVersion": plan["metadata"]["resourceVersion"],
-                                               "annotations": {STEER: json.dumps(body, separators=(",", ":"))}}})
-    return ident
+    for _ in range(10):
+        plan = await get_plan(kube, name)
+        body = {"id": ident, "verb": verb, "revision": (plan.get("status") or {}).get("revision", ""), **fields}
+        try:
+            await patch_plan(kube, name, {"metadata": {
+                "uid": plan["metadata"]["uid"], "resourceVersion": plan["metadata"]["resourceVersion"],
+                "annotations": {STEER: json.dumps(body, separators=(",", ":"))}}})
+        except Conflict:
+            continue
+        return ident
+    raise AssertionError(f"the {verb} request on {name} kept meeting 409s")
 
 
 def state_json(status: Any) -> JSON | None:
