@@ -13,7 +13,7 @@ bare app are pinned to the other: 20 pairs of 1 s runs (agent, then bare) per po
 warm-up each; every response's size is checked against the body. The ratio is total requests over
 total requests. Short alternation because this machine (a shared VM) has slow spells of a few seconds
 that hit whichever server is loaded at the time: 5 pairs of 4 s, the same 20 s per server, put whole
-spells into one side and gave 0.93-1.00 for one build, 20 pairs of 1 s gave 0.97-1.03 (docs/benchmarks.md).
+spells into one side and gave 0.93-1.00 for one build, 20 pairs of 1 s gave 0.97-1.03 (docs/dev/benchmarks-history.md).
 `--generator python` is the old aiohttp client pool below, which saturates before either server and
 compresses the ratio toward 1.
 

@@ -50,6 +50,8 @@ SCRIPTS = (
     Script("controller_scale.py", ("--nodes", "10000"), limit=900, quick_args=("--nodes", "2000")),
     Script("rbac_overhead.py", limit=120),
     Script("prepull.py", limit=240),
+    # Issue 37: in place against recreate, 200 nodes, a 10 s pull, without and with pre-pull.
+    Script("inplace.py", limit=1800, quick_args=("--nodes", "40", "--pull-seconds", "2")),
     # Issue 19: rollout plans at 10,000 nodes (2,000 with --quick) and the controller at 100,000 (20,000).
     Script("rollout_waves.py", ("--nodes", "10000"), limit=2400, quick_args=("--nodes", "2000")),
     Script("rollout_scale.py", ("--nodes", "100000"), limit=4800, quick_args=("--nodes", "20000")),

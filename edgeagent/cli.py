@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -22,6 +22,7 @@ from edgeagent import __version__, extras
 from edgeagent.config import (
     DEFAULT_AGENT_PORT,
     DEFAULT_AGENT_URL,
+    ROLLOUT_SUMMARY_ABOVE,
     AgentConfig,
     ClientConfig,
     ControllerConfig,
@@ -45,11 +46,16 @@ _COMPLETE_DIRS = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"
 # so a variable left exported (EDGEAGENT_CANCEL=…) cannot turn a listing into a cancellation.
 # The hold's own parameters belong to that one request too: an exported EDGEAGENT_FOR must not turn every
 # later `edgeagent hold` into a timed one.
-ACTION_FLAGS = {("upgrades", "--cancel"), ("hold", "--reason"), ("hold", "--until"), ("hold", "--for")}
+ACTION_FLAGS = {("upgrades", "--cancel"), ("hold", "--reason"), ("hold", "--until"), ("hold", "--for"),
+                ("rollout undo", "--to-revision")}
 
 
 class UsageError(Exception):
     pass
+
+
+# The one prefix of every error line, from argparse, a command or a long-running process that cannot start.
+ERROR_PREFIX = "edgeagent: error: "
 
 
 # A shell reports 128 + SIGPIPE for a tool whose reader went away (`| head -1`): we end the same way, quietly.
@@ -57,15 +63,16 @@ EXIT_READER_GONE = 128 + 13
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors: the line names the command, the flag and what it accepts.
+    """argparse with one-line usage errors: the line names the flag, what it accepts and the command's help.
 
     argparse's own `error()` prints the whole usage block first; `--help` has that, an error needs one line.
+    The prefix is every error's (`edgeagent: error: `), whoever finds it: argparse or a command.
     """
 
     def error(self, message: str) -> NoReturn:
         line = " ".join(message.split())
         with contextlib.suppress(BrokenPipeError):
-            print(f"{self.prog}: error: {line} (see {self.prog} --help)", file=sys.stderr)
+            print(f"{ERROR_PREFIX}{line} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
 
@@ -128,6 +135,7 @@ def _add(
     fallback_env: str | None = None,
     choices: tuple[str, ...] = (),
     short: str = "",
+    metavar: str = "",
 ) -> None:
     """A flag whose default comes from its `EDGEAGENT_*` variable (then `fallback_env`, then `default`).
 
@@ -137,8 +145,8 @@ def _add(
     action = parser.add_argument(*([short] if short else []), flag, type=type, default=_FROM_ENV)
     if choices:
         action.choices = choices
-        action.metavar = action.dest.upper()
-    elif type is Path:
+        action.metavar = metavar or action.dest.upper()
+    elif type is Path or type is _kubeconfig_file:
         # shtab reads `complete`: file names (directories for the ones named as such) after these flags.
         action.complete = _COMPLETE_DIRS if flag.endswith("dir") else _COMPLETE_FILES  # type: ignore[attr-defined]
     env_help = f"env {var}" + (f", then {fallback_env}" if fallback_env else "")
@@ -230,6 +238,15 @@ def _node_name(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a node name: a node name is a DNS-1123 subdomain "
                                          "(lower-case alphanumerics, '-' and '.', at most 253 characters)")
     return text
+
+
+@_named("file")
+def _kubeconfig_file(text: str) -> Path:
+    """`KUBECONFIG=` (set but empty) read as `.`, and then "kubeconfig not found: .": say what it is instead."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("set but empty: name a kubeconfig file, or unset it to use the in-cluster "
+                                         "config")
+    return Path(text)
 
 
 @_named("id")
@@ -351,6 +368,19 @@ def _client_flags(parser: argparse.ArgumentParser) -> None:
     _switch(parser, "--json", help="print JSON instead of text")
 
 
+def _daemonset_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("daemonset", metavar="DS", type=_daemonset_name, help="NAME, or ds/NAME as kubectl writes it")
+
+
+def _cluster_flags(parser: argparse.ArgumentParser, *, namespace_help: str = "namespace") -> None:
+    """-n, --kubeconfig and --context, as kubectl reads them: without -n, the context's namespace, else default."""
+    _add(parser, "--namespace", short="-n", default="", type=_namespace,
+         help=f"{namespace_help}; without it, the kubeconfig context's, else default")
+    _add(parser, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
+         fallback_env="KUBECONFIG")
+    _add(parser, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
+
+
 def _command(sub: Any, name: str, summary: str, details: str) -> argparse.ArgumentParser:
     """A subcommand whose --help page opens with what it does (the summary, then the details)."""
     description = summary[0].upper() + summary[1:] + "." + (" " + details if details else "")
@@ -372,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "Serves this node's pods on 127.0.0.1:10267 from a persisted cache and upgrades DaemonSet pods "
                    "on request, queueing requests on disk while the cloud is unreachable.")
     _add(run, "--node-name", help="this node's name", fallback_env="NODE_NAME", type=_node_name)
-    _add(run, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
+    _add(run, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
          fallback_env="KUBECONFIG")
     _add(run, "--bind", help="address to listen on; non-loopback needs --token-file or "
          "--insecure-allow-remote", default="127.0.0.1")
@@ -405,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl = _command(sub, "controller", "run the cloud-side controller",
                    "Keeps PodNeedUpgrade on the pods of OTA DaemonSets and replaces the pods of "
                    "AdvancedRollingUpdate DaemonSets within their unavailability budget.")
-    _add(ctl, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
+    _add(ctl, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
          fallback_env="KUBECONFIG")
     _switch(ctl, "--leader-elect", help="take a coordination.k8s.io Lease before acting")
     _add(ctl, "--lease-namespace", default="",
@@ -511,60 +541,79 @@ def build_parser() -> argparse.ArgumentParser:
     hold.add_argument("--reason", help="why; shown in the pods' UpgradeHeld condition (no environment variable)")
     hold.add_argument("--until", help="release by itself at this RFC 3339 time (e.g. 2026-11-22T18:00:00Z; "
                                       "no environment variable)")
-    hold.add_argument("--for", help="release by itself after this long (90s, 30m, 2h, 1d, 1h30m; "
-                                    "no environment variable)")
+    hold.add_argument("--for", metavar="DURATION", help="release by itself after this long (90s, 30m, 2h, 1d, "
+                                                        "1h30m; no environment variable)")
     _client_flags(hold)
     release = _command(sub, "release", "release this node's hold",
                        "Asks the local agent (DELETE /v1/hold) to drop the hold, an operator's or an "
                        "AutoUpgradeFailed one; maintenance windows still apply.")
     _client_flags(release)
 
-    rollout = _command(sub, "rollout", "DaemonSet rollout commands", "")
+    rollout = _command(sub, "rollout", "DaemonSet rollout commands",
+                       "Read and steer the RolloutPlan (edgeagent.io/v1alpha1) of a DaemonSet. Also a kubectl plugin: "
+                       "`kubectl edgeagent rollout ...`.")
     rollout_sub = rollout.add_subparsers(dest="rollout_command", required=True, metavar="COMMAND")
-    status = _command(rollout_sub, "status", "per-node state of a DaemonSet's upgrade",
-                      "Shows each node's state in the DaemonSet's upgrade; exit 0 when every node is up to date.")
-    status.add_argument("daemonset", metavar="DS", type=_daemonset_name, help="NAME, or ds/NAME as kubectl writes it")
-    status.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                        type=_namespace, help="namespace (env EDGEAGENT_NAMESPACE; default default)")
-    _add(status, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
-         fallback_env="KUBECONFIG")
-    _switch(status, "--watch", help="keep printing until the rollout completes")
+    status = _command(rollout_sub, "status", "where a DaemonSet's rollout stands, per node or summed up",
+                      "Reads the RolloutPlan's status and each node's state (the fleet's states). Above "
+                      f"{ROLLOUT_SUMMARY_ABOVE} nodes it prints a summary (per state and wave, failed and "
+                      "deferred nodes named) unless --all or -o wide. Exit 0 when complete, 3 in progress, "
+                      "1 aborted, rolled back or on an error.")
+    _daemonset_arg(status)
+    _cluster_flags(status)
+    _add(status, "--output", short="-o", help="json (the plan's status and every node) or wide (every node)",
+         default="", type=_one_of(("wide", "json")), choices=("wide", "json"))
+    _switch(status, "--all", help="every node, however many")
+    _switch(status, "--watch", help="print what changes until the rollout ends")
     _add(status, "--timeout", help="with --watch, give up after this many seconds (0: never)", default=0.0,
          type=_non_negative_float)
+    # verb: (summary, what it does, what makes it fail): each help page names only its own errors.
     steering = {
         "promote": ("end the current wave's bake now: the next wave starts",
-                    "Writes edgeagent.io/rollout-promote naming the revision and wave shown by `rollout status`; "
-                    "the controller ends that wave's bake once the wave is finished and starts the next."),
-        "pause": ("pause the rollout (edgeagent.io/paused)", "Sets edgeagent.io/paused=true: no pod moves and no "
-                  "wave starts until `rollout resume`."),
-        "resume": ("resume a paused rollout", "Removes edgeagent.io/paused."),
-        "abort": ("stop the rollout, and roll back if on-failure says so",
-                  "Writes edgeagent.io/rollout-abort naming the revision being rolled: the controller stops the "
-                  "rollout and, with edgeagent.io/on-failure: rollback, restores the last completed revision."),
+                    "Asks the controller (annotation edgeagent.io/steer on the RolloutPlan) to end the bake of the "
+                    "wave `rollout status` shows; a promote never skips a wave."),
+        "pause": ("pause the rollout (spec.paused: true)", "No pod moves and no wave starts until `rollout resume`."),
+        "resume": ("resume a paused rollout (spec.paused: false)", ""),
+        "abort": ("stop the rollout, and roll back if onFailure says so",
+                  "Asks the controller to stop the rollout of the revision shown; with onFailure: Rollback it "
+                  "restores the stable revision."),
+        "retry": ("go on with an aborted rollout",
+                  "After Aborted: the controller clears the failures of the current revision and goes on from "
+                  "the current wave."),
+        "undo": ("roll back to the stable revision, or to --to-revision",
+                 "Asks the controller to restore the DaemonSet's template from a revision whose rollout completed "
+                 "(status.history)."),
     }
     for verb, (summary, description) in steering.items():
-        command = _command(rollout_sub, verb, summary, description + " Exit 0 once written, 1 on an error (no "
-                           "such DaemonSet, no rollout plan, nothing to promote or abort).")
-        command.add_argument("daemonset", metavar="DS", type=_daemonset_name,
-                             help="NAME, or ds/NAME as kubectl writes it")
-        command.add_argument("-n", "--namespace", default=os.environ.get("EDGEAGENT_NAMESPACE", "default"),
-                             type=_namespace, help="namespace (env EDGEAGENT_NAMESPACE; default default)")
-        _add(command, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
-             fallback_env="KUBECONFIG")
+        command = _command(rollout_sub, verb, summary, (description + " " if description else "") + "One write of "
+                           "the RolloutPlan (UID and resourceVersion preconditions). Exit 0 once written or "
+                           "already so, 1 on an error (no such DaemonSet, no plan, nothing to do, a previous "
+                           "request not handled yet).")
+        _daemonset_arg(command)
+        _cluster_flags(command)
+        if verb == "undo":
+            command.add_argument("--to-revision", default=None, metavar="R",
+                                 help="a revision (hash) of status.history whose rollout completed (no environment "
+                                 "variable: it is a parameter of this one request)")
+    history = _command(rollout_sub, "history", "the revisions the plan rolled, newest first",
+                       "From the RolloutPlan's status.history: revision, images, how its rollout ended and when.")
+    _daemonset_arg(history)
+    _cluster_flags(history)
+    _add(history, "--output", short="-o", help="json", default="", type=_one_of(("json",)),
+         choices=("json",))
     _fleet_commands(sub)
     _complete_daemonset_names(parser)
     return parser
 
 
 # Shell completion of DaemonSet names: a function in the completion script asks `edgeagent fleet -o name`
-# (with the command line's --kubeconfig and -n), so names come from the cluster the command will talk to.
+# (with the command line's --kubeconfig, --context and -n), so names come from the cluster the command will talk to.
 _DAEMONSETS_BASH = r"""
 _edgeagent_daemonsets() {
   local args=() i w
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${COMP_WORDS[i]}"
     case "$w" in
-      --kubeconfig|-n|--namespace) args+=("$w" "${COMP_WORDS[i+1]}") ;;
+      --kubeconfig|--context|-n|--namespace) args+=("$w" "${COMP_WORDS[i+1]}") ;;
       -A|--all-namespaces) args+=("$w") ;;
     esac
   done
@@ -581,7 +630,7 @@ _edgeagent_daemonsets() {
   local i
   for ((i = 2; i < CURRENT; i++)); do
     case "${words[i]}" in
-      --kubeconfig|-n|--namespace) args+=("${words[i]}" "${words[i+1]}") ;;
+      --kubeconfig|--context|-n|--namespace) args+=("${words[i]}" "${words[i+1]}") ;;
       -A|--all-namespaces) args+=("${words[i]}") ;;
     esac
   done
@@ -618,29 +667,50 @@ def _output_format(text: str) -> str:
     return value
 
 
+def _fleet_flags(parser: argparse.ArgumentParser) -> None:
+    _add(parser, "--namespace", short="-n", help="namespace of the DaemonSets; without it, the kubeconfig context's, "
+         "else default", default="", type=_namespace)
+    _switch(parser, "--all-namespaces", short="-A", help="DaemonSets of every namespace")
+    _add(parser, "--output", short="-o", help="wide (more columns), json, or name (daemonset.apps/NAME per line)",
+         default="", type=_output_format,
+         choices=_OUTPUT_FORMATS, metavar="{" + ",".join(_OUTPUT_FORMATS) + "}")
+    _add(parser, "--selector", short="-l", default="",
+         help="label selector: on DaemonSets, or on nodes with `fleet nodes` (e.g. zone=north)")
+    _switch(parser, "--watch", short="-w", help="after the table, print only the rows that change (Ctrl-C to stop)")
+    _add(parser, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
+         fallback_env="KUBECONFIG")
+    _add(parser, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
+
+
 def _fleet_commands(sub: Any) -> None:
     """`fleet`, `fleet nodes [DS]` and `dashboard`: read-only views of every managed DaemonSet (edgeagent.fleet)."""
     fleet = _command(sub, "fleet", "the whole fleet at a glance, one line per managed DaemonSet",
                      "Lists every DaemonSet annotated apps.openyurt.io/update-strategy with its revision, how many "
                      "nodes are up to date, its rollout wave and phase, and how many nodes are held, offline or "
                      "failed. `fleet nodes [DS]` shows one line per node instead. Read-only.")
-    fleet.add_argument("what", nargs="*", metavar="nodes [DS]",
-                       help="`nodes` for one line per node, optionally only the nodes of DaemonSet DS")
-    _add(fleet, "--namespace", short="-n", help="namespace of the DaemonSets", default="default")
-    _switch(fleet, "--all-namespaces", short="-A", help="DaemonSets of every namespace")
-    _add(fleet, "--output", short="-o", help="wide (more columns), json, or name (daemonset.apps/NAME per line)",
-         default="", type=_output_format, choices=_OUTPUT_FORMATS)
-    _add(fleet, "--selector", short="-l", default="",
-         help="label selector: on DaemonSets, or on nodes with `fleet nodes` (e.g. zone=north)")
-    _switch(fleet, "--watch", short="-w", help="after the table, print only the rows that change (Ctrl-C to stop)")
-    _add(fleet, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path,
-         fallback_env="KUBECONFIG")
+    _fleet_flags(fleet)
+    views = fleet.add_subparsers(dest="fleet_view", required=False, metavar="VIEW",
+                                 help="`nodes`: one line per node instead (edgeagent fleet nodes --help)")
+    nodes = _command(views, "nodes", "one line per node of the fleet",
+                     "Shows each node's readiness, hold, next maintenance window, the revision each managed "
+                     "DaemonSet runs there and the last upgrade outcome; with DS, only the nodes of that DaemonSet. "
+                     "-l selects nodes. Read-only.")
+    nodes.add_argument("daemonset", nargs="?", default="", metavar="DS",
+                       help="only the nodes of this DaemonSet (in -n NAMESPACE)")
+    _fleet_flags(nodes)
+    # Flags given before `nodes` (`fleet -o wide nodes`) are the fleet parser's: the nodes parser must not reset
+    # them to its defaults, so its own defaults are left out of the result (argparse.SUPPRESS).
+    for action in nodes._actions:
+        if action.option_strings and action.default is _FROM_ENV:
+            action.default = argparse.SUPPRESS
 
     dash = _command(sub, "dashboard", "serve a live, read-only web page of the fleet on loopback",
                     "Like `kubectl proxy`, it uses your kubeconfig and adds no credential or object in the cluster: "
                     "each managed DaemonSet's rollout, a grid of every node coloured by state, node details on "
                     "click and the latest edgeagent Events, kept live from watches. It sends no write request.")
-    _add(dash, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=Path, fallback_env="KUBECONFIG")
+    _add(dash, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
+         fallback_env="KUBECONFIG")
+    _add(dash, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
     _add(dash, "--bind", help="address to listen on; anything but loopback needs --allow-remote",
          default="127.0.0.1")
     _add(dash, "--port", help="port to listen on (0: any free port)", default=8080, type=_port)
@@ -652,29 +722,27 @@ def _fleet_commands(sub: Any) -> None:
 def _fleet_config(args: argparse.Namespace) -> Any:
     from edgeagent.fleet.command import FleetConfig
 
-    what = list(args.what)
-    if what and what[0] != "nodes":
-        raise UsageError(f"unknown fleet view {what[0]!r}: expected `fleet` or `fleet nodes [DS]`")
-    if len(what) > 2:
-        raise UsageError("`fleet nodes` takes at most one DaemonSet name")
-    daemonset = what[1] if len(what) == 2 else ""
+    nodes = args.fleet_view == "nodes"
+    daemonset = args.daemonset if nodes else ""
     if daemonset and args.all_namespaces:
         raise UsageError("-A and a DaemonSet name exclude each other: give -n NS with the name")
     return FleetConfig(namespace=args.namespace, all_namespaces=args.all_namespaces, output=args.output,
-                       selector=args.selector, nodes=bool(what), daemonset=daemonset, kubeconfig=args.kubeconfig,
-                       watch=args.watch)
+                       selector=args.selector, nodes=nodes, daemonset=daemonset, kubeconfig=args.kubeconfig,
+                       watch=args.watch, context=args.context or None)
 
 
 def _dashboard_config(args: argparse.Namespace) -> Any:
     from edgeagent.fleet.settings import DashboardConfig, is_loopback
 
+    warning = ""
     if not is_loopback(args.bind):
         if not args.allow_remote:
             raise UsageError(f"--bind {args.bind}: the dashboard serves only loopback (127.0.0.1, ::1, localhost) "
                              "unless --allow-remote is given")
-        print(f"edgeagent: warning: serving the dashboard on {args.bind}: anyone who can reach it sees the fleet "
-              "as your kubeconfig lets you (no login)", file=sys.stderr)
-    return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args))
+        warning = (f"serving the dashboard on {args.bind}: anyone who can reach it sees the fleet as your "
+                   "kubeconfig lets you (no login)")
+    return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args),
+                           warning=warning, context=args.context or None)
 
 
 def _log(args: argparse.Namespace) -> LogConfig:
@@ -782,14 +850,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                              "prints once and exits); add --watch")
         rollout_cfg = RolloutConfig(daemonset=args.daemonset, namespace=args.namespace, kubeconfig=args.kubeconfig,
                                     watch=getattr(args, "watch", False), timeout=getattr(args, "timeout", 0.0),
-                                    action=args.rollout_command)
-        if args.rollout_command == "status":
-            from edgeagent import rollout_cli
+                                    action=args.rollout_command, context=args.context or None,
+                                    output=getattr(args, "output", ""), all_nodes=getattr(args, "all", False),
+                                    to_revision=getattr(args, "to_revision", None) or "")
+        from edgeagent import rollout_cli
 
-            return rollout_cli.main(rollout_cfg)
-        from edgeagent import rollout_steer
-
-        return rollout_steer.main(rollout_cfg)
+        return rollout_cli.main(rollout_cfg)
     if command == "fleet":
         from edgeagent.fleet import command as fleet_command
 
@@ -818,7 +884,8 @@ def _pod_name(text: str) -> tuple[str, str]:
 
 
 def _hold_until(args: argparse.Namespace) -> datetime | None:
-    from edgeagent.agent.policy.times import MAX_HOLD, parse_duration, parse_time
+    from edgeagent.agent.policy.times import MAX_HOLD, parse_time
+    from edgeagent.durations import parse_duration
 
     flag = "--until" if args.until else "--for"
     if args.until and getattr(args, "for"):
@@ -830,7 +897,11 @@ def _hold_until(args: argparse.Namespace) -> datetime | None:
         if args.until:
             until = parse_time(args.until)
         elif getattr(args, "for"):
-            until = now + parse_duration(getattr(args, "for"))
+            seconds = parse_duration(getattr(args, "for"))
+            if seconds == 0:
+                raise ValueError(f"{getattr(args, 'for')!r}: a timed hold lasts more than zero; for a hold until "
+                                 "released, give neither --until nor --for")
+            until = now + timedelta(seconds=seconds)
         else:
             return None
     except OverflowError:  # more days than a date can hold
@@ -842,6 +913,22 @@ def _hold_until(args: argparse.Namespace) -> datetime | None:
     return until
 
 
+# `hold --for -5m`: argparse takes `-5m` for an unknown flag and says only "expected one argument"; attached
+# (`--for=-5m`), the value reaches the duration parser, whose error says what a duration is.
+_DASHED_VALUE_FLAGS = {"--for", "--until"}
+
+
+def _attach_dashed_values(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for token in argv:
+        if out and out[-1] in _DASHED_VALUE_FLAGS and token.startswith("-") and not token.startswith("--") \
+                and token not in ("-h",):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def parse_args(argv: Sequence[str] | None = None, *,
                environ: Mapping[str, str] | None = None) -> argparse.Namespace:
     """Flags, then the environment variables of the chosen subcommand's own flags, then defaults.
@@ -849,7 +936,7 @@ def parse_args(argv: Sequence[str] | None = None, *,
     `environ`: another process's environment (the image's healthcheck reads the agent's).
     """
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(_attach_dashed_values(list(sys.argv[1:] if argv is None else argv)))
     if unknown:
         # argparse would blame the top-level command; the arguments were given to the chosen subcommand.
         owner: argparse.ArgumentParser = getattr(args, "_parser", None) or parser

@@ -128,12 +128,21 @@ class ClientConfig:
     timeout: float = 10.0
 
 
+# `rollout status` on a DaemonSet of more nodes than this prints a summary unless asked for every node.
+ROLLOUT_SUMMARY_ABOVE = 50
+
+
 @dataclass(frozen=True)
 class RolloutConfig:
     daemonset: str
-    namespace: str = "default"
+    # "": the kubeconfig context's namespace, else "default" (as kubectl).
+    namespace: str = ""
     kubeconfig: Path | None = None
     watch: bool = False
     timeout: float = 0.0
-    # "status", or a steering command: "promote", "pause", "resume", "abort" (edgeagent/rollout_steer.py).
+    # "status", "history", or a steering verb of edgeagent.rollout.steer.VERBS.
     action: str = "status"
+    context: str | None = None  # a kubeconfig context instead of its current-context
+    output: str = ""  # status: "", "wide" or "json"; history: "" or "json"
+    all_nodes: bool = False  # status --all: every node, however many
+    to_revision: str = ""  # undo --to-revision

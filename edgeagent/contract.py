@@ -41,6 +41,16 @@ ANNOTATION_MAX_FAILED = "edgeagent.io/max-failed"
 ANNOTATION_PROGRESS_DEADLINE = "edgeagent.io/progress-deadline-seconds"
 ANNOTATION_PRE_PULL = "edgeagent.io/pre-pull"
 
+# --- In-place upgrades (written by the operator on a managed DaemonSet) --------------------------
+# `InPlaceIfPossible`: a revision that changes only container images patches the pods' images instead of
+# deleting them; any other change, and `Recreate` (the default), deletes and recreates.
+ANNOTATION_UPDATE_TYPE = "edgeagent.io/update-type"
+UPDATE_TYPE_IN_PLACE_IF_POSSIBLE = "InPlaceIfPossible"
+UPDATE_TYPE_RECREATE = "Recreate"
+# The readiness gate a template may declare: False before the image patch (Services stop sending traffic),
+# True once the new containers run; the kubelet holds the pod's Ready False while it is not True.
+CONDITION_IN_PLACE_UPDATE_READY = "edgeagent.io/InPlaceUpdateReady"
+
 # --- Rollout plans (waves, bake, abort, rollback) ---------------------------------------------
 # Written by the operator:
 ANNOTATION_ROLLOUT_STEPS = "edgeagent.io/rollout-steps"

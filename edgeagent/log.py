@@ -75,7 +75,7 @@ class _ServerLog(logging.Handler):
                 self._log.info("http_request_malformed", status=exc.code, remote=remote,
                                error=_first_line(exc.message), suppressed=held)
             return
-        self._log.error(record.getMessage(), exc_info=record.exc_info or None)
+        self._log.error("aiohttp_server_error", message=record.getMessage(), exc_info=record.exc_info or None)
 
 
 def configure(config: LogConfig | None = None, stream: Any = None) -> None:

@@ -1,54 +1,46 @@
-"""`edgeagent rollout status DS [-n NS] [--watch] [--timeout S]`: where a DaemonSet's upgrade stands, per node.
+"""`edgeagent rollout status|history|promote|pause|resume|abort|retry|undo DS`: the rollout of a DaemonSet, read
+from and steered through its RolloutPlan (`edgeagent.io/v1alpha1`).
 
-Uses the same node classification as the controller's planner, so what it prints is what the controller
-acts on: `up to date`, `outdated`, `NotReady` (skipped until it returns), `unavailable` (being
-replaced, or a new pod not yet available) and `held` (its site said not now: `UpgradeHeld` is True, with
-the reason).
+`status` shows where the rollout stands: the plan's `status` (phase, wave, bake left, failures) and each node's
+state computed by the fleet view's one state model (`edgeagent.fleet.state.node_state`, through
+`fleet.model`), read with the same lists as `edgeagent fleet` (list rights are enough): the counts are the
+fleet's, and the header is written from the same counts as the table, so the two never disagree. Above
+`ROLLOUT_SUMMARY_ABOVE` nodes it prints a summary (nodes per state, per wave, the failed and the offline or held
+nodes named) unless `--all` or `-o wide`; `--watch` prints what changes, never the table again.
 
-With a rollout plan (`edgeagent.io/rollout-steps`) it reads the controller's `edgeagent.io/rollout-state`
-and ranks the nodes with the very functions the controller uses (`edgeagent.rollout.plan`), so each node
-is shown in its wave: upgraded, upgrading (its wave is reached), waiting for wave K, deferred (NotReady, or
-held with the site's reason) or failed (the reason the controller recorded). The header says `wave k/n`,
-the phase and the bake time left.
+This module stays above the fleet package (the import layers of .importlinter): the status is a view of the
+fleet's state model, which sits above `edgeagent.rollout`. The steering rules and writes live in
+`edgeagent.rollout.steer`; this module only connects, resolves the namespace and prints.
 
-Exit 0 when the rollout is complete, 3 while it is still in progress (also when `--watch` times out), 1
-when it was aborted or rolled back, or on an error (one line on stderr).
+Exit 0 when the rollout is complete, 3 while in progress (also when `--watch` times out), 1 when it was
+aborted or rolled back, or on an error (one line on stderr).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from edgeagent.config import RolloutConfig
-from edgeagent.contract import (
-    ANNOTATION_PAUSED,
-    ANNOTATION_ROLLED_BACK_FROM,
-    ANNOTATION_UPDATE_STRATEGY,
-    LABEL_REVISION_HASH,
-)
-from edgeagent.controller.revisions import current_hash, newest_revision, owned_by, revision_hash
-from edgeagent.controller.rolling import NodeState, NodeView, held_reason, node_state, node_views
-from edgeagent.controller.settings import Strategy, roll_settings, select
+import structlog
+
+from edgeagent import log
+from edgeagent.config import ROLLOUT_SUMMARY_ABOVE, LogConfig, RolloutConfig
+from edgeagent.fleet import command as fleet_command
+from edgeagent.fleet import model, plan_source
+from edgeagent.fleet import state as rules
+from edgeagent.fleet.state import State
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.errors import NotFound
-from edgeagent.kube.kubeconfig import load_problem
-from edgeagent.kube.objects import annotations_of, labels_of, name_of
-from edgeagent.rollout.plan import Plan, Ranking, format_duration, parse_plan, rank
-from edgeagent.rollout.state import (
-    PHASE_ABORTED,
-    PHASE_BAKING,
-    PHASE_COMPLETE,
-    PHASE_PAUSED,
-    PHASE_ROLLED_BACK,
-    RolloutState,
-    state_of,
-)
+from edgeagent.kube.kubeconfig import DEFAULT_NAMESPACE, load_problem
+from edgeagent.kube.objects import labels_of, meta, name_of
+from edgeagent.rollout import steer as steering
+from edgeagent.rollout.plan import format_duration
 
 JSON = dict[str, Any]
 
@@ -60,6 +52,11 @@ EXIT_STOPPED = 1
 EXIT_IN_PROGRESS = 3
 EXIT_USAGE = 2
 POLL_INTERVAL = 1.0
+# In a summary, at most this many nodes are named per list (the rest are counted).
+NAMED_IN_SUMMARY = 40
+SUMMARY_WIDTH = 110
+
+STOPPED_PHASES = ("aborted", "rolledback")
 
 
 class RolloutError(Exception):
@@ -68,154 +65,184 @@ class RolloutError(Exception):
         self.exit_code = exit_code
 
 
-class PlanState:
-    """What a node is in a rollout plan (the STATE column when the DaemonSet has a plan)."""
-
-    UPGRADED = "upgraded"
-    UPGRADING = "upgrading"
-    OFFERED = "upgrade offered"  # OTA: PodNeedUpgrade is True, the node's user decides when
-    WAITING = "waiting for wave"
-    DEFERRED = "deferred"
-    FAILED = "failed"
-    ORDER = (UPGRADED, UPGRADING, OFFERED, WAITING, DEFERRED, FAILED)
-
-
 @dataclass(frozen=True)
 class NodeRow:
     node: str
-    state: NodeState
+    wave: int | None
+    state: State
+    why: str
     pod: str
     revision: str
-    # Why a held node waits: "<reason>: <message>" of its pod's UpgradeHeld condition.
-    note: str = ""
-    # With a plan: the node's wave (0: not ranked) and what it is in the plan (a PlanState value).
-    wave: int = 0
-    plan_state: str = ""
 
-
-@dataclass(frozen=True)
-class PlanView:
-    """The plan, the controller's state of it (None until the controller wrote one) and the time it was read."""
-
-    plan: Plan
-    state: RolloutState | None
-    state_problem: str | None
-    waves: int
-    now: float
-    # The state is about the revision shown (not an older one the controller has not replaced yet).
-    current: bool
-    ranking: Ranking
-    rolled_back_from: str = ""
-
-    @property
-    def stopped(self) -> bool:
-        return self.state is not None and self.state.phase in (PHASE_ABORTED, PHASE_ROLLED_BACK)
-
-    def bake_left(self) -> float | None:
-        if self.state is None or self.state.phase != PHASE_BAKING:
-            return None
-        ends = self.state.bake_ends_at(self.plan)
-        return None if ends is None else max(0.0, ends - self.now)
-
-    def describe(self) -> list[str]:
-        plan = self.plan
-        lines = [f"plan: steps {','.join(str(s) for s in plan.steps)}, bake {format_duration(plan.bake_seconds)}"
-                 + (f", groups by label {plan.group_label}" if plan.group_label else "")
-                 + f", on-failure {plan.on_failure}"]
-        state = self.state
-        if state is None:
-            why = f" ({self.state_problem})" if self.state_problem else ""
-            lines.append(f"wave 0/{self.waves}: not started by the controller yet{why}")
-            return lines
-        if not self.current and not self.stopped:
-            lines.append(f"wave 0/{self.waves}: not started by the controller yet (its state is about revision "
-                         f"{state.revision})")
-            return lines
-        phase = f"wave {state.wave}/{state.waves}: {state.phase}"
-        left = self.bake_left()
-        if left is not None:
-            phase += f", bake left {format_duration(left)}"
-        elif state.phase == PHASE_PAUSED:
-            phase += f" ({ANNOTATION_PAUSED})"
-        counts = (f"{state.upgraded} of {state.nodes} node(s) upgraded, {state.deferred} deferred, "
-                  f"{state.failed} failed")
-        lines.append(f"{phase}; {counts}")
-        if state.phase == PHASE_ROLLED_BACK:
-            back_to = state.stable_revision or "the previous revision"
-            lines.append(f"revision {state.revision} was rolled back to {back_to}"
-                         + (f"; {ANNOTATION_ROLLED_BACK_FROM}={self.rolled_back_from}: it is not rolled again"
-                            if self.rolled_back_from else ""))
-        if self.stopped:
-            for failure in state.failures:
-                lines.append(f"failed: {failure.get('node', '?')} ({failure.get('pod', '?')}): "
-                             f"{failure.get('reason', '')}")
-        return lines
+    def to_json(self) -> JSON:
+        return {"node": self.node, "wave": self.wave, "state": self.state.value, "why": self.why, "pod": self.pod,
+                "revision": self.revision}
 
 
 @dataclass(frozen=True)
 class Status:
-    namespace: str
-    name: str
-    strategy: str
-    revision: str
-    revision_settled: bool
-    paused: bool
-    rows: tuple[NodeRow, ...]
-    plan: PlanView | None = None
+    """One read of a DaemonSet's rollout: its fleet view (the one state model) and its RolloutPlan."""
+
+    view: model.DaemonSetView
+    plan: JSON | None  # the RolloutPlan object, None without one
+    rows: tuple[NodeRow, ...]  # in the order the nodes receive the revision (wave by wave)
+    now: float
+    # The DaemonSet controller has not observed the DaemonSet's latest template yet: a new revision is coming.
+    pending: bool = False
+
+    @property
+    def status(self) -> JSON:
+        return dict((self.plan or {}).get("status") or {})
+
+    @property
+    def phase(self) -> str:
+        return rules.phase({"phase": self.view.phase})
+
+    @property
+    def stopped(self) -> bool:
+        return self.plan is not None and self.phase in STOPPED_PHASES
 
     @property
     def complete(self) -> bool:
-        if self.plan is not None and self.plan.state is not None and self.plan.current:
-            return self.plan.state.phase == PHASE_COMPLETE
-        return self.revision_settled and all(row.state is NodeState.UP_TO_DATE for row in self.rows)
+        return not self.pending and self.phase == rules.PHASE_COMPLETE
 
     @property
     def exit_code(self) -> int:
-        if self.plan is not None and self.plan.stopped:
+        if self.stopped:
             return EXIT_STOPPED
         return EXIT_COMPLETE if self.complete else EXIT_IN_PROGRESS
 
-    def render(self) -> str:
-        strategy = self.strategy or "not managed by edgeagent"
-        lines = [f"DaemonSet {self.namespace}/{self.name}: {strategy}, revision {self.revision or '?'}"
-                 + ("" if self.revision_settled else " (new revision pending)")
-                 + (", paused" if self.paused else "")]
-        planned = self.plan is not None and any(r.plan_state for r in self.rows)
-        if self.plan is not None:
-            lines += self.plan.describe()
-        noted = any(r.note for r in self.rows)
-        columns: list[tuple[str, list[str]]] = [("NODE", [r.node for r in self.rows])]
-        if planned:
-            columns += [("WAVE", [str(r.wave or "-") for r in self.rows]),
-                        ("STATE", [_plan_state_text(r) for r in self.rows])]
-        else:
-            columns.append(("STATE", [str(r.state) for r in self.rows]))
-        columns += [("POD", [r.pod for r in self.rows]), ("REVISION", [r.revision for r in self.rows])]
-        if noted:
-            columns.append(("WHY", [r.note for r in self.rows]))
-        lines += _table(columns)
-        if planned:
-            counts = Counter(r.plan_state for r in self.rows)
-            summary = ", ".join(f"{counts.get(s, 0)} {'waiting' if s == PlanState.WAITING else s}"
-                                for s in PlanState.ORDER if counts.get(s) or s in (PlanState.UPGRADED,))
-        else:
-            node_counts = Counter(row.state for row in self.rows)
-            summary = ", ".join(f"{node_counts.get(state, 0)} {state}" for state in NodeState)
-        lines.append(f"{len(self.rows)} node(s): {summary}")
-        lines.append(self._verdict())
-        return "\n".join(lines)
+    def counts(self) -> dict[str, int]:
+        return rules.counts(r.state for r in self.rows)
 
-    def _verdict(self) -> str:
-        plan = self.plan
-        if plan is not None and plan.state is not None and plan.stopped:
-            if plan.state.phase == PHASE_ROLLED_BACK:
-                return f"rollout rolled back (revision {plan.state.revision} failed)"
-            return f"rollout aborted (revision {plan.state.revision})"
+    def to_json(self) -> JSON:
+        return {"kind": "RolloutStatus", "namespace": self.view.namespace, "name": self.view.name,
+                "model": self.view.model, "revision": self.view.revision, "phase": self.view.phase,
+                "wave": self.view.wave, "waves": self.view.waves, "bakeLeftSeconds": self.view.bake_left,
+                "nodes": len(self.rows), "states": self.counts(),
+                "rolloutPlan": name_of(self.plan) if self.plan is not None else None,
+                "status": self.status if self.plan is not None else None,
+                "items": [r.to_json() for r in self.rows]}
+
+    # ---------------------------------------------------------------------------------------------- text
+
+    def header(self) -> list[str]:
+        view = self.view
+        lines = [f"DaemonSet {view.namespace}/{view.name}: {view.model}, revision {view.revision or '?'}"
+                 + (" (new revision pending)" if self.pending else "")]
+        if self.plan is not None:
+            lines.append(self._plan_line())
+        lines.append(self._phase_line())
+        lines += self._stop_lines()
+        return lines
+
+    def _plan_line(self) -> str:
+        assert self.plan is not None
+        spec = self.plan.get("spec") or {}
+        steps = ",".join(str(s) for s in spec.get("steps") or [])
+        text = (f"rolloutplan {name_of(self.plan)}: steps {steps}, bake {spec.get('bake') or '0s'}, onFailure "
+                f"{spec.get('onFailure') or 'Pause'}")
+        if spec.get("groupLabel"):
+            text += f", groups by label {spec['groupLabel']}"
+        return text
+
+    def _phase_line(self) -> str:
+        """Phase and counts, from the same counts as the table (never a count the table contradicts)."""
+        view = self.view
+        counts = self.counts()
+        summed = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no node"
+        where = f"wave {view.wave}/{view.waves}: " if view.wave is not None and view.waves is not None else ""
+        phase = view.phase or "?"
+        if view.bake_left is not None:
+            phase += f", bake left {format_duration(view.bake_left)}"
+        if self.plan is not None and not self.status:
+            phase = "not started by the controller yet (the plan has no status)"
+        elif self.plan is not None and (self.plan.get("spec") or {}).get("paused") is True:
+            phase += " (spec.paused: true)"
+        return f"{where}{phase}; {len(self.rows)} node(s): {summed}"
+
+    def _stop_lines(self) -> list[str]:
+        if not self.stopped:
+            return []
+        status = self.status
+        failed = int((status.get("counts") or {}).get("failed") or 0)
+        found = status.get("steer")
+        steer: JSON = found if isinstance(found, dict) else {}
+        by_operator = steer.get("verb") in ("abort", "undo") and steer.get("result") == "Done"
+        why = ("by the operator (rollout " + str(steer.get("verb")) + ")" if by_operator and not failed
+               else f"after {failed} failure(s)" if failed else "")
+        lines: list[str] = []
+        if self.phase == "rolledback":
+            lines.append(f"revision {status.get('revision')} was rolled back to {status.get('stableRevision') or '?'}"
+                         + (f" {why}" if why else "") + ": it is not rolled again by itself")
+        else:
+            lines.append(f"the rollout of revision {status.get('revision')} was aborted" + (f" {why}" if why else "")
+                         + ": `rollout retry` goes on, `rollout undo` rolls back")
+        for failure in status.get("failures") or []:
+            if isinstance(failure, dict):
+                lines.append(f"failed: {failure.get('node', '?')} ({failure.get('pod', '?')}): "
+                             f"{failure.get('reason', '')}")
+        return lines
+
+    def verdict(self) -> str:
+        if self.stopped:
+            word = "rolled back" if self.phase == "rolledback" else "aborted"
+            return f"rollout {word} (revision {self.status.get('revision')})"
         return "rollout complete" if self.complete else "rollout in progress"
 
+    def table(self) -> list[str]:
+        planned = any(r.wave is not None for r in self.rows)
+        columns: list[tuple[str, list[str]]] = [("NODE", [r.node for r in self.rows])]
+        if planned:
+            columns.append(("WAVE", [str(r.wave or "-") for r in self.rows]))
+        columns += [("STATE", [r.state.value for r in self.rows]), ("POD", [r.pod or "-" for r in self.rows]),
+                    ("REVISION", [r.revision or "-" for r in self.rows]), ("WHY", [r.why for r in self.rows])]
+        return _table(columns)
 
-def _plan_state_text(row: NodeRow) -> str:
-    return f"{PlanState.WAITING} {row.wave}" if row.plan_state == PlanState.WAITING else row.plan_state
+    def summary(self) -> list[str]:
+        """At fleet scale: nodes per state, per wave, and the nodes that need a look named (bounded)."""
+        counts = self.counts()
+        lines = ["STATE                 NODES"] + [f"{s:<22}{n}" for s, n in counts.items() if n]
+        waves = sorted({r.wave for r in self.rows if r.wave is not None})
+        if waves:
+            shown = [s for s in State if counts[s.value]]
+            by_wave = {w: Counter(r.state for r in self.rows if r.wave == w) for w in waves}
+            columns: list[tuple[str, list[str]]] = [("WAVE", [str(w) for w in waves]),
+                                                    ("NODES", [str(sum(by_wave[w].values())) for w in waves])]
+            columns += [(s.value.upper(), [str(by_wave[w][s]) for w in waves]) for s in shown]
+            lines += ["", *_table(columns)]
+        for state in (State.FAILED, State.OFFLINE, State.HELD):
+            named = [r for r in self.rows if r.state is state]
+            if named:
+                lines.append("")
+                lines += _named(state.value, named, by_why=state is State.FAILED)
+        lines.append(f"(a summary of {len(self.rows)} nodes: --all or -o wide lists every node)")
+        return lines
+
+    def render(self, *, every_node: bool) -> str:
+        body = self.table() if every_node or len(self.rows) <= ROLLOUT_SUMMARY_ABOVE else self.summary()
+        return "\n".join([*self.header(), *body, self.verdict()])
+
+
+def _named(title: str, rows: list[NodeRow], *, by_why: bool) -> list[str]:
+    """The nodes of one state by name (at most NAMED_IN_SUMMARY, the rest counted); failed ones grouped by why,
+    the most common reasons first (at most three reasons named)."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        groups.setdefault(row.why if by_why else "", []).append(row.node)
+    ordered = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    lines = [f"{title} ({len(rows)}):"]
+    budget = NAMED_IN_SUMMARY
+    for why, names in ordered[:3]:
+        shown = names[:budget]
+        budget -= len(shown)
+        text = ", ".join(shown) + (f", and {len(names) - len(shown)} more" if len(names) > len(shown) else "")
+        lines += textwrap.wrap(f"{why} ({len(names)}): {text}" if why else text, SUMMARY_WIDTH,
+                               initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
+    if len(ordered) > 3:
+        lines.append(f"  and {sum(len(n) for _, n in ordered[3:])} more node(s) with {len(ordered) - 3} other "
+                     "reason(s)")
+    return lines
 
 
 def _table(columns: list[tuple[str, list[str]]]) -> list[str]:
@@ -227,134 +254,93 @@ def _table(columns: list[tuple[str, list[str]]]) -> list[str]:
     return out
 
 
-def build_status(ds: JSON, pods: list[JSON], nodes: list[JSON], revisions: list[JSON], now: float) -> Status:
-    owned_pods = [p for p in pods if owned_by(p, ds)]
-    hash_ = current_hash(ds, revisions)
-    settled = hash_ is not None
-    if hash_ is None:
-        newest = newest_revision(ds, revisions)
-        hash_ = revision_hash(ds, newest) if newest is not None else ""
-    settings, _ = roll_settings(ds)
-    by_name = {name_of(n): n for n in nodes}
-    views = node_views(ds, owned_pods, by_name, hash_)
-    selection = select(ds)
-    strategy = selection.strategy.value if selection.strategy else ""
-    if not strategy and annotations_of(ds).get(ANNOTATION_UPDATE_STRATEGY):
-        strategy = f"ignored ({selection.problem})"
-    plan_view = _plan_view(ds, views, by_name, hash_, now)
-    failures = _failures(plan_view)
-    rows = []
-    for view in views:
-        pod = view.new or view.old or (view.terminating[0] if view.terminating else None)
-        held = held_reason(view)
-        state = node_state(view, settings.min_ready_seconds, now)
-        note = f"{held[0]}: {held[1]}" if held is not None else ""
-        wave, plan_state = 0, ""
-        if plan_view is not None:
-            wave, plan_state, note = _in_plan(plan_view, view, state, note, failures,
-                                              ota=selection.strategy is Strategy.OTA)
-        rows.append(NodeRow(
-            node=view.name,
-            state=state,
-            pod=name_of(pod) if pod else "",
-            revision=labels_of(pod).get(LABEL_REVISION_HASH, "") if pod else "",
-            note=note,
-            wave=wave,
-            plan_state=plan_state,
-        ))
-    if plan_view is not None:
-        # In the order the nodes receive the revision: the table reads wave by wave.
-        position = {name: i for i, name in enumerate(plan_view.ranking.order)}
-        rows.sort(key=lambda row: (position.get(row.node, len(position)), row.node))
-    return Status(
-        namespace=str(ds["metadata"].get("namespace") or ""),
-        name=name_of(ds),
-        strategy=strategy,
-        revision=hash_,
-        revision_settled=settled,
-        paused=str(annotations_of(ds).get(ANNOTATION_PAUSED, "")).lower() == "true",
-        rows=tuple(rows),
-        plan=plan_view,
-    )
-
-
-def _plan_view(ds: JSON, views: list[NodeView], nodes: dict[str, JSON], hash_: str, now: float) -> PlanView | None:
-    plan, _ = parse_plan(ds)
-    if plan is None:
-        return None
-    state, problem = state_of(ds)
-    ranking = rank(plan, {v.name: labels_of(v.node) if v.node is not None else {} for v in views})
-    return PlanView(plan=plan, state=state, state_problem=problem, waves=ranking.waves, now=now,
-                    current=state is not None and state.revision == hash_,
-                    ranking=ranking, rolled_back_from=str(annotations_of(ds).get(ANNOTATION_ROLLED_BACK_FROM) or ""))
-
-
-def _failures(plan_view: PlanView | None) -> dict[str, str]:
-    if plan_view is None or plan_view.state is None or not (plan_view.current or plan_view.stopped):
-        return {}
-    return {f.get("node", ""): f.get("reason", "") for f in plan_view.state.failures}
-
-
-def _in_plan(plan_view: PlanView, view: NodeView, state: NodeState, note: str, failures: dict[str, str], *,
-             ota: bool) -> tuple[int, str, str]:
-    """(wave, plan state, why) of one node."""
-    wave = plan_view.ranking.wave_of(view.name) or 0
-    if state is NodeState.UP_TO_DATE:
-        return wave, PlanState.UPGRADED, note
-    if view.name in failures:
-        return wave, PlanState.FAILED, failures[view.name]
-    live = plan_view.state if plan_view.current else None
-    # Rolled back: the template is the last good revision again and reaches every node the usual way.
-    rolled_back = plan_view.stopped and not plan_view.current
-    reached = rolled_back or (live is not None and wave <= live.wave)
-    if not reached:
-        why = "NotReady" if state is NodeState.NOT_READY else note
-        return wave, PlanState.WAITING, why
-    if state is NodeState.NOT_READY:
-        return wave, PlanState.DEFERRED, "NotReady"
-    if state is NodeState.HELD:
-        return wave, PlanState.DEFERRED, f"held: {note}"
-    return wave, PlanState.OFFERED if ota and state is NodeState.OUTDATED else PlanState.UPGRADING, note
-
-
-async def fetch_daemonset(client: KubeClient, namespace: str, name: str) -> JSON:
-    try:
-        return await client.get(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
-    except NotFound as exc:
-        raise RolloutError(f'daemonset "{name}" not found in namespace "{namespace}"') from exc
+def build_status(listed: fleet_command.Listed, namespace: str, name: str, now: float) -> Status:
+    """The DaemonSet's view through the fleet's one state model, with each node's wave when a plan rolls."""
+    fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions,
+                        plans=listed.plans)
+    view = next((v for v in fleet.daemonsets if v.namespace == namespace and v.name == name), None)
+    if view is None:
+        raise RolloutError(f'daemonset "{name}" not found in namespace "{namespace}"')
+    by_ds = plan_source.index(listed.plans)
+    plan = by_ds.get((namespace, name))
+    if (namespace, name) in by_ds and plan is None:
+        raise RolloutError(f'two or more rolloutplans name daemonset "{name}" in namespace "{namespace}": the '
+                           "controller moves none of them; delete all but one")
+    ds = listed.daemonsets[0]
+    status = rules.relevant(plan_source.status_of(ds, by_ds), view.revision)
+    spec = plan_source.plan_of(ds, by_ds)
+    nodes = {name_of(n): n for n in listed.nodes}
+    ranking = plan_source.ranking(spec, status, {n: labels_of(nodes.get(n) or {}) for n in view.pods})
+    rows = [NodeRow(node=n, wave=ranking.wave_of(n) if ranking is not None else None, state=cell.state,
+                    why=cell.why, pod=cell.pod, revision=cell.revision) for n, cell in view.pods.items()]
+    if ranking is not None:
+        position = {node: i for i, node in enumerate(ranking.order)}
+        rows.sort(key=lambda r: (position.get(r.node, len(position)), r.node))
+    generation = model.int_or_none(meta(ds).get("generation"))
+    observed = model.int_or_none((ds.get("status") or {}).get("observedGeneration"))
+    pending = generation is not None and (observed is None or observed < generation)
+    return Status(view=view, plan=plan, rows=tuple(rows), now=now, pending=pending)
 
 
 async def fetch_status(client: KubeClient, namespace: str, name: str) -> Status:
-    ds = await fetch_daemonset(client, namespace, name)
-    pods = await client.get(f"/api/v1/namespaces/{namespace}/pods")
-    nodes = await client.get("/api/v1/nodes")
-    revisions = await client.get(f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions")
-    return build_status(ds, list(pods.get("items") or []), list(nodes.get("items") or []),
-                        list(revisions.get("items") or []), time.time())
-
-
-async def connect(cfg: RolloutConfig) -> KubeClient:
+    cfg = fleet_command.FleetConfig(namespace=namespace, nodes=True, daemonset=name)
     try:
-        return await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=10), agent=user_agent("cli"))
+        listed = await fleet_command.fetch(client, cfg)
+    except fleet_command.FleetError as exc:
+        raise RolloutError(str(exc)) from exc
+    return build_status(listed, namespace, name, time.time())
+
+
+def changes(before: Status, after: Status, *, every_node: bool) -> list[str]:
+    """What `--watch` prints after the first table: the header lines that changed, and the nodes whose state
+    changed (above the summary size, only their number per state when many moved at once)."""
+    lines = [line for line in after.header() if line not in before.header()]
+    was = {r.node: r.state for r in before.rows}
+    moved = [r for r in after.rows if was.get(r.node) is not r.state]
+    if every_node or len(after.rows) <= ROLLOUT_SUMMARY_ABOVE or len(moved) <= NAMED_IN_SUMMARY // 4:
+        lines += [f"{r.node}: {was[r.node].value + ' -> ' if r.node in was else ''}{r.state.value}"
+                  + (f" ({r.why})" if r.why else "") for r in moved]
+    elif moved:
+        tally = Counter(r.state.value for r in moved)
+        lines.append(f"{len(moved)} node(s) moved: " + ", ".join(f"{n} now {s}" for s, n in tally.items()))
+    return lines
+
+
+async def connect(cfg: RolloutConfig) -> tuple[KubeClient, str]:
+    """The client, and the namespace: -n, else the kubeconfig context's, else default (as kubectl)."""
+    try:
+        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=10), agent=user_agent("cli"),
+                                          context=cfg.context)
     except FileNotFoundError as exc:  # a file the operator named is not there: usage, like --token-file
         raise RolloutError(str(exc), EXIT_USAGE) from exc
-    except Exception as exc:  # malformed kubeconfig
+    except Exception as exc:  # malformed kubeconfig, unknown context
         raise RolloutError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG")) from exc
+    return client, cfg.namespace or client.namespace or DEFAULT_NAMESPACE
 
 
 async def run_status(cfg: RolloutConfig, out: TextIO) -> int:
-    client = await connect(cfg)
+    client, namespace = await connect(cfg)
+    every_node = cfg.all_nodes or cfg.output == "wide"
     try:
         deadline = time.monotonic() + cfg.timeout if cfg.timeout > 0 else None
-        last = ""
+        shown: Status | None = None
         while True:
-            status = await fetch_status(client, cfg.namespace, cfg.daemonset)
-            text = status.render()
-            if text != last:
-                print(text if not last else "\n" + text, file=out, flush=True)
-                last = text
+            status = await fetch_status(client, namespace, cfg.daemonset)
+            if cfg.output == "json":
+                text = json.dumps(status.to_json(), indent=2)
+                if shown is None or text != json.dumps(shown.to_json(), indent=2):
+                    print(text, file=out, flush=True)
+            elif shown is None:
+                print(status.render(every_node=every_node), file=out, flush=True)
+            else:
+                lines = changes(shown, status, every_node=every_node)
+                if lines:
+                    print("\n".join(lines), file=out, flush=True)
+            shown = status
             code = status.exit_code
             if code != EXIT_IN_PROGRESS or not cfg.watch:
+                if cfg.watch and cfg.output != "json":
+                    print(status.verdict(), file=out, flush=True)
                 return code
             if deadline is not None and time.monotonic() >= deadline:
                 print(f"timed out after {cfg.timeout:g}s waiting for the rollout", file=out, flush=True)
@@ -364,20 +350,58 @@ async def run_status(cfg: RolloutConfig, out: TextIO) -> int:
         await client.close()
 
 
+async def run_history(cfg: RolloutConfig, out: TextIO) -> int:
+    client, namespace = await connect(cfg)
+    try:
+        plan = await steering.find_plan(client, namespace, cfg.daemonset)
+    finally:
+        await client.close()
+    if cfg.output == "json":
+        print(json.dumps({"kind": "RolloutHistory", "rolloutPlan": name_of(plan), "namespace": namespace,
+                          "items": steering.history_rows(plan)}, indent=2), file=out, flush=True)
+    else:
+        out.write(steering.history_table(plan))
+        out.flush()
+    return EXIT_COMPLETE
+
+
+async def run_steer(cfg: RolloutConfig, out: TextIO) -> int:
+    client, namespace = await connect(cfg)
+    try:
+        line = await steering.steer(client, namespace, cfg.daemonset, cfg.action, to_revision=cfg.to_revision)
+    finally:
+        await client.close()
+    print(line, file=out, flush=True)
+    return EXIT_COMPLETE
+
+
 def run_reporting_errors(command: Callable[[RolloutConfig, TextIO], Coroutine[Any, Any, int]], cfg: RolloutConfig, *,
                          out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run one `rollout` subcommand; any error is one line on stderr and exit 1."""
+    err = err or sys.stderr
+    # stdout and stderr carry our lines only: the kube client's own log lines (a 403, a retry) stay out, for the
+    # command's duration (a caller in the same process, a test, gets its logging back).
+    saved = structlog.get_config()
+    log.configure(LogConfig(level="critical"), stream=err)
     try:
         return asyncio.run(command(cfg, out or sys.stdout))
+    except KeyboardInterrupt:
+        return EXIT_IN_PROGRESS
     except RolloutError as exc:
-        print(f"edgeagent: error: {exc}", file=err or sys.stderr)
+        print(f"edgeagent: error: {exc}", file=err)
         return exc.exit_code
+    except steering.SteerError as exc:
+        print(f"edgeagent: error: {exc}", file=err)
     except KubeError as exc:
-        print(f"edgeagent: error: the API server refused: {exc}", file=err or sys.stderr)
+        print(f"edgeagent: error: the API server refused: {exc}", file=err)
     except KubeUnreachable as exc:
-        print(f"edgeagent: error: cannot reach the API server: {exc}", file=err or sys.stderr)
+        print(f"edgeagent: error: cannot reach the API server: {exc}", file=err)
+    finally:
+        structlog.configure(**saved)
     return EXIT_ERROR
 
 
 def main(cfg: RolloutConfig, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    return run_reporting_errors(run_status, cfg, out=out, err=err)
+    command = {"status": run_status, "history": run_history}.get(cfg.action, run_steer)
+    return run_reporting_errors(command, cfg, out=out, err=err)
+

@@ -24,7 +24,7 @@ async def run_until_signalled(run: Callable[[asyncio.Event], Awaitable[None]], l
     stop = asyncio.Event()
 
     def on_signal(sig: signal.Signals) -> None:
-        logger.info("signal received, shutting down", signal=sig.name)
+        logger.info("signal_received_shutting_down", signal=sig.name)
         stop.set()
 
     for sig in _SIGNALS:

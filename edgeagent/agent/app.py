@@ -140,7 +140,7 @@ class Agent:
                 await self._serve(client, self.state, self.policy, token, ready, stop)
             finally:
                 await self.state.close()
-                _log.info("state store closed", state_dir=str(cfg.state_dir))
+                _log.info("state_store_closed", state_dir=str(cfg.state_dir))
         finally:
             await client.close()
             self.notifier.close()
@@ -185,7 +185,7 @@ class Agent:
         pods, rv = await state.load_snapshot()
         if pods or rv:
             informer.seed(pods, rv)
-        _log.info("snapshot loaded", pods=len(informer.items), resource_version=rv or None)
+        _log.info("snapshot_loaded", pods=len(informer.items), resource_version=rv or None)
         metrics.track_informer(informer)
         metrics.track_policy(policy.status)
         link = LinkMonitor(
@@ -229,7 +229,7 @@ class Agent:
             except OSError as exc:
                 raise AgentError(f"cannot listen on {cfg.bind}:{cfg.port}: {exc.strerror or exc}") from exc
             self.port = bound_port(runner, cfg.port)
-            _log.info("agent listening", bind=cfg.bind, port=self.port, node=cfg.node_name,
+            _log.info("agent_listening", bind=cfg.bind, port=self.port, node=cfg.node_name,
                       pods=len(informer.items), auth="token" if token else "none")
             self.notifier.ready(self._status(False))
             if ready is not None:
@@ -253,7 +253,7 @@ class Agent:
                 pass
         finally:
             await self._stop_server()
-            _log.info("agent stopped", node=cfg.node_name)
+            _log.info("agent_stopped", node=cfg.node_name)
 
     async def _wait_stop(self, stop: asyncio.Event) -> None:
         await stop.wait()
@@ -265,7 +265,7 @@ class Agent:
         if self._server_stopped or self._runner is None:
             return
         self._server_stopped = True
-        _log.info("stopping: no new requests, finishing in-flight ones", grace_seconds=SHUTDOWN_GRACE)
+        _log.info("agent_stopping", grace_seconds=SHUTDOWN_GRACE, why="no new requests, finishing in-flight ones")
         self.notifier.stopping()
         await self._runner.cleanup()
 
@@ -328,7 +328,7 @@ def main(cfg: AgentConfig) -> int:
         print(f"edgeagent: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:
-        _log.error("agent failed", error=describe(exc), exc_info=True)
+        _log.error("agent_failed", error=describe(exc), exc_info=True)
         print(f"edgeagent: error: agent failed: {describe(exc)}", file=sys.stderr)
         return EXIT_RUNTIME
     return EXIT_OK

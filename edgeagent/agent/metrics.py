@@ -11,13 +11,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from edgeagent.agent.request_metrics import RequestMetrics
 from edgeagent.agent.state.store import STATES
+from edgeagent.exposition import new_registry
 from edgeagent.kube.client import CredentialHealth
 from edgeagent.kube.informer import Informer
 
@@ -100,7 +101,7 @@ class AgentMetrics:
     """Every metric the agent exposes at `/metrics`; components record through the methods below."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = new_registry("agent")
         r = self.registry
         self.requests = RequestMetrics(_LATENCY_BUCKETS)
         r.register(self.requests)

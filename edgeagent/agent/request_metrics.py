@@ -5,12 +5,12 @@
 `GET /pods` about 13 % of its throughput under wrk (issue 15). Everything here runs on the event loop's
 one thread, so a request adds 1 to an int and bisects a float into a list, and the collector does the
 rest when `/metrics` is read. The exposed families are exactly what `Counter`/`Histogram` exposed
-(names, labels, buckets, `_created`), so dashboards do not notice.
+(names, labels, buckets), so dashboards do not notice; like every edgeagent series, without `_created`
+(edgeagent.exposition).
 """
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
@@ -29,22 +29,20 @@ _go_float = cast(Callable[[float], str], floatToGoString)
 
 
 class _Count:
-    __slots__ = ("created", "value")
+    __slots__ = ("value",)
 
     def __init__(self) -> None:
         self.value = 0
-        self.created = time.time()
 
 
 class _Latency:
     """One histogram series: per-bucket (not cumulative) counts, the last one for +Inf."""
 
-    __slots__ = ("counts", "created", "total")
+    __slots__ = ("counts", "total")
 
     def __init__(self, buckets: int) -> None:
         self.counts = [0] * (buckets + 1)
         self.total = 0.0
-        self.created = time.time()
 
 
 class RouteRecorder:
@@ -100,7 +98,7 @@ class RequestMetrics(Collector):
     def collect(self) -> Iterable[Metric]:
         requests = CounterMetricFamily(REQUESTS, REQUESTS_HELP, labels=("path", "method", "code"))
         for (path, method, code), count in list(self._counts.items()):
-            requests.add_metric((path, method, str(code)), count.value, created=count.created)
+            requests.add_metric((path, method, str(code)), count.value)
         yield requests
         duration = HistogramMetricFamily(DURATION, DURATION_HELP, labels=("path", "method"))
         les = [_go_float(b) for b in self._bounds] + ["+Inf"]
@@ -110,5 +108,4 @@ class RequestMetrics(Collector):
                 running += n
                 cumulative.append((le, float(running)))
             duration.add_metric((path, method), cumulative, latency.total)
-            duration.add_sample(f"{DURATION}_created", {"path": path, "method": method}, latency.created)
         yield duration

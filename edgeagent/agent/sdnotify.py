@@ -28,7 +28,7 @@ class SdNotifier:
         elif raw.startswith("/"):
             self._address = raw
         elif raw:
-            _log.warning("NOTIFY_SOCKET ignored: not an absolute path or @abstract name", notify_socket=raw)
+            _log.warning("notify_socket_ignored", notify_socket=raw, why="not an absolute path or @abstract name")
         self._watchdog_interval: float | None = None
         usec = env.get("WATCHDOG_USEC", "")
         pid = env.get("WATCHDOG_PID", "")
@@ -37,7 +37,7 @@ class SdNotifier:
             try:
                 value = int(usec)
             except ValueError:
-                _log.warning("WATCHDOG_USEC ignored: not an integer", watchdog_usec=usec)
+                _log.warning("watchdog_usec_ignored", watchdog_usec=usec, why="not an integer")
             else:
                 if value > 0:
                     self._watchdog_interval = value / 1e6 / 2
@@ -62,7 +62,7 @@ class SdNotifier:
                 self._sock.setblocking(False)
             self._sock.sendto("\n".join(lines).encode(), self._address)
         except OSError as exc:
-            _log.warning("sd_notify failed", error=str(exc), message=lines[0] if lines else "")
+            _log.warning("sd_notify_failed", error=str(exc), message=lines[0] if lines else "")
             return False
         return True
 

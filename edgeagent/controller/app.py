@@ -101,7 +101,7 @@ class ControllerApp:
                 )
             else:
                 self.metrics.leader.set(1)
-            _log.info("controller starting", identity=self.identity, leader_elect=cfg.leader_elect,
+            _log.info("controller_starting", identity=self.identity, leader_elect=cfg.leader_elect,
                       metrics_port=self.metrics_port)
             if ready is not None:
                 ready.set()
@@ -120,7 +120,7 @@ class ControllerApp:
             if runner is not None:
                 await runner.cleanup()
             await client.close()
-            _log.info("controller stopped", identity=self.identity)
+            _log.info("controller_stopped", identity=self.identity)
 
     async def _wait_stop(self, stop: asyncio.Event) -> None:
         await stop.wait()
@@ -170,7 +170,7 @@ def main(cfg: ControllerConfig) -> int:
         print(f"edgeagent: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:
-        _log.error("controller failed", error=describe(exc), exc_info=True)
+        _log.error("controller_failed", error=describe(exc), exc_info=True)
         print(f"edgeagent: error: controller failed: {describe(exc)}", file=sys.stderr)
         return EXIT_RUNTIME
     return EXIT_OK

@@ -77,7 +77,7 @@ class EventRecorder:
         try:
             await self._client.create(f"/api/v1/namespaces/{namespace}/events", event, timeout=5.0)
         except (KubeError, KubeUnreachable) as exc:
-            self._log.warning("could not record event", reason=reason, error=str(exc))
+            self._log.warning("event_not_recorded", reason=reason, error=str(exc))
             return
         if self._on_write is not None:
             self._on_write("event")

@@ -84,7 +84,7 @@ class LeaderElector:
         if leading == self.is_leader:
             return
         self.is_leader = leading
-        self._log.info("leadership acquired" if leading else "leadership lost")
+        self._log.info("leadership_acquired" if leading else "leadership_lost")
         if self._on_change is not None:
             self._on_change(leading)
 
@@ -149,7 +149,7 @@ class LeaderElector:
         try:
             return await self.try_acquire_or_renew()
         except (KubeUnreachable, KubeError) as exc:
-            self._log.warning("lease request failed", error=str(exc))
+            self._log.warning("lease_request_failed", error=str(exc))
             return None
 
     async def _acquire(self) -> float:
@@ -191,10 +191,10 @@ class LeaderElector:
                     last_renewed = sent
                     continue
                 if result is False:
-                    self._log.warning("lease taken by another holder; stepping down")
+                    self._log.warning("lease_taken_stepping_down")
                     return
                 if time.monotonic() - last_renewed >= self.renew_deadline:
-                    self._log.warning("could not renew the lease in time; stepping down",
+                    self._log.warning("lease_not_renewed_stepping_down",
                                       renew_deadline=self.renew_deadline)
                     return
         finally:
@@ -213,9 +213,9 @@ class LeaderElector:
             released["spec"] = {**spec, "holderIdentity": "", "leaseDurationSeconds": 1,
                                 "renewTime": now, "acquireTime": now}
             await self._client.replace(self.path, released, timeout=2.0)
-            self._log.info("lease released")
+            self._log.info("lease_released")
         except (KubeError, KubeUnreachable) as exc:
-            self._log.warning("could not release the lease", error=str(exc))
+            self._log.warning("lease_release_failed", error=str(exc))
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Forever: become leader, run `lead` until leadership is lost, then try again. Cancel to stop."""

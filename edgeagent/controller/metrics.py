@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from edgeagent.exposition import new_registry
 
 # The phases of a rollout plan's state annotation.
 PLAN_PHASES = ("progressing", "baking", "paused", "aborted", "rolledBack", "complete")
+# The `state` label of edgeagent_controller_rollout_nodes; the total has a gauge of its own.
+ROLLOUT_STATES = ("updated", "outdated", "unavailable")
+ROLLOUT_TOTAL = "total"
 
 
 class ControllerMetrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = new_registry("controller")
         r = self.registry
         self.reconciles = Counter("edgeagent_controller_reconciles", "DaemonSet reconciles by result",
                                   ["result"], registry=r)
@@ -39,8 +44,12 @@ class ControllerMetrics:
         self.queue_depth = Gauge("edgeagent_controller_workqueue_depth", "DaemonSets waiting to be reconciled",
                                  registry=r)
         self.rollout_nodes = Gauge("edgeagent_controller_rollout_nodes",
-                                   "Nodes of a managed DaemonSet by state (total, updated, outdated, unavailable)",
+                                   "Nodes of a managed DaemonSet by state (updated, outdated, unavailable)",
                                    ["namespace", "daemonset", "state"], registry=r)
+        # The total is a metric of its own: beside its parts in one label, sum() by state would count it twice.
+        self.rollout_desired = Gauge("edgeagent_controller_rollout_desired_nodes",
+                                     "Nodes a managed DaemonSet should run on (updated + outdated)",
+                                     ["namespace", "daemonset"], registry=r)
         # Rollout plans: dashboards draw the wave and phase, alerts fire on aborts and rollbacks. Counters, not
         # only the phase gauge, so that an abort followed at once by a rollback still shows in `increase()`.
         self.rollout_wave = Gauge("edgeagent_controller_rollout_wave",
@@ -71,13 +80,19 @@ class ControllerMetrics:
         return total
 
     def set_rollout(self, namespace: str, daemonset: str, counts: dict[str, int]) -> None:
+        """`counts`: the ROLLOUT_STATES, and `total`, which goes to edgeagent_controller_rollout_desired_nodes."""
         for state, value in counts.items():
-            self.rollout_nodes.labels(namespace, daemonset, state).set(value)
+            if state == ROLLOUT_TOTAL:
+                self.rollout_desired.labels(namespace, daemonset).set(value)
+            else:
+                self.rollout_nodes.labels(namespace, daemonset, state).set(value)
 
     def forget_rollout(self, namespace: str, daemonset: str) -> None:
-        for state in ("total", "updated", "outdated", "unavailable"):
+        for state in ROLLOUT_STATES:
             with contextlib.suppress(KeyError):
                 self.rollout_nodes.remove(namespace, daemonset, state)
+        with contextlib.suppress(KeyError):
+            self.rollout_desired.remove(namespace, daemonset)
 
     def set_plan(self, namespace: str, daemonset: str, wave: int, waves: int, phase: str) -> None:
         """Called on every rollout-state write; phases not current read 0 so a dashboard can stack them."""

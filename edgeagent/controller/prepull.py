@@ -475,7 +475,7 @@ class PrePuller:
             errors.append(exc)
             return
         self.metrics.jobs_created.inc()
-        _log.info("pre-pull job created", pod=f"{namespace_of(pod)}/{name_of(pod)}", node=node, revision=revision,
+        _log.info("prepull_job_created", pod=f"{namespace_of(pod)}/{name_of(pod)}", node=node, revision=revision,
                   images=images, attempt=attempt.failed + 1)
 
     async def _judge(self, ds_key: str, pod: JSON, job: JSON, images: list[str], nodes: dict[str, JSON],

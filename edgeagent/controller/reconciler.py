@@ -37,10 +37,24 @@ from edgeagent.contract import (
     EVENT_UPGRADING_PODS,
     EVENT_WARNING,
     LABEL_PREPULL,
+    UPDATE_TYPE_IN_PLACE_IF_POSSIBLE,
 )
 from edgeagent.controller import trim
 from edgeagent.controller.events import EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
+from edgeagent.controller.inplace_exec import (
+    EVENT_IN_PLACE_FALLBACK,
+    REASON_UPDATED,
+    REASON_UPDATING,
+    Choice,
+    InPlaceRestarts,
+    choose,
+    container_ids,
+    declares_gate,
+    gate_patch,
+    gate_updates,
+    still_movable,
+)
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.node_order import NodeOrder
 from edgeagent.controller.ota import ConditionChange, OtaFacts
@@ -53,6 +67,7 @@ from edgeagent.controller.rolling import Plan, desired_nodes, plan_step
 from edgeagent.controller.settings import Strategy, roll_settings, select
 from edgeagent.controller.waves import NodePods, RankCache, node_ready, observe, previous_revision
 from edgeagent.controller.workqueue import ShutDown, WorkQueue
+from edgeagent.inplace import update_type
 from edgeagent.kube.client import CONTENT_JSON_PATCH, CONTENT_MERGE_PATCH, KubeClient, KubeError, KubeUnreachable
 from edgeagent.kube.errors import Conflict, Invalid, NotFound, ServerError
 from edgeagent.kube.informer import DELETED, Informer
@@ -114,6 +129,10 @@ _CONDITION_BURST = 10_000
 _UNHEALTHY_RETRY = 1.0
 # Names listed in one Event message before "and N more".
 _NAMES_IN_EVENT = 10
+# While pods restart in place, look at the roll again this often even if no event comes.
+_RESTART_POLL = 1.0
+# The image PATCH after our own gate write: the kubelet's answer to the gate may move the pod on in between.
+_IN_PLACE_ATTEMPTS = 3
 # Warning topics of rollout plans (per annotation), kept apart from the roll settings' own topics.
 _PLAN_TOPIC = "plan:"
 # Wake-ups at a bake's end or a progress deadline come this much later, so the reconcile sees it passed.
@@ -231,6 +250,8 @@ class Controller:
                                      self.queue.add, self.queue.add_after, clock)
         self.expectations = Expectations()
         self.pause_writes = UnobservedWrites()
+        self.restarts = InPlaceRestarts()  # in-place upgrades the roll waits for (controller/inplace_exec.py)
+        self.gate_writes = UnobservedWrites()
         # Rollout plans: the ranking per DaemonSet and revision, state writes not yet seen in the cache, and
         # the gate decided with each (reused while the cache still shows the DaemonSet before the write).
         # Every cached node by the hash of its name, so a ranking after a restart is a filter, not a sort.
@@ -273,6 +294,7 @@ class Controller:
         key = key_of(obj)
         if etype == DELETED:
             self.expectations.forget(key)
+            self.restarts.forget(key)
             self.pause_writes.forget(uid_of(obj))
             self._warned.pop(uid_of(obj), None)
             self.metrics.forget_rollout(namespace_of(obj), name_of(obj))
@@ -454,7 +476,7 @@ class Controller:
             except Exception as exc:
                 delay = self.queue.add_rate_limited(key)
                 self.metrics.reconciles.labels("error").inc()
-                self._log.warning("reconcile failed; will retry", daemonset=key, error=str(exc),
+                self._log.warning("reconcile_failed_will_retry", daemonset=key, error=str(exc),
                                   retry_in=round(delay, 3), failures=self.queue.failures(key))
             else:
                 self.queue.forget(key)
@@ -471,6 +493,7 @@ class Controller:
             self.expectations.forget(key)
             if ds is None:
                 await self._plans_without_daemonset(key)
+            self.restarts.forget(key)
             return
         selection = select(ds)
         if selection.problem:
@@ -481,12 +504,13 @@ class Controller:
         if selection.strategy is None:
             self.metrics.forget_rollout(namespace_of(ds), name_of(ds))
             self.expectations.forget(key)
+            self.restarts.forget(key)
             return
         hash_ = current_hash(ds, self.revisions_of(ds))
         if hash_ is None:
             # The DaemonSet controller has not written (or we have not seen) the revision of the present
             # template yet; its ControllerRevision event will bring us back.
-            self._log.debug("current revision not known yet", daemonset=key)
+            self._log.debug("current_revision_not_known_yet", daemonset=key)
             return
         owned = self._owned(ds)
         # The plan's Events of this reconcile (WaveStarted ...) are recorded after its deletions or condition
@@ -525,6 +549,7 @@ class Controller:
             await self._sync_conditions(ds, owned, hash_, gate)
         else:
             await self._roll(key, ds, owned, hash_, gate, story)
+        await self._open_gates(key, owned)
         if prepull_errors:
             raise ReconcileError(f"{len(prepull_errors)} pre-pull write(s) failed, first: {prepull_errors[0]}")
 
@@ -591,7 +616,7 @@ class Controller:
 
         errors = await self._bounded([patcher(c) for c in changes])
         if changes:
-            self._log.info("PodNeedUpgrade updated", daemonset=key_of(ds), revision=hash_,
+            self._log.info("pod_need_upgrade_updated", daemonset=key_of(ds), revision=hash_,
                            patched=len(changes) - len(errors), failed=len(errors), more=tracker.more)
         if tracker.more:
             self.queue.add(key_of(ds))
@@ -619,7 +644,7 @@ class Controller:
         if stale:
             # A broken watch means a cache that may be missing deletions or readiness changes: deciding
             # deletions on it could exceed the budget. Wait for the informers to recover.
-            self._log.info("roll waits for healthy caches", daemonset=key, unhealthy=stale)
+            self._log.info("roll_waits_for_healthy_caches", daemonset=key, unhealthy=stale)
             self.queue.add_after(key, _UNHEALTHY_RETRY)
             return
         started = time.process_time()
@@ -627,14 +652,15 @@ class Controller:
         # The views by node and the live UIDs, kept current from the pods that changed (roll_views.py).
         tracked = owned.tracker(RollViews)
         views = tracked.views(ds, owned.pods, hash_, self.nodes.items)
+        restarting = self.restarts.nodes(key, {uid_of(p): p for p in owned.pods.values()})
         plan = plan_step(key, ds, owned.pods.values(), self.nodes.items, hash_, settings, self._clock(),
                          self.expectations,
                          pulled=(lambda pod: prepull.pulled(pod, hash_)) if prepull is not None else None,
                          may_move=gate.allows if gate is not None else None, vacated=owned.vacated_nodes(),
-                         views=views, live=tracked.live)
+                         views=views, live=tracked.live, restarting=restarting)
         self.metrics.planning_cpu.inc(time.process_time() - started)
         if plan is None:
-            self._log.debug("waiting to observe earlier deletions", daemonset=key,
+            self._log.debug("waiting_to_observe_earlier_deletions", daemonset=key,
                             pending=self.expectations.pending(key))
             wait = self.expectations.wait_left(key)
             if wait is not None:  # a delete that did not happen shows no event: look again when we stop waiting
@@ -648,8 +674,18 @@ class Controller:
                 await self._auto_pause(ds, plan, settings.progress_deadline)
                 self.pause_writes.record(uid_of(ds), _rv(ds))
             return
+        in_place_failed: ReconcileError | None = None
+        if plan.delete and update_type(ds) == UPDATE_TYPE_IN_PLACE_IF_POSSIBLE:
+            try:
+                await self._in_place(key, ds, plan, hash_)
+            except ReconcileError as exc:  # the pods that fall back are deleted all the same (their expectations)
+                in_place_failed = exc
+        if restarting and plan.requeue_after is None:
+            plan.requeue_after = _RESTART_POLL  # a kubelet's report on a pod brings us back; this is the fallback
         if plan.delete:
             await self._delete(key, ds, plan, hash_, story if story is not None else [])
+        if in_place_failed is not None:
+            raise in_place_failed
         if prepull is not None and plan.pull_wanted:
             errors = await prepull.request(list(owned.pods.values()), plan.pull_wanted, hash_)
             if errors:
@@ -721,6 +757,108 @@ class Controller:
         if errors:
             raise ReconcileError(f"{len(errors)} pod deletion(s) failed, first: {errors[0]}")
 
+    async def _in_place(self, key: str, ds: JSON, plan: Plan, hash_: str) -> None:
+        """Carry out the plan's moves in place where the revision allows (controller/inplace_exec.py); the rest
+        stay in `plan.delete`, each with an Event saying why it is not in place."""
+        choices = choose(plan.delete, hash_, lambda revision: self._template_of(ds, revision))
+        plan.delete = [c.pod for c in choices if c.patch is None]
+        for choice in choices:
+            if choice.fallback is not None:
+                await self.events.emit(choice.pod, EVENT_WARNING, EVENT_IN_PLACE_FALLBACK,
+                                       f"cannot upgrade in place to revision {hash_}: {choice.fallback}; "
+                                       "recreating the pod")
+        patched: list[JSON] = []
+
+        def patcher(choice: Choice) -> Callable[[], Awaitable[None]]:
+            async def call() -> None:
+                if await self._patch_in_place(key, choice, hash_):
+                    patched.append(choice.pod)
+
+            return call
+
+        errors = await self._bounded([patcher(c) for c in choices if c.patch is not None])
+        if patched:
+            message = (
+                f"AdvancedRollingUpdate to revision {hash_}: patched {len(patched)} outdated pod(s) in place "
+                f"({_names(patched)}); max unavailable {plan.max_unavailable}, unavailable before "
+                f"{plan.unavailable}, {plan.updated}/{plan.total} nodes up to date"
+            )
+            await self.events.emit(ds, EVENT_NORMAL, EVENT_UPGRADING_PODS, message)
+        if errors:
+            raise ReconcileError(f"{len(errors)} in-place patch(es) failed, first: {errors[0]}")
+
+    async def _patch_in_place(self, key: str, choice: Choice, hash_: str) -> bool:
+        """Gate False (if declared), then the guarded image PATCH. Not a deletion: the expectation the plan
+        recorded for the pod is dropped, and the node waits in `restarts` for the kubelet's new containers."""
+        pod, patch = choice.pod, choice.patch
+        assert patch is not None
+        uid = uid_of(pod)
+        path = f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}"
+        body = patch.body()
+        before = container_ids(pod, patch.images())
+        self.expectations.deletion_failed(key, uid)
+        gated = False
+        try:
+            if declares_gate(pod):
+                self.metrics.write("condition_patch")
+                answer = await self._client.patch(f"{path}/status", gate_patch(
+                    pod, "False", REASON_UPDATING, f"upgrading in place to revision {hash_}"))
+                gated = True
+                # Our own write moved the resourceVersion; the PATCH is guarded by the version it produced.
+                body["metadata"]["resourceVersion"] = _rv(answer)
+            for attempt in range(1, _IN_PLACE_ATTEMPTS + 1):
+                self.metrics.write("pod_patch")
+                try:
+                    await self._client.patch(path, body)
+                    break
+                except Conflict:
+                    if not gated or attempt == _IN_PLACE_ATTEMPTS:
+                        raise
+                fresh = await self._client.get(path)  # the kubelet answered our gate: read again, check again
+                if not still_movable(fresh, pod):
+                    raise Conflict(409, message=f"pod {name_of(pod)} changed since it was planned")
+                body["metadata"]["resourceVersion"] = _rv(fresh)
+        except (NotFound, Conflict, Invalid):
+            self.metrics.pod_deletions.labels("replaced").inc()  # changed or replaced since planned
+            if gated:
+                await self._reopen_gate(pod)
+            return False
+        except (KubeError, KubeUnreachable):
+            # Sent or not, we cannot tell: wait for the kubelet's report (or the memory's time) before more.
+            self.restarts.record(key, node_of(pod), uid, hash_, before)
+            raise
+        self.restarts.record(key, node_of(pod), uid, hash_, before)
+        return True
+
+    async def _reopen_gate(self, pod: JSON) -> None:
+        """The PATCH did not happen: the gate we closed must not keep a running pod out of Services."""
+        path = f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}/status"
+        self.metrics.write("condition_patch")
+        try:
+            await self._client.patch(path, gate_patch(pod, "True", REASON_UPDATED, "in-place upgrade not started"))
+        except (KubeError, KubeUnreachable) as exc:  # the next reconcile's _open_gates tries again
+            self._log.warning("readiness_gate_reopen_failed", pod=key_of(pod), error=str(exc))
+
+    async def _open_gates(self, key: str, owned: OwnerPods) -> None:
+        """Set `edgeagent.io/InPlaceUpdateReady` True on pods whose containers run (new pods, finished restarts)."""
+        pods = gate_updates(owned.pods.values(), self.restarts, key, self.gate_writes)
+
+        def opener(pod: JSON) -> Callable[[], Awaitable[None]]:
+            async def call() -> None:
+                path = f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}/status"
+                self.metrics.write("condition_patch")
+                try:
+                    await self._client.patch(path, gate_patch(pod, "True", REASON_UPDATED, ""))
+                except (NotFound, Conflict, Invalid):
+                    return
+                self.gate_writes.record(uid_of(pod), _rv(pod))
+
+            return call
+
+        errors = await self._bounded([opener(p) for p in pods[:_CONDITION_BURST]])
+        if errors:
+            raise ReconcileError(f"{len(errors)} readiness gate write(s) failed, first: {errors[0]}")
+
     async def _auto_pause(self, ds: JSON, plan: Plan, deadline: float) -> None:
         # Guarded by the UID: never pause a same-named successor.
         patch = {"metadata": {"uid": uid_of(ds), "annotations": {ANNOTATION_PAUSED: "true"}}}
@@ -734,7 +872,7 @@ class Controller:
             f"({ANNOTATION_PAUSED}=true). Fix the version, then remove the annotation to resume."
         )
         await self.events.emit(ds, EVENT_WARNING, EVENT_ROLLOUT_AUTO_PAUSED, message)
-        self._log.warning("roll paused automatically", daemonset=key_of(ds), failed=plan.failed,
+        self._log.warning("roll_paused_automatically", daemonset=key_of(ds), failed=plan.failed,
                           resource_version=meta(ds).get("resourceVersion"))
 
     # ------------------------------------------------------------------ rollout plans
@@ -778,12 +916,12 @@ class Controller:
         carries it): a plan changed since our cache saw it (a steering request, another writer) is refused with
         409 and nothing is moved until the next reconcile has re-read it."""
         path = f"{PLANS_PATH_PREFIX}/namespaces/{namespace_of(plan)}/rolloutplans/{name_of(plan)}/status"
-        body = {**plan, "status": status}
+        body = {**_as_plan(plan), "status": status}  # a list's items carry no kind, which a PUT needs
         self.metrics.write(WRITE_PLAN_STATUS)
         try:
             await self._client.replace(path, body)
         except (NotFound, Conflict, Invalid) as exc:
-            self._log.debug("plan status not written; cache behind", plan=key_of(plan), code=exc.code)
+            self._log.debug("plan_status_not_written_cache_behind", plan=key_of(plan), code=exc.code)
             return False
         self.plan_writes.record(uid_of(plan), _rv(plan))
         return True
@@ -835,7 +973,9 @@ class Controller:
                                   EVENT_ROLLOUT_PLAN_INVALID,
                                   f"RolloutPlan {name_of(plan_obj)}: {unreadable}; the rollout of the current "
                                   "revision starts again from wave 1")
-        generation = _generation(plan_obj)
+        # The DaemonSet generation the status is decided for (`status.observedGeneration`): the agent's plan check
+        # refuses a plan pod's upgrade while it is not the DaemonSet's (a template change not planned yet).
+        generation = _generation(ds)
         request, bad_request = steer_request(plan_obj)
         if request is None and bad_request is not None:
             # Not a request at all (no id to record it under): said once, and the rollout goes on.
@@ -860,7 +1000,8 @@ class Controller:
             # Complete, stopped, or a revision rolled back from: nothing to observe, no O(nodes) work.
             self.metrics.planning_cpu.inc(time.process_time() - started)
             if state is not None and state.generation != generation:
-                # The plan's spec changed without a new revision: only the generation is new, nothing restarts.
+                # The DaemonSet's spec changed without a new revision (or a rollback restored the template): only
+                # the generation is new, written so that agents see the status is current again; nothing restarts.
                 caught_up = dataclasses.replace(state, generation=generation)
                 if not await self._write_status(plan_obj, ds, caught_up, None, story, []):
                     self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
@@ -893,7 +1034,7 @@ class Controller:
             # or a new revision -- has never seen them. Each later node would sit one place earlier, possibly in a
             # wave not reached yet: move nothing until their pods are back (their events bring us here again).
             self.metrics.planning_cpu.inc(time.process_time() - started)
-            self._log.debug("rollout plan waits for nodes between pods", daemonset=key, missing=missing)
+            self._log.debug("rollout_plan_waits_for_nodes_between_pods", daemonset=key, missing=missing)
             self.queue.add_after(key, _PLAN_MISSING_RETRY)
             return _HOLD
         total = len(ranking.order)
@@ -955,7 +1096,7 @@ class Controller:
             events += await self._restore(ds, restore, state.stable_revision, state.revision)
         story.extend(events)
         if state is not None:
-            self._log.info("rollout status written", plan=key_of(plan), revision=state.revision,
+            self._log.info("rollout_status_written", plan=key_of(plan), revision=state.revision,
                            wave=f"{state.wave}/{state.waves}", phase=state.phase)
         return True
 
@@ -972,12 +1113,12 @@ class Controller:
         try:
             await self._client.patch(path, ops, CONTENT_JSON_PATCH)
         except (NotFound, Conflict, Invalid) as exc:
-            self._log.warning("template not restored", daemonset=key_of(ds), code=exc.code)
+            self._log.warning("template_not_restored", daemonset=key_of(ds), code=exc.code)
             return [(EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
                      f"template not restored to {self._shown(ds, restored)}: the DaemonSet changed meanwhile "
                      f"({exc.code}); {self._shown(ds, bad)} stays marked RolledBack in the plan's history")]
         self.metrics.rollout_rollbacks.labels(namespace_of(ds), name_of(ds)).inc()
-        self._log.warning("rolled back", daemonset=key_of(ds), bad=bad, restored=restored)
+        self._log.warning("rolled_back", daemonset=key_of(ds), bad=bad, restored=restored)
         return [(EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
                  f"template restored from {self._shown(ds, bad)} to {self._shown(ds, restored)}, the last completed "
                  f"one; revision {bad} is marked RolledBack in the plan's history and is not rolled again "
@@ -996,7 +1137,7 @@ class Controller:
             if not await self._write_status(plan, ds, state, record, story, []):
                 self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
             return _HOLD
-        found = dataclasses.replace(found, generation=_generation(plan))
+        found = dataclasses.replace(found, generation=_generation(ds))
         record = steer_record(request, RESULT_DONE, f"template restored to revision {found.stable_revision}", now)
         if not await self._write_status(plan, ds, found, record, story, []):
             self.queue.add_after(key, _PLAN_CONFLICT_RETRY)

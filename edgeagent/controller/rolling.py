@@ -28,7 +28,10 @@ and fixes what OpenYurt leaves open:
   (pods of the new version that are not available in time stop the roll instead of being skipped);
 - the site decides when (docs/contract.md): an old pod whose `UpgradeHeld` condition is `True` (its node's
   agent is held or outside its maintenance window) is never deleted and spends no budget, so one closed
-  site neither blocks nor slows the others; it is upgraded once its agent publishes `False`.
+  site neither blocks nor slows the others; it is upgraded once its agent publishes `False`;
+- a node whose pod is being upgraded in place (`restarting`, controller/inplace_exec.py) counts against the
+  budget until the kubelet reports the new containers, whatever the cache shows of the pod meanwhile, and its
+  pod is not chosen again.
 """
 
 from __future__ import annotations
@@ -296,6 +299,7 @@ def plan_rolling_update(
     may_move: Callable[[str], bool] | None = None,
     vacated: Collection[str] = frozenset(),
     views: list[NodeView] | None = None,
+    restarting: Collection[str] = frozenset(),
 ) -> Plan:
     """`may_move(node)` (a rollout plan's gate): whether the node's wave is reached; outdated pods of other
     nodes are left alone like pods the node-selector excludes.
@@ -307,7 +311,9 @@ def plan_rolling_update(
     new-version pods seen available within their progress deadline (a pod that did has not failed, whatever
     its node does later). `vacated`: nodes whose last pod of the DaemonSet left the cache and that show none
     since (whoever deleted it: a Ready one among them lacks a pod, as a node of `in_flight` does). `views`: what
-    `node_views` answers for these pods and nodes, when the caller keeps it current (`roll_views.RollViews`)."""
+    `node_views` answers for these pods and nodes, when the caller keeps it current (`roll_views.RollViews`).
+    `restarting`: nodes whose pod this controller patched in place and whose new containers the kubelet has not
+    reported yet: unavailable, and not chosen again."""
     if views is None:
         views = node_views(ds, pods, nodes, current_hash)
     plan = Plan(total=len(views), paused=settings.paused)
@@ -354,7 +360,7 @@ def plan_rolling_update(
             plan.outdated += 1
         if not view.ready and view.old is not None:
             plan.not_ready += 1
-        counted = _counts_unavailable(view, settings, now)
+        counted = _counts_unavailable(view, settings, now) or view.name in restarting
         if view.name in in_flight:
             if not view.excess and (available_by(view.new_since, min_ready, now)
                                     or available_by(view.old_since, min_ready, now)):
@@ -391,7 +397,7 @@ def plan_rolling_update(
                 else:
                     wake = _soonest(wake, deadline - now)
 
-        if not view.ready or view.excess or view.old is None or view.new is not None:
+        if not view.ready or view.excess or view.old is None or view.new is not None or view.name in restarting:
             continue
         hold = view.hold
         if hold is not None:
@@ -463,6 +469,7 @@ def plan_step(
     vacated: Collection[str] = frozenset(),
     views: list[NodeView] | None = None,
     live: Container[str] | None = None,
+    restarting: Collection[str] = frozenset(),
 ) -> Plan | None:
     """One reconcile's decision, guarded by the DaemonSet's expectations (None: still waiting to see our
     previous deletions in the cache). The chosen deletions are recorded as expected before returning,
@@ -475,7 +482,7 @@ def plan_step(
         return None
     plan = plan_rolling_update(ds, pods, nodes, current_hash, settings, now, expectations.in_flight(key),
                                proven=expectations.proven(key), pulled=pulled, may_move=may_move,
-                               vacated=vacated, views=views)
+                               vacated=vacated, views=views, restarting=restarting)
     expectations.settle(key, plan.settled)
     expectations.remember_proven(key, plan.proven, live)
     if plan.delete:

@@ -21,9 +21,11 @@ from edgeagent.contract import (
     ANNOTATION_PAUSED,
     ANNOTATION_PROGRESS_DEADLINE,
     ANNOTATION_UPDATE_STRATEGY,
+    ANNOTATION_UPDATE_TYPE,
     STRATEGY_ADVANCED_ROLLING_UPDATE,
     STRATEGY_OTA,
 )
+from edgeagent.inplace import update_type
 from edgeagent.kube.objects import annotations_of
 from edgeagent.kube.selectors import LabelSelector, parse_label_selector
 
@@ -191,6 +193,11 @@ def roll_settings(ds: JSON) -> tuple[RollSettings, list[Problem]]:
         except ValueError:
             bad(ANNOTATION_PROGRESS_DEADLINE, str(raw), "expected a positive number of seconds")
             progress_deadline = DEFAULT_PROGRESS_DEADLINE
+
+    try:
+        update_type(ds)  # read again where it is used; a bad one stops the roll like any other knob
+    except ValueError as exc:
+        bad(ANNOTATION_UPDATE_TYPE, str(annotations.get(ANNOTATION_UPDATE_TYPE)), str(exc).split(": ", 1)[1])
 
     min_ready = (ds.get("spec") or {}).get("minReadySeconds") or 0
     min_ready_seconds = min_ready if isinstance(min_ready, int) and min_ready > 0 else 0

@@ -31,7 +31,7 @@ import yaml
 
 from edgeagent import log
 from edgeagent.config import LogConfig, SimConfig
-from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_UPGRADE_HELD
+from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, CONDITION_UPGRADE_HELD
 from edgeagent.demo.cluster import CONTAINER, NAMESPACE, Cluster, PodView, by_node, daemonset, summary
 from edgeagent.demo.narration import Narrator, StepFailed
 from edgeagent.demo.processes import AgentHttp, Proc, Ran, child_env, free_port, run_command
@@ -69,9 +69,9 @@ OVERALL_DEADLINE = 150.0
 # The OTA pods as kubectl shows them with the condition the upgrade is about.
 OTA_COLUMNS = ("NAME:.metadata.name,NODE:.spec.nodeName,IMAGE:.spec.containers[0].image,"
                "READY:.status.containerStatuses[0].ready,"
-               'NEED-UPGRADE:.status.conditions[?(@.type=="PodNeedUpgrade")].status')
-HELD_COLUMNS = ('HELD:.status.conditions[?(@.type=="UpgradeHeld")].status,'
-                'IMAGE-READY:.status.conditions[?(@.type=="PodImageReady")].status')
+               f'NEED-UPGRADE:.status.conditions[?(@.type=="{CONDITION_POD_NEED_UPGRADE}")].status')
+HELD_COLUMNS = (f'HELD:.status.conditions[?(@.type=="{CONDITION_UPGRADE_HELD}")].status,'
+                f'IMAGE-READY:.status.conditions[?(@.type=="{CONDITION_POD_IMAGE_READY}")].status')
 # The DaemonSet's Events as kubectl shows them, oldest first.
 EVENT_COLUMNS = "LAST-SEEN:.lastTimestamp,TYPE:.type,REASON:.reason,MESSAGE:.message"
 # Curl prints the HTTP status on a line of its own after the body.
@@ -473,8 +473,10 @@ class Demo:
         found = await self.n.wait_for(conditions, timeout=WAIT + SLOW_PULL,
                                       what=f"UpgradeHeld=True and PodImageReady=True on {pod.name}")
         await self.kubectl("get", "pods", "-l", f"app={OTA_DS}", "-o", f"custom-columns={OTA_COLUMNS},{HELD_COLUMNS}")
-        self.n.ok(f"{pod.name}: UpgradeHeld=True ({found['UpgradeHeld'].get('reason')}), PodImageReady=True "
-                  f"({found['PodImageReady'].get('reason')}): {OTA_NEW} is on {node}, nothing was upgraded")
+        held_reason = found[CONDITION_UPGRADE_HELD].get("reason")
+        pull_reason = found[CONDITION_POD_IMAGE_READY].get("reason")
+        self.n.ok(f"{pod.name}: UpgradeHeld=True ({held_reason}), PodImageReady=True ({pull_reason}): {OTA_NEW} is on "
+                  f"{node}, nothing was upgraded")
         current = by_node(await self.cluster.pods(OTA_DS))[node]
         self.n.check(len(current) == 1 and current[0].uid == pod.uid and current[0].image == OLD,
                      f"{pod.name} still runs {OLD}", f"saw: {summary(current)}")

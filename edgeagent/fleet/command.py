@@ -2,7 +2,8 @@
 
 Read-only: one list each of DaemonSets, pods, nodes, the agents' Events and ControllerRevisions (which
 name the current revision; no new API object, nothing written), turned into rows by `model.build`.
-Errors are one line on stderr and exit 1.
+Errors are one line on stderr: exit 2 for a --kubeconfig that is not there (a usage error, as for every
+command), 1 for anything else (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -11,27 +12,30 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from edgeagent import log
 from edgeagent.config import LogConfig
-from edgeagent.fleet import model, state, table
+from edgeagent.durations import format_duration
+from edgeagent.fleet import model, plan_source, state, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.errors import Forbidden
+from edgeagent.kube.errors import Forbidden, NotFound
+from edgeagent.kube.kubeconfig import DEFAULT_NAMESPACE, load_problem
 from edgeagent.kube.objects import name_of
 from edgeagent.kube.timeutil import human_duration
 
 JSON = dict[str, Any]
 EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 DASH = "-"
 
 
 @dataclass(frozen=True)
 class FleetConfig:
-    namespace: str = "default"
+    namespace: str = "default"  # "": the kubeconfig context's namespace, else default (as kubectl)
     all_namespaces: bool = False
     output: str = ""  # "", "wide", "json" or "name"
     selector: str = ""
@@ -39,10 +43,14 @@ class FleetConfig:
     daemonset: str = ""  # `fleet nodes DS`
     kubeconfig: Path | None = None
     watch: bool = False  # `--watch`: then only the rows that change
+    request_timeout: float = 15.0  # seconds for each list call (not a flag; tests shorten it)
+    context: str | None = None  # a kubeconfig context instead of its current-context
 
 
 class FleetError(Exception):
-    pass
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class Listed:
     # `fleet nodes -l SEL`: the names of the nodes the selector picks (the states need every node).
     selected: set[str] | None = None
     notes: tuple[str, ...] = ()
+    plans: list[JSON] = field(default_factory=list)  # the RolloutPlans (fleet.plan_source reads them)
 
 
 PAGE_SIZE = 500
@@ -130,6 +139,7 @@ async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
         _items(client, res(f"/api/v1{scope}/events", "events"), {"fieldSelector": f"source={model.AGENT_COMPONENT}"}),
         _items(client, res(f"/apis/apps/v1{scope}/controllerrevisions", "controllerrevisions.apps")),
     )
+    plans = await _plans(client, res(f"{plan_source.GROUP_PATH}{scope}/{plan_source.PLURAL}", plan_source.RESOURCE))
     selected = None
     if cfg.selector and cfg.nodes:
         picked = await _items(client, nodes_res, {"labelSelector": cfg.selector})
@@ -143,7 +153,15 @@ async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
     except FleetError as exc:
         # LAST SEEN only: the states do not need it, so a viewer without it still sees the fleet.
         notes = (f"edgeagent: warning: LAST SEEN unknown: {exc}",)
-    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes)
+    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes, plans)
+
+
+async def _plans(client: KubeClient, resource: Resource) -> list[JSON]:
+    """The RolloutPlans; none when the cluster does not serve the kind (its CRD is not installed)."""
+    try:
+        return await _items(client, resource)
+    except NotFound:
+        return []
 
 
 def _wave(view: model.DaemonSetView) -> str:
@@ -163,7 +181,7 @@ def daemonsets_table(fleet: model.Fleet, cfg: FleetConfig) -> str:
         if cfg.output == "wide":
             row += [str(ds.count(model.State.UPGRADING)), str(ds.count(model.State.WAITING)),
                     str(ds.count(model.State.STOPPED)),
-                    human_duration(ds.bake_left) if ds.bake_left is not None else DASH]
+                    format_duration(ds.bake_left) if ds.bake_left is not None else DASH]
         if cfg.all_namespaces:
             row.insert(0, ds.namespace)
         rows.append(row)
@@ -230,7 +248,7 @@ def as_json(fleet: model.Fleet, cfg: FleetConfig) -> str:
 def view(listed: Listed, cfg: FleetConfig, now: float) -> model.Fleet:
     """The fleet as this view shows it: with DS, only its nodes; with `-l` on nodes, only those selected."""
     fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions,
-                        listed.leases)
+                        listed.leases, listed.plans)
     if cfg.nodes:
         in_ds = {n for ds in fleet.daemonsets for n in ds.pods}
         if cfg.daemonset:
@@ -279,19 +297,28 @@ def rows_of(fleet: model.Fleet, cfg: FleetConfig, now: float) -> tuple[str, dict
     return header, {key: (line, sig) for key, line, sig in zip(keys, lines, signatures, strict=True)}
 
 
+def in_namespace(cfg: FleetConfig, client: KubeClient) -> FleetConfig:
+    """Without -n: the kubeconfig context's namespace, else default (as kubectl)."""
+    return cfg if cfg.namespace else replace(cfg, namespace=client.namespace or DEFAULT_NAMESPACE)
+
+
 async def _connect(cfg: FleetConfig) -> KubeClient:
     try:
-        return await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=15), agent=user_agent("fleet"))
-    except FileNotFoundError as exc:
-        raise FleetError(str(exc)) from exc
-    except Exception as exc:  # a malformed kubeconfig
-        raise FleetError(f"cannot load kubeconfig {cfg.kubeconfig or 'KUBECONFIG'}: {exc}") from exc
+        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=min(3.0, cfg.request_timeout),
+                                                                   request=cfg.request_timeout),
+                                          agent=user_agent("fleet"), context=cfg.context)
+    except FileNotFoundError as exc:  # a file the operator named is not there: usage, as for every command
+        raise FleetError(str(exc), EXIT_USAGE) from exc
+    except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
+        raise FleetError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG")) from exc
+    return client
 
 
 async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float = WATCH_INTERVAL) -> None:
     """`--watch`: the table once, then only the rows that changed (as `kubectl get -w`), read every
     `interval` seconds. A lost API server is one warning line, and one when it is back; a refusal ends it."""
     client = await _connect(cfg)
+    cfg = in_namespace(cfg, client)
     shown: dict[str, object] | None = None
     down = False
     try:
@@ -326,6 +353,7 @@ async def watch(cfg: FleetConfig, out: TextIO, err: TextIO, *, interval: float =
 
 async def run(cfg: FleetConfig) -> tuple[str, str]:
     client = await _connect(cfg)
+    cfg = in_namespace(cfg, client)
     try:
         listed = await fetch(client, cfg)
     except KubeUnreachable as exc:
@@ -352,7 +380,7 @@ def main(cfg: FleetConfig, *, out: TextIO | None = None, err: TextIO | None = No
         return EXIT_OK
     except FleetError as exc:
         print(f"edgeagent: error: {exc}", file=err)
-        return EXIT_ERROR
+        return exc.exit_code
     if note:
         err.write(note)
     out.write(text)

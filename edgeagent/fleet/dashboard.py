@@ -3,9 +3,11 @@
 Like `kubectl proxy`, it acts with the credentials of the person who started it and adds nothing to the
 cluster: informers (list + watch) on DaemonSets, ControllerRevisions, pods, nodes and edgeagent Events feed
 a `LiveFleet`, and every browser tab gets a server-sent event stream: one snapshot, then a few bytes per
-node whose state changed (`["edge-17","o"]`), DaemonSet summaries at most four times a second, new
-Events, and the connection's health. The page is static HTML, CSS and a small script shipped in this
-package (no build step, no CDN). The only requests it sends to the API server are GETs (lists and watches).
+node whose state changed (`["edge-17","o"]`), a node's labels when they change (the page filters and groups
+on them), the waves of each rolling plan when the planner's ranking changes, DaemonSet summaries (with the
+images of the revisions they name) at most four times a second, new Events, and the connection's health.
+The page is static HTML, CSS and a small script shipped in this package (no build step, no CDN). The only
+requests it sends to the API server are GETs (lists and watches).
 
 Loopback only unless `--allow-remote` (checked in cli.py): the page shows the fleet with the operator's
 rights and has no login. On loopback, requests naming another Host are refused, so a web page elsewhere
@@ -30,17 +32,21 @@ from prometheus_client.core import GaugeMetricFamily
 
 from edgeagent import log
 from edgeagent.aio import wait_event
-from edgeagent.fleet import model
+from edgeagent.fleet import model, plan_source
 from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_event, slim_node, slim_pod, slim_revision
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
+from edgeagent.kube.kubeconfig import load_problem
 from edgeagent.kube.timeutil import format_time
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _log = log.get("edgeagent.dashboard")
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2  # docs/cli.md: a file named by --kubeconfig that is not there
 
 STATIC_FILES = {"index.html": "text/html", "dashboard.css": "text/css", "dashboard.js": "text/javascript"}
 SUMMARY_INTERVAL = 0.25
@@ -64,6 +70,11 @@ def frame(event: str, data: object) -> bytes:
     """One server-sent event: compact JSON on one `data:` line."""
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}\n\n".encode()
 
+
+
+def _unserved(informer: Informer) -> bool:
+    """The RolloutPlans of a cluster that does not serve them (no CRD installed): no plans, not a broken link."""
+    return informer.name == plan_source.RESOURCE and informer.last_code == 404
 
 class _Client:
     """One browser tab's stream: frames queue here and its writer sends whatever is waiting in one write."""
@@ -118,13 +129,15 @@ class Dashboard:
                        for name in STATIC_FILES}
         self.fleet.add_node_listener(self._on_node_change)
         self.fleet.add_event_listener(lambda ev: self._broadcast(frame("ev", ev)))
+        self.fleet.add_label_listener(lambda node, labels: self._broadcast(frame("nl", [node, labels])))
+        self._waves_sent: object = None
 
     # ------------------------------------------------------------------------------ cluster side
 
     async def connect(self) -> None:
         """Load the kubeconfig (errors here are the operator's to fix: they end the command)."""
         self.client = await KubeClient.connect(self.cfg.kubeconfig, Timeouts(connect=3, request=15),
-                                               agent=user_agent("dashboard"))
+                                               agent=user_agent("dashboard"), context=self.cfg.context)
         kinds: list[tuple[str, str, Callable[[str, JSON, JSON | None], None], Callable[[JSON], JSON] | None,
                           str | None]] = [
             ("daemonsets.apps", "/apis/apps/v1/daemonsets", self.fleet.on_daemonset, slim_daemonset, None),
@@ -132,6 +145,7 @@ class Dashboard:
              None),
             ("nodes", "/api/v1/nodes", self.fleet.on_node, slim_node, None),
             ("pods", "/api/v1/pods", self.fleet.on_pod, slim_pod, None),
+            (plan_source.RESOURCE, f"{plan_source.GROUP_PATH}/{plan_source.PLURAL}", self.fleet.on_plan, None, None),
             ("events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.AGENT_COMPONENT}"),
             ("events", "/api/v1/events", self.fleet.on_event, slim_event, f"source={model.CONTROLLER_COMPONENT}"),
         ]
@@ -143,6 +157,9 @@ class Dashboard:
             informer.add_health_listener(lambda _healthy: self._kick.set())
             self.informers.append(informer)
         self.client.credentials.add_listener(lambda _rejected: self._kick.set())
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() or _unserved(i) for i in self.informers)
 
     def health(self) -> JSON:
         """What the page says about its link to the cluster, with what to check when it is broken."""
@@ -172,7 +189,7 @@ class Dashboard:
                               f"kubectl --kubeconfig {kubeconfig} get nodes works",
                               "your user may list and watch daemonsets, controllerrevisions, pods, nodes "
                               "and events (kubectl auth can-i watch pods -A)"]}
-        broken = [i for i in self.informers if not i.healthy and i.last_error]
+        broken = [i for i in self.informers if not i.healthy and i.last_error and not _unserved(i)]
         if broken:
             return {"state": "unreachable", "server": host,
                     "problem": f"Cannot reach the API server at {host}: {broken[0].last_error}",
@@ -180,7 +197,7 @@ class Dashboard:
                               f"the server address in {kubeconfig} is right",
                               "your network, VPN or proxy lets this machine reach it",
                               "the page reconnects by itself once it is reachable"]}
-        if not all(i.synced.is_set() for i in self.informers):
+        if not self.synced():
             return {"state": "connecting", "server": host}
         return {"state": "ok", "server": host}
 
@@ -196,14 +213,19 @@ class Dashboard:
             # Not wait_for: on 3.11 it can swallow the cancellation that stops this loop (see edgeagent.aio).
             await wait_event(self._kick, SUMMARY_INTERVAL)
             self._kick.clear()
-            if self.fleet.batching and all(i.synced.is_set() for i in self.informers):
+            if self.fleet.batching and self.synced():
                 self.fleet.finish_batch()
                 self.fleet.dirty.clear()
                 self._broadcast(frame("snapshot", self.snapshot()))
+            if not self.fleet.batching:
+                self.fleet.tick()  # cells whose pods became available (minReadySeconds) with no event
+                if self.fleet.waves_version() != self._waves_sent:
+                    self._broadcast(frame("waves", self.fleet.waves()))
+                    self._waves_sent = self.fleet.waves_version()
             health = self.health()
             if health != self._health:
                 self._health = health
-                _log.info("cluster link", **{k: v for k, v in health.items() if k != "check"})
+                _log.info("cluster_link", **{k: v for k, v in health.items() if k != "check"})
                 self._broadcast(frame("health", health))
             if self.fleet.dirty:
                 dirty, self.fleet.dirty = self.fleet.dirty, set()
@@ -232,8 +254,12 @@ class Dashboard:
             client.wake.set()
 
     def snapshot(self) -> JSON:
-        return {"health": self.health(), "daemonsets": self.fleet.summaries(), "nodes": self.fleet.grid(),
-                "events": list(self.fleet.events), "now": time.time()}
+        """Everything a page starts from: nodes are [name, state code, index into `labels`]."""
+        nodes, labels = self.fleet.labelled_grid()
+        waves = self.fleet.waves()
+        self._waves_sent = self.fleet.waves_version()
+        return {"health": self.health(), "daemonsets": self.fleet.summaries(), "nodes": nodes, "labels": labels,
+                "waves": waves, "events": list(self.fleet.events), "now": time.time()}
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._guard])
@@ -284,7 +310,7 @@ class Dashboard:
         try:
             listed = await self.client.get(LEASES_PATH, query={"fieldSelector": f"metadata.name={name}", "limit": 1})
         except (KubeError, KubeUnreachable) as exc:
-            _log.debug("lease not readable", node=name, error=str(exc))
+            _log.debug("lease_unreadable", node=name, error=str(exc))
             return None
         renewed = model.lease_renewals(i for i in listed.get("items") or [] if isinstance(i, dict)).get(name)
         return format_time(renewed) if renewed is not None else None
@@ -326,20 +352,47 @@ class Dashboard:
         return response
 
 
+class DashboardError(Exception):
+    """Why the dashboard cannot start, in one line, with the exit code docs/cli.md gives it."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 async def serve(cfg: DashboardConfig, *, ready: Callable[[str], None] | None = None,
                 stop: asyncio.Event | None = None) -> None:
-    """Run until `stop` is set (or SIGINT/SIGTERM when run as the command)."""
+    """Run until `stop` is set (or SIGINT/SIGTERM when run as the command).
+
+    Raises DashboardError when the kubeconfig cannot be used or the address cannot be served; the client
+    session is closed on every way out (an unclosed one makes aiohttp print `Unclosed client session`)."""
     dashboard = Dashboard(cfg)
-    await dashboard.connect()
+    try:
+        await dashboard.connect()
+    except FileNotFoundError as exc:  # a file the operator named is not there: usage, as for every command
+        raise DashboardError(str(exc), EXIT_USAGE) from exc
+    except Exception as exc:  # a malformed kubeconfig surfaces as many different exception types
+        raise DashboardError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG")) from exc
+    try:
+        await _serve_page(dashboard, cfg, ready, stop or asyncio.Event())
+    finally:
+        if dashboard.client is not None:
+            await dashboard.client.close()
+
+
+async def _serve_page(dashboard: Dashboard, cfg: DashboardConfig, ready: Callable[[str], None] | None,
+                      stop: asyncio.Event) -> None:
     runner = web.AppRunner(dashboard.app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, cfg.bind, cfg.port)
-    await site.start()
-    port = int(runner.addresses[0][1]) if runner.addresses else cfg.port  # the real one for --port 0
-    host = f"[{cfg.bind}]" if ":" in cfg.bind else cfg.bind
-    url = f"http://{host}:{port}/"
-    stop = stop or asyncio.Event()
     try:
+        site = web.TCPSite(runner, cfg.bind, cfg.port)
+        try:
+            await site.start()
+        except OSError as exc:  # a busy port, an address not on this machine, a name that does not resolve
+            raise DashboardError(f"cannot serve on {cfg.bind}:{cfg.port}: {exc.strerror or exc}") from exc
+        port = int(runner.addresses[0][1]) if runner.addresses else cfg.port  # the real one for --port 0
+        host = f"[{cfg.bind}]" if ":" in cfg.bind else cfg.bind
+        url = f"http://{host}:{port}/"
         async with asyncio.TaskGroup() as group:
             informers = group.create_task(dashboard.run_informers(), name="dashboard-informers")
             if ready is not None:
@@ -349,8 +402,6 @@ async def serve(cfg: DashboardConfig, *, ready: Callable[[str], None] | None = N
     finally:
         dashboard.close_streams()
         await runner.cleanup()
-        if dashboard.client is not None:
-            await dashboard.client.close()
 
 
 def main(cfg: DashboardConfig) -> int:
@@ -363,16 +414,15 @@ def main(cfg: DashboardConfig) -> int:
             loop.add_signal_handler(sig, stop.set)
 
         def announce(url: str) -> None:
+            if cfg.warning:
+                print(f"edgeagent: warning: {cfg.warning}", file=sys.stderr, flush=True)
             print(f"edgeagent dashboard: serving {url} (read-only; Ctrl-C to stop)", flush=True)
 
         await serve(cfg, ready=announce, stop=stop)
 
     try:
         asyncio.run(run())
-    except (FileNotFoundError, ValueError) as exc:
+    except DashboardError as exc:
         print(f"edgeagent: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"edgeagent: error: cannot serve on {cfg.bind}:{cfg.port}: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     return 0

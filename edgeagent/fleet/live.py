@@ -11,6 +11,7 @@ its own pace (they count every node, so they are batched).
 from __future__ import annotations
 
 import bisect
+import heapq
 import re
 import time
 from collections import deque
@@ -20,6 +21,7 @@ from typing import Any
 
 from edgeagent.contract import (
     ANNOTATION_TEMPLATE_GENERATION,
+    CONDITION_POD_NEED_UPGRADE,
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
@@ -55,8 +57,10 @@ assert list(CODES) == list(model.State), "one code per state, in the enum's orde
 OUTCOMES_PER_NODE = 20
 RECENT_EVENTS = 50
 MESSAGE_LIMIT = 300
+SHOWN_FAILURES = 3  # failed nodes named on a rollout card (with their count)
 
 NodeListener = Callable[[str, str | None], None]  # (node, state code or None when the node is gone)
+LabelListener = Callable[[str, dict[str, str]], None]  # (node, its labels as the page filters on them)
 EventListener = Callable[[JSON], None]
 
 _DIGITS = re.compile(r"(\d+)")
@@ -70,7 +74,8 @@ def natural_key(name: str) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------------------------ transforms
 # Informer transforms: the cache keeps only what the rules read, so 10,000 pods and nodes stay small.
 
-_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, "PodNeedUpgrade", rules.FAILURE_CONDITION})
+_POD_CONDITIONS = frozenset({"Ready", model.CONDITION_UPGRADE_HELD, CONDITION_POD_NEED_UPGRADE,
+                             rules.FAILURE_CONDITION})
 
 
 def slim_pod(pod: JSON) -> JSON:
@@ -125,13 +130,32 @@ def slim_daemonset(ds: JSON) -> JSON:
 
 
 def slim_revision(rev: JSON) -> JSON:
+    """A ControllerRevision as the page uses it: its hash, number, owner and its template's images."""
     m = meta(rev)
     owner = controller_owner(rev)
+    containers = [{"image": image} for image in revision_images(rev)]
     return {"metadata": {"name": m.get("name"), "namespace": m.get("namespace"),
                          "creationTimestamp": m.get("creationTimestamp"),
                          "labels": {k: v for k, v in (m.get("labels") or {}).items() if k == LABEL_REVISION_HASH},
                          "ownerReferences": [owner] if owner else []},
-            "revision": rev.get("revision")}
+            "revision": rev.get("revision"),
+            "data": {"spec": {"template": {"spec": {"containers": containers}}}}}
+
+
+def revision_images(rev: JSON) -> list[str]:
+    """The images of a DaemonSet ControllerRevision's template (its `data` is the template as a patch), in
+    container order: what an operator knows a version by, where the hash says nothing."""
+    data = rev.get("data") if isinstance(rev.get("data"), dict) else {}
+    template = ((data.get("spec") or {}).get("template") or {}) if isinstance(data, dict) else {}
+    containers = ((template.get("spec") or {}).get("containers") or []) if isinstance(template, dict) else []
+    return [str(c["image"]) for c in containers if isinstance(c, dict) and c.get("image")]
+
+
+def shown_labels(node: JSON) -> dict[str, str]:
+    """The node's labels the page filters and groups on: all but those repeating its name (the hostname
+    label), which would make every node's label set unique and say nothing the name does not."""
+    name = name_of(node)
+    return {str(k): str(v) for k, v in (meta(node).get("labels") or {}).items() if v != name}
 
 
 def slim_event(event: JSON) -> JSON:
@@ -173,6 +197,7 @@ class _DaemonSet:
     # planner's ranking over them, computed when first needed after a node joins.
     members: set[str] = field(default_factory=set)
     ranking: plan_source.Ranking | None = None
+    ranking_version: int = 0  # bumped when the ranking is rebuilt: the page's wave groups are resent
 
 
 class LiveFleet:
@@ -184,6 +209,7 @@ class LiveFleet:
         self._pods: dict[str, dict[str, dict[str, JSON]]] = {}  # ds uid -> node -> pod key -> pod
         self._pod_owner: dict[str, tuple[str, str]] = {}  # pod key -> (ds uid, node)
         self._revisions: dict[str, dict[str, JSON]] = {}  # ds uid -> revision key -> revision
+        self._plans: dict[str, JSON] = {}  # RolloutPlan key (namespace/name) -> plan
         self.nodes: dict[str, JSON] = {}
         self.outcomes: dict[str, deque[model.Outcome]] = {}
         self.events: list[JSON] = []  # the RECENT_EVENTS newest by time, newest first
@@ -191,6 +217,11 @@ class LiveFleet:
         self.dirty: set[str] = set()  # ds uids whose summary changed
         self._keys: dict[str, str] = {}  # ds uid -> namespace/name, also after it is gone
         self._node_listeners: list[NodeListener] = []
+        self._label_listeners: list[LabelListener] = []
+        # (when, ds uid, node): a Ready pod becomes available minReadySeconds after it turned Ready, and no
+        # event says so; `tick` recomputes its cell then. `_due_at` keeps one entry per cell.
+        self._due: list[tuple[float, str, str]] = []
+        self._due_at: dict[tuple[str, str], float] = {}
         self._event_listeners: list[EventListener] = []
         self.node_changes = 0  # node state changes told to listeners (for the benchmark)
         # While the informers' first lists arrive, objects are only stored: one full pass at the end
@@ -215,6 +246,21 @@ class LiveFleet:
 
     def add_event_listener(self, fn: EventListener) -> None:
         self._event_listeners.append(fn)
+
+    def add_label_listener(self, fn: LabelListener) -> None:
+        self._label_listeners.append(fn)
+
+    def tick(self) -> None:
+        """Recompute the cells whose pods have become available since (minReadySeconds elapsed)."""
+        now = self._clock()
+        while self._due and self._due[0][0] <= now:
+            at, uid, node = heapq.heappop(self._due)
+            if self._due_at.get((uid, node)) != at:
+                continue  # superseded by a later refresh of the cell
+            del self._due_at[(uid, node)]
+            if uid in self.daemonsets:
+                self._refresh_cell(uid, node)
+                self._refresh_node(node)
 
     # ------------------------------------------------------------------------------ informer handlers
 
@@ -248,6 +294,19 @@ class LiveFleet:
             revisions[key_of(rev)] = rev
         if owner in self.daemonsets and not self.batching:
             self._refresh_daemonset(str(owner))
+
+    def on_plan(self, etype: str, plan: JSON, old: JSON | None) -> None:
+        """A RolloutPlan: the DaemonSets it names (before and after the change) are computed again."""
+        before = self._plans.pop(key_of(plan), None)
+        if etype != DELETED:
+            self._plans[key_of(plan)] = plan
+        named = {(namespace_of(p), str((p.get("spec") or {}).get("daemonSet") or ""))
+                 for p in (before, plan) if p is not None}
+        if self.batching:
+            return
+        for uid, entry in list(self.daemonsets.items()):
+            if (entry.view.namespace, entry.view.name) in named:
+                self._refresh_daemonset(uid)
 
     def on_pod(self, etype: str, pod: JSON, old: JSON | None) -> None:
         key = key_of(pod)
@@ -288,6 +347,11 @@ class LiveFleet:
                     entry.ranking = None
         else:
             self.nodes[name] = node
+            if not self.batching and (old is None or (meta(old).get("labels") or {}) != (meta(node).get("labels")
+                                                                                       or {})):
+                labels = shown_labels(node)
+                for fn in self._label_listeners:
+                    fn(name, labels)
             # A heartbeat changes nothing the page shows: only Ready, labels (waves, placement) and taints do.
             if old is not None and old.get("status") == node.get("status") and old.get("spec") == node.get("spec") \
                     and (meta(old).get("labels") or {}) == (meta(node).get("labels") or {}):
@@ -347,9 +411,10 @@ class LiveFleet:
         entry = self.daemonsets[uid]
         ds = entry.obj
         pods = [p for by_key in self._pods.get(uid, {}).values() for p in by_key.values() if not is_terminating(p)]
-        entry.revision = model.current_revision(ds, pods, self._revisions.get(uid, {}).values())
-        entry.plan = rules.relevant(plan_source.status_of(ds), entry.revision)
-        spec = plan_source.plan_of(ds)
+        plans = plan_source.index(self._plans.values())
+        entry.revision = model.current_revision(ds, pods, self._revisions.get(uid, {}).values(), plans)
+        entry.plan = rules.relevant(plan_source.status_of(ds, plans), entry.revision)
+        spec = plan_source.plan_of(ds, plans)
         if spec is None or entry.spec is None or spec.fingerprint() != entry.spec.fingerprint():
             entry.ranking = None
         entry.spec = spec
@@ -377,6 +442,7 @@ class LiveFleet:
             entry.ranking = plan_source.ranking(entry.spec, entry.plan,
                                                 {n: meta(self.nodes.get(n) or {}).get("labels") or {}
                                                  for n in entry.members})
+            entry.ranking_version += 1
         return entry.ranking
 
     def _refresh_cell(self, uid: str, node: str) -> None:
@@ -398,6 +464,11 @@ class LiveFleet:
         entry.view.pods[node] = view
         if previous != view:
             self.dirty.add(uid)
+        if view.state is model.State.UPGRADING and pod is not None:
+            at = rules.available_at(pod, entry.obj)
+            if at is not None and at > self._clock() and self._due_at.get((uid, node)) != at:
+                self._due_at[(uid, node)] = at
+                heapq.heappush(self._due, (at, uid, node))
 
     def node_state(self, node: str) -> model.State | None:
         """The node's worst state over its DaemonSets (a node missing from the node list but still running a
@@ -446,9 +517,63 @@ class LiveFleet:
                 "k": view.key, "m": view.model, "r": view.revision, "u": view.up_to_date, "d": view.desired,
                 "w": view.wave, "n": view.waves, "p": view.phase,
                 "b": round(view.bake_left) if view.bake_left is not None else None, "z": int(view.paused),
-                "a": view.reached, "s": [counts[state.value] for state in CODES],
+                "a": view.reached, "s": [counts[state.value] for state in CODES], **self._versions(uid, entry),
             })
         return out
+
+    def _versions(self, uid: str, entry: _DaemonSet) -> JSON:
+        """The revisions a person asks about, each with its images: `i` hash -> images (current, the plan's,
+        the stable one), `pr` the plan's revision, `sr` its stable revision, `fc` the nodes the rollout
+        counted failed and `f` the first few of them ([node, reason]), `g` the plan's group label; each
+        left out when empty."""
+        images = self._images(uid)
+        plan = entry.plan or {}
+        wanted = [entry.revision, str(plan.get("revision") or ""), str(plan.get("stableRevision") or "")]
+        failures = sorted(rules.plan_failures(entry.plan).items(), key=lambda kv: natural_key(kv[0]))
+        found = {"i": {h: images[h] for h in wanted if h and h in images},
+                 "pr": plan.get("revision"), "sr": plan.get("stableRevision"),
+                 "fc": len(failures), "f": [list(kv) for kv in failures[:SHOWN_FAILURES]],
+                 "g": entry.spec.group_label if entry.spec is not None else None}
+        # Only what is there: each summary is resent with every count it moves (a few hundred bytes a change).
+        return {k: v for k, v in found.items() if v}
+
+    def _images(self, uid: str) -> dict[str, str]:
+        """Revision hash -> its template's images, for the DaemonSet `uid`."""
+        images: dict[str, str] = {}
+        for rev in self._revisions.get(uid, {}).values():
+            label = (meta(rev).get("labels") or {}).get(LABEL_REVISION_HASH)
+            if label:
+                images[str(label)] = ", ".join(revision_images(rev))
+        return images
+
+    def waves(self) -> dict[str, list[list[str]]]:
+        """namespace/name -> the nodes of each wave (1, 2, ...) of the DaemonSets whose plan is rolling: the
+        planner's own ranking (`plan_source.ranking`, as the cells' WAITING state uses it)."""
+        out = {}
+        for entry in self.daemonsets.values():
+            ranking = self._ranking(entry) if entry.plan is not None else None
+            if ranking is not None:
+                out[entry.view.key] = [ranking.nodes_of_wave(k) for k in range(1, ranking.waves + 1)]
+        return out
+
+    def waves_version(self) -> tuple[tuple[str, int, bool], ...]:
+        """Changes whenever `waves()` may: a ranking rebuilt, a plan starting or ending."""
+        return tuple((uid, e.ranking_version, e.plan is not None) for uid, e in sorted(self.daemonsets.items()))
+
+    def labelled_grid(self) -> tuple[list[list[Any]], list[dict[str, str]]]:
+        """The grid with each node's labels: rows [node, code, label set index] and the distinct label sets
+        (at 10,000 nodes most share a few sets: sent once each)."""
+        sets: list[dict[str, str]] = []
+        index: dict[tuple[tuple[str, str], ...], int] = {}
+        rows: list[list[Any]] = []
+        for name, code in self.grid():
+            labels = shown_labels(self.nodes[name]) if name in self.nodes else {}
+            key = tuple(sorted(labels.items()))
+            if key not in index:
+                index[key] = len(sets)
+                sets.append(labels)
+            rows.append([name, code, index[key]])
+        return rows, sets
 
     def removed(self, uids: set[str]) -> list[str]:
         """Keys (`namespace/name`) of the DaemonSets among `uids` that are no longer managed."""
@@ -468,4 +593,8 @@ class LiveFleet:
             return None
         detail = model.node_view(name, node, views, list(self.outcomes.get(name, ()))).to_json()
         detail["outcomes"] = [o.to_json() for o in self.outcomes.get(name, ())]
+        for uid, entry in self.daemonsets.items():  # each pod's revision with its images, as on the cards
+            shown = (detail.get("daemonsets") or {}).get(entry.view.key)
+            if isinstance(shown, dict) and shown.get("revision"):
+                shown["images"] = self._images(uid).get(str(shown["revision"]))
         return detail

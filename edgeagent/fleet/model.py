@@ -159,7 +159,8 @@ def newest_revision_hash(ds: JSON, revisions: Iterable[JSON]) -> str:
     return name[len(prefix):] if name.startswith(prefix) else ""
 
 
-def current_revision(ds: JSON, pods: list[JSON], revisions: Iterable[JSON] = ()) -> str:
+def current_revision(ds: JSON, pods: list[JSON], revisions: Iterable[JSON] = (),
+                     plans: plan_source.Plans | None = None) -> str:
     """The hash of the DaemonSet's current revision, from what the cluster already shows.
 
     The newest ControllerRevision names it; failing that (a client not allowed to read them), pods of the
@@ -179,7 +180,7 @@ def current_revision(ds: JSON, pods: list[JSON], revisions: Iterable[JSON] = ())
     messages.pop(None, None)
     if messages:
         return str(messages.most_common(1)[0][0])
-    status = plan_source.status_of(ds)
+    status = plan_source.status_of(ds, plans)
     return str(status.get("revision") or "") if status is not None else ""
 
 
@@ -318,9 +319,10 @@ def summarize(view: DaemonSetView, ds: JSON, plan: rules.PlanStatus | None, spec
 
 
 def daemonset_view(ds: JSON, pods: list[JSON], nodes: dict[str, JSON], outcomes: dict[str, list[Outcome]],
-                   now: float, revisions: Iterable[JSON] = ()) -> DaemonSetView:
+                   now: float, revisions: Iterable[JSON] = (), plans: plan_source.Plans | None = None) -> DaemonSetView:
     """The DaemonSet's row and its per-node cells: one per node running one of its pods (even a node missing
-    from `nodes`, which is offline) and one per node it should run a pod on but does not (yet)."""
+    from `nodes`, which is offline) and one per node it should run a pod on but does not (yet). `plans`: the
+    RolloutPlans by DaemonSet (`plan_source.index`); None reads the round-3 annotations."""
     uid = meta(ds).get("uid")
     owned = [p for p in pods if (daemonset_owner(p) or {}).get("uid") == uid and node_name_of(p)]
     grouped: dict[str, list[JSON]] = {}
@@ -332,9 +334,9 @@ def daemonset_view(ds: JSON, pods: list[JSON], nodes: dict[str, JSON], outcomes:
     for name, node in nodes.items():
         if name not in by_node and placement.runs_on(ds, node):
             by_node[name] = None
-    revision = current_revision(ds, [p for p in owned if not is_terminating(p)], revisions)
-    plan = rules.relevant(plan_source.status_of(ds), revision)
-    spec = plan_source.plan_of(ds)
+    revision = current_revision(ds, [p for p in owned if not is_terminating(p)], revisions, plans)
+    plan = rules.relevant(plan_source.status_of(ds, plans), revision)
+    spec = plan_source.plan_of(ds, plans)
     view = DaemonSetView(
         namespace=namespace_of(ds), name=name_of(ds), model=strategy_of(ds) or "unknown", revision=revision,
         desired=0, wave=None, waves=None, phase="", bake_left=None, paused=False)
@@ -412,14 +414,16 @@ def node_view(name: str, node: JSON | None, daemonsets: list[DaemonSetView], out
 
 
 def build(daemonsets: list[JSON], pods: list[JSON], nodes: list[JSON], events: list[JSON], now: float,
-          revisions: list[JSON] | None = None, leases: list[JSON] | None = None) -> Fleet:
+          revisions: list[JSON] | None = None, leases: list[JSON] | None = None,
+          plans: list[JSON] | None = None) -> Fleet:
     """The whole picture from one list of each kind: managed DaemonSets only, sorted as kubectl sorts; every
     node listed, and every node a DaemonSet's pod runs on even when it is missing from the list."""
     by_name = {name_of(n): n for n in nodes}
     outcomes = outcomes_by_node(events)
     renewals = lease_renewals(leases or [])
     managed = sorted((ds for ds in daemonsets if is_managed(ds)), key=lambda d: (namespace_of(d), name_of(d)))
-    views = [daemonset_view(ds, pods, by_name, outcomes, now, revisions or ()) for ds in managed]
+    by_ds = plan_source.index(plans) if plans is not None else None
+    views = [daemonset_view(ds, pods, by_name, outcomes, now, revisions or (), by_ds) for ds in managed]
     names = set(by_name) | {n for v in views for n in v.pods}
     node_views = [node_view(name, by_name.get(name), views, outcomes.get(name, []), renewals.get(name))
                   for name in sorted(names)]

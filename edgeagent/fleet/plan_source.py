@@ -2,17 +2,22 @@
 
 The state rules (`fleet.state`) take the plan's status as a plain mapping shaped like a RolloutPlan's
 `status` (phase, wave, waves, revision, stableRevision, waveStartedAt, bakeStartedAt, counts, failures).
-Today the controller keeps that state in the DaemonSet's round-3 `edgeagent.io/rollout-state` annotation
-and the plan itself in `edgeagent.io/rollout-*` annotations; this adapter turns them into that shape. When
-plans become RolloutPlan objects, only this module changes.
+A plan is a RolloutPlan object (`edgeagent.io/v1alpha1`) whose `spec.daemonSet` names the DaemonSet in its
+namespace: its `status` is that mapping and its `spec` the steps, bake and group label. `index` finds each
+DaemonSet's plan in a list of them. Views not given the RolloutPlans (the dashboard until its informer
+list has them) fall back to the round-3 annotations on the DaemonSet, turned into the same shape.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from edgeagent.contract import ANNOTATION_NODE_SELECTOR
+from edgeagent.kube.objects import annotations_of, meta
+from edgeagent.kube.selectors import parse_label_selector
 from edgeagent.kube.timeutil import format_time, parse_time
+from edgeagent.rollout import api
 from edgeagent.rollout import plan as plans
 from edgeagent.rollout import state as states
 
@@ -21,8 +26,42 @@ Plan = plans.Plan
 Ranking = plans.Ranking
 
 
-def status_of(ds: JSON) -> JSON | None:
+# The list the views read plans with (list and watch rights on rolloutplans are enough).
+RESOURCE = f"{api.PLURAL}.{api.GROUP}"
+GROUP_PATH = f"/apis/{api.API_VERSION}"
+PLURAL = api.PLURAL
+
+# No plan given for a DaemonSet (None in `index`'s result means: two plans name it, so no plan applies).
+Plans = Mapping[tuple[str, str], JSON | None]
+
+
+def index(objects: Iterable[JSON]) -> dict[tuple[str, str], JSON | None]:
+    """(namespace, DaemonSet name) -> its RolloutPlan; None when two plans name one DaemonSet (the controller
+    moves neither)."""
+    found: dict[tuple[str, str], JSON | None] = {}
+    for obj in objects:
+        name = (obj.get("spec") or {}).get("daemonSet")
+        if not isinstance(name, str) or not name:
+            continue
+        key = (str(meta(obj).get("namespace") or ""), name)
+        found[key] = None if key in found else obj
+    return found
+
+
+def plan_object(ds: JSON, plans_by_ds: Plans | None) -> JSON | None:
+    if plans_by_ds is None:
+        return None
+    return plans_by_ds.get((str(meta(ds).get("namespace") or ""), str(meta(ds).get("name") or "")))
+
+
+def status_of(ds: JSON, plans_by_ds: Plans | None = None) -> JSON | None:
     """The DaemonSet's plan status in a RolloutPlan's `status` shape; None when absent or unreadable."""
+    if plans_by_ds is not None:
+        obj = plan_object(ds, plans_by_ds)
+        status = (obj or {}).get("status")
+        if not isinstance(status, dict) or states.state_from_status(status)[0] is None:
+            return None
+        return status
     state = states.state_of(ds)[0]
     if state is None:
         return None
@@ -37,8 +76,20 @@ def status_of(ds: JSON) -> JSON | None:
     }
 
 
-def plan_of(ds: JSON) -> Plan | None:
+def plan_of(ds: JSON, plans_by_ds: Plans | None = None) -> Plan | None:
     """The DaemonSet's plan (steps, bake, group label); None without one, or one the controller ignores."""
+    if plans_by_ds is not None:
+        spec, _ = api.parse_spec((plan_object(ds, plans_by_ds) or {}).get("spec"))
+        if spec is None:
+            return None
+        selector = annotations_of(ds).get(ANNOTATION_NODE_SELECTOR)
+        canary = None
+        if selector:
+            try:
+                canary = parse_label_selector(str(selector))
+            except ValueError:
+                canary = None
+        return spec.plan(canary)
     plan, problems = plans.parse_plan(ds)
     return None if problems else plan
 

@@ -15,6 +15,10 @@ class DashboardConfig:
     bind: str = "127.0.0.1"
     port: int = 8080
     log: LogConfig = field(default_factory=LogConfig)
+    # Printed on stderr once the page is served (a non-loopback --bind): not before, so that a bind that fails
+    # is one line of error and nothing else.
+    warning: str = ""
+    context: str | None = None  # a kubeconfig context instead of its current-context
 
 
 def is_loopback(address: str) -> bool:

@@ -186,15 +186,24 @@ def is_current(pod: JSON, ds: JSON, revision: str) -> bool:
     return bool(revision) and labels.get(contract.LABEL_REVISION_HASH) == revision
 
 
-def is_available(pod: JSON, ds: JSON, now: float) -> bool:
-    """Ready, and for the DaemonSet's `minReadySeconds` (as the DaemonSet controller counts available)."""
+def available_at(pod: JSON, ds: JSON) -> float | None:
+    """When a Ready pod is (or was) available: Ready for the DaemonSet's `minReadySeconds`, as the DaemonSet
+    controller counts it. -inf for a Ready pod without minReadySeconds (or without a readable Ready time);
+    None for a pod that is not Ready. A live view uses it to recompute the cell at that moment, since no
+    event marks it."""
     if not is_pod_ready(pod):
-        return False
+        return None
     min_ready = (ds.get("spec") or {}).get("minReadySeconds")
     if not isinstance(min_ready, int) or isinstance(min_ready, bool) or min_ready <= 0:
-        return True
+        return float("-inf")
     since = parse_time((get_condition(pod, "Ready") or {}).get("lastTransitionTime"))
-    return since is None or now - since >= min_ready
+    return float("-inf") if since is None else since + min_ready
+
+
+def is_available(pod: JSON, ds: JSON, now: float) -> bool:
+    """Ready, and for the DaemonSet's `minReadySeconds` (as the DaemonSet controller counts available)."""
+    at = available_at(pod, ds)
+    return at is not None and now >= at
 
 
 def _waiting_condition(pod: JSON) -> bool:

@@ -34,6 +34,7 @@ from edgeagent.kube.kubeconfig import (
     NeedsFallback,
     TokenSource,
     certificate_files,
+    context_namespace,
     load_incluster,
     load_kubeconfig,
     resolve_kubeconfig_path,
@@ -78,6 +79,17 @@ class Timeouts:
     request: float = 10.0
 
 
+def _failure(exc: BaseException, timeout: aiohttp.ClientTimeout) -> str:
+    """What went wrong, in words: a timeout's own text is empty (`TimeoutError: ` said nothing), so it says
+    how long was waited, and for what."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError) and timeout.sock_connect:
+        return f"no connection within {timeout.sock_connect:g} s"
+    if isinstance(exc, TimeoutError):
+        waited = timeout.total or timeout.sock_read
+        return f"no answer within {waited:g} s" if waited else f"timed out ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 class CredentialHealth:
     """Whether the API server currently rejects our credentials: a `401`, and only a `401`.
 
@@ -108,12 +120,12 @@ class CredentialHealth:
             if not self.rejected:
                 self.rejected, self.since = True, time.time()
                 self.episodes += 1
-                _log.warning("API server rejected our credentials", code=code, method=method, path=path,
+                _log.warning("credentials_rejected", code=code, method=method, path=path,
                              error=message)
                 self._notify(True)
         elif 200 <= code <= 299 and self.rejected:
             self.rejected, self.since = False, time.time()
-            _log.info("API server accepts our credentials again")
+            _log.info("credentials_accepted_again")
             self._notify(False)
 
     def _notify(self, rejected: bool) -> None:
@@ -121,7 +133,7 @@ class CredentialHealth:
             try:
                 fn(rejected)
             except Exception:
-                _log.exception("credential health listener failed")
+                _log.exception("credential_health_listener_failed")
 
 
 # Distinct `Warning` texts logged per client; past this many a server that varies them (a name in each) would
@@ -250,13 +262,13 @@ class _NativeTransport:
         try:
             tls = await asyncio.to_thread(ssl_context, self._access)
         except (ValueError, OSError) as exc:
-            _log.warning("client certificate changed but cannot be loaded yet; keeping the current one",
+            _log.warning("client_certificate_not_loadable_yet",
                          error=str(exc))
             return False
         self._retired.append((time.monotonic(), self._session))
         self._session = self._new_session(tls)
         self.certificate_reloads += 1
-        _log.info("client certificate reloaded", source=self._access.source)
+        _log.info("client_certificate_reloaded", source=self._access.source)
         return True
 
     async def _close_retired(self) -> None:
@@ -358,21 +370,24 @@ class _NotConnected:
         return None
 
 
-def _native_parts(path: str | None) -> tuple[ClusterAccess, Any, TokenSource | None]:
+def _native_parts(path: str | None, context: str | None = None) -> tuple[ClusterAccess, Any, TokenSource | None]:
     """File reads and TLS setup, off the event loop."""
-    access = load_kubeconfig(path) if path else load_incluster()
+    if context and not path:
+        raise ValueError(f"--context {context}: no kubeconfig to pick it from (give --kubeconfig or KUBECONFIG)")
+    access = load_kubeconfig(path, context) if path else load_incluster()
     tls = ssl_context(access)
     tokens = TokenSource(access) if access.token or access.token_file else None
     return access, tls, tokens
 
 
-async def _fallback_api_client(path: str, agent: str) -> Any:
+async def _fallback_api_client(path: str, agent: str, context: str | None = None) -> Any:
     """Imported here, not at module level, so that a plain kubeconfig never pays for kubernetes_asyncio."""
     from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio import config as k8s_config
 
     configuration = k8s_client.Configuration()
-    await k8s_config.load_kube_config(config_file=path, client_configuration=configuration, persist_config=False)
+    await k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
+                                      persist_config=False)
     api = k8s_client.ApiClient(configuration)
     api.user_agent = agent
     return api
@@ -389,6 +404,9 @@ class KubeClient:
         self.timeouts = timeouts or Timeouts()
         self.credentials = CredentialHealth()
         self.warnings = WarningLog()
+        # The kubeconfig context's namespace (None: it names none, or in-cluster): where a command acts when
+        # the user names no namespace, as kubectl does.
+        self.namespace: str | None = None
 
     @property
     def host(self) -> str:
@@ -406,22 +424,28 @@ class KubeClient:
 
     @classmethod
     async def connect(cls, kubeconfig: str | Path | None = None, timeouts: Timeouts | None = None, *,
-                      agent: str = DEFAULT_USER_AGENT, credential_check_interval: float = 1.0) -> KubeClient:
+                      agent: str = DEFAULT_USER_AGENT, credential_check_interval: float = 1.0,
+                      context: str | None = None) -> KubeClient:
         """Kubeconfig file if given (or the first existing file in `KUBECONFIG`), else the in-cluster account.
+        `context` picks a context of the kubeconfig instead of its current one (kubectl's `--context`).
 
         `agent` is the User-Agent (see `user_agent()`). Raises FileNotFoundError / ValueError naming the
         kubeconfig and the field when it cannot be used.
         """
         path = await asyncio.to_thread(resolve_kubeconfig_path, kubeconfig)
         try:
-            access, tls, tokens = await asyncio.to_thread(_native_parts, path)
+            access, tls, tokens = await asyncio.to_thread(_native_parts, path, context)
         except NeedsFallback as why:
             assert path is not None
             extras.require("exec", str(why))  # the lean install leaves kubernetes_asyncio out: say which extra
-            _log.info("kubeconfig handled by kubernetes_asyncio", reason=str(why))
-            return cls(await _fallback_api_client(path, agent), timeouts)
+            _log.info("kubeconfig_handled_by_kubernetes_asyncio", reason=str(why))
+            client = cls(await _fallback_api_client(path, agent, context), timeouts)
+            client.namespace = await asyncio.to_thread(context_namespace, path, context)
+            return client
         transport = _NativeTransport(access, tls, tokens, agent, check_interval=credential_check_interval)
-        return cls(timeouts=timeouts, transport=transport)
+        client = cls(timeouts=timeouts, transport=transport)
+        client.namespace = access.namespace
+        return client
 
     async def close(self) -> None:
         await self._transport.close()
@@ -449,7 +473,7 @@ class KubeClient:
         try:
             return await self._transport.send(method, path, params, headers, body, timeout)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise KubeUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            raise KubeUnreachable(f"{method} {path}: {_failure(exc, timeout)}") from exc
 
     async def request(
         self,
@@ -471,7 +495,7 @@ class KubeClient:
             try:
                 raw = await response.read()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise KubeUnreachable(f"{method} {path}: reading response: {exc}") from exc
+                raise KubeUnreachable(f"{method} {path}: reading response: {_failure(exc, client_timeout)}") from exc
             finally:
                 response.release()
             self.warnings.observe(method, path, response.headers.getall("Warning", []))

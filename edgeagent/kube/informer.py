@@ -166,7 +166,7 @@ class Informer:
                 await self._watch_once()
                 failures = answered = 0
             except _Expired as exc:
-                self._log.info("resource version expired, relisting", resource_version=self.resource_version,
+                self._log.info("resource_version_expired_relisting", resource_version=self.resource_version,
                                error=str(exc))
                 need_list = True
                 continue
@@ -186,12 +186,12 @@ class Informer:
                     or answered >= WATCH_FAILURES_BEFORE_RELIST
                 ):
                     # Our resourceVersion may be one the server will never serve: start over from a fresh list.
-                    self._log.warning("watch keeps failing from this resource version, relisting from scratch",
+                    self._log.warning("watch_keeps_failing_relisting",
                                       resource_version=self.resource_version, error=str(exc), attempt=failures)
                     need_list = True
                 delay = self._backoff(failures, rejected=rejected)
                 (self._log.debug if rejected else self._log.warning)(
-                    "list/watch failed, backing off", error=str(exc), attempt=failures, delay=round(delay, 3),
+                    "list_watch_failed_backing_off", error=str(exc), attempt=failures, delay=round(delay, 3),
                     listed=not need_list)
                 await wait_event(self._kick, delay)
                 self._kick.clear()
@@ -208,7 +208,7 @@ class Informer:
 
     def _mark_unhealthy(self, exc: Exception, *, quiet: bool = False) -> None:
         if self.healthy:
-            (self._log.info if quiet else self._log.warning)("informer unhealthy", error=str(exc))
+            (self._log.info if quiet else self._log.warning)("informer_unhealthy", error=str(exc))
         was = self.healthy
         self.healthy = False
         self.last_error = str(exc)
@@ -231,7 +231,7 @@ class Informer:
                 self._log.info("list_watch_allowed_again")
             self.refused = None
         if not self.healthy:
-            self._log.info("informer healthy", resource_version=self.resource_version, items=len(self.items))
+            self._log.info("informer_healthy", resource_version=self.resource_version, items=len(self.items))
         was = self.healthy
         self.healthy = True
         self.last_error = ""
@@ -244,7 +244,7 @@ class Informer:
             try:
                 listener(healthy)
             except Exception:
-                self._log.exception("informer health listener failed")
+                self._log.exception("informer_health_listener_failed")
 
     def _base_query(self) -> dict[str, str | int | bool]:
         query: dict[str, str | int | bool] = {}
@@ -278,7 +278,7 @@ class Informer:
             except Gone:
                 if not token:
                     raise
-                self._log.info("list continue token expired, restarting list")
+                self._log.info("list_continue_token_expired")
                 continue
 
     async def _relist(self) -> None:
@@ -357,7 +357,7 @@ class Informer:
                 del self.items[key]
                 self._emit(DELETED, obj if self._transform is None else self._transform(obj), old)
         else:
-            self._log.warning("unknown watch event type ignored", type=etype)
+            self._log.warning("unknown_watch_event_type_ignored", type=etype)
         if rv:
             self.resource_version = rv
 
@@ -367,4 +367,4 @@ class Informer:
                 handler(etype, obj, old)
             except Exception:
                 # One broken consumer must not stop the cache (and every other consumer) from updating.
-                self._log.exception("informer handler failed", type=etype, key=key_of(obj))
+                self._log.exception("informer_handler_failed", type=etype, key=key_of(obj))

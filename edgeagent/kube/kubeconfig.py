@@ -53,6 +53,10 @@ class NeedsFallback(Exception):
     """The kubeconfig is valid but uses an auth mechanism only kubernetes_asyncio implements."""
 
 
+# Where a namespaced command acts when neither -n nor the kubeconfig context names a namespace (as kubectl).
+DEFAULT_NAMESPACE = "default"
+
+
 @dataclass(frozen=True)
 class ClusterAccess:
     """Everything needed to talk to one API server; `source` says where it came from, for error messages."""
@@ -71,6 +75,8 @@ class ClusterAccess:
     client_key_data: bytes | None = None
     username: str | None = None
     password: str | None = None
+    # The namespace of the context used (kubectl's default for namespaced commands); None when it names none.
+    namespace: str | None = None
 
     @property
     def is_https(self) -> bool:
@@ -164,8 +170,9 @@ def load_problem(exc: BaseException, source: object) -> str:
     return f"cannot load kubeconfig {source}: {text}"
 
 
-def load_kubeconfig(path: str | Path) -> ClusterAccess:
-    """Parse one kubeconfig file; raise NeedsFallback for exec / auth-provider users and proxied clusters."""
+def load_kubeconfig(path: str | Path, context_name: str | None = None) -> ClusterAccess:
+    """Parse one kubeconfig file with its current context, or `context_name` as kubectl's `--context` picks one;
+    raise NeedsFallback for exec / auth-provider users and proxied clusters."""
     where = f"kubeconfig {path}"
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -184,7 +191,7 @@ def load_kubeconfig(path: str | Path) -> ClusterAccess:
     contexts = doc.get("contexts")
     if not isinstance(contexts, list) or not contexts:
         raise ValueError(f"{where}: no contexts defined ('contexts' is empty)")
-    current = doc.get("current-context")
+    current = context_name or doc.get("current-context")
     if not current:
         if len(contexts) != 1:
             raise ValueError(f"{where}: 'current-context' is not set and there are {len(contexts)} contexts")
@@ -196,7 +203,8 @@ def load_kubeconfig(path: str | Path) -> ClusterAccess:
     try:
         context = _named(contexts, "context", current, where)
     except ValueError as exc:
-        raise ValueError(f"{where}: current-context '{current}' not found in 'contexts'") from exc
+        which = "context" if context_name else "current-context"
+        raise ValueError(f"{where}: {which} '{current}' not found in 'contexts'") from exc
 
     cluster_name = context.get("cluster")
     if not isinstance(cluster_name, str) or not cluster_name:
@@ -275,7 +283,23 @@ def load_kubeconfig(path: str | Path) -> ClusterAccess:
         client_key_data=key_data,
         username=username,
         password=password,
+        namespace=_optional_str(context, "namespace", f"{where} (context '{current}')") or None,
     )
+
+
+def context_namespace(path: str | Path, context_name: str | None = None) -> str | None:
+    """The namespace a kubeconfig's context names (its current one, or `context_name`), for kubeconfigs read by
+    the kubernetes_asyncio fallback (which does not say); None when it names none or cannot be read."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        name = context_name or doc.get("current-context")
+        for entry in doc.get("contexts") or []:
+            if isinstance(entry, dict) and entry.get("name") == name:
+                namespace = (entry.get("context") or {}).get("namespace")
+                return namespace if isinstance(namespace, str) and namespace else None
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return None
+    return None
 
 
 def load_incluster(environ: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCOUNT_DIR) -> ClusterAccess:

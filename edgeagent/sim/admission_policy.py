@@ -212,14 +212,14 @@ class PolicyAdmission:
                 self._deny(actions, req, str(validation.get("reason") or "Invalid"), f"{prefix}: {message}")
         except _ExpressionError as exc:
             if (spec.get("failurePolicy") or "Fail") == "Ignore":
-                _log.info("admission policy error ignored", policy=names[0], error=str(exc))
+                _log.info("admission_policy_error_ignored", policy=names[0], error=str(exc))
                 return
             self._deny(["Deny"], req, "Invalid", f"{prefix}: expression error: {exc}")
 
     @staticmethod
     def _deny(actions: list[str], req: Request, reason: str, message: str) -> None:
         if "Deny" not in actions:
-            _log.info("admission policy would deny (not a Deny binding)", actions=actions, message=message)
+            _log.info("admission_policy_would_deny", actions=actions, message=message, why="not a Deny binding")
             return
         code = _REASON_CODES.get(reason, 400)
         if reason == "Forbidden":

@@ -58,10 +58,10 @@ async def serve(config: SimConfig, out: TextIO = sys.stdout) -> int:
         async with SimCluster(config) as sim:
             warning = exposure_warning(config.bind, config.authorization)
             if warning is not None:
-                print(f"edgeagent sim: warning: {warning}", file=sys.stderr, flush=True)
+                print(f"edgeagent: warning: {warning}", file=sys.stderr, flush=True)
             print(describe(sim), file=out, flush=True)
             await stop.wait()
-            log.get("edgeagent.sim").info("stopping simulated cluster")
+            log.get("edgeagent.sim").info("simulated_cluster_stopping")
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -73,5 +73,5 @@ def main(config: SimConfig) -> int:
     try:
         return asyncio.run(serve(config))
     except (OSError, StateError) as exc:  # e.g. the port is taken, or the state in --dir is unreadable
-        print(f"edgeagent sim: error: {exc}", file=sys.stderr)
+        print(f"edgeagent: error: {exc}", file=sys.stderr)
         return 1

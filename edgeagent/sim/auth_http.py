@@ -122,7 +122,7 @@ class AuthLayer:
             entry.update(verb=attrs.verb, group=attrs.api_group, resource=attrs.combined_resource,
                          namespace=attrs.namespace, name=attrs.name, path=attrs.path)
         self.denials.append(entry)
-        _log.info("request denied", code=exc.code, user=user.name, verb=entry.get("verb"),
+        _log.info("request_denied", code=exc.code, user=user.name, verb=entry.get("verb"),
                   resource=entry.get("resource"), namespace=entry.get("namespace"), name=entry.get("name"))
 
     # ------------------------------------------------------------------------------ the filter chain
@@ -262,7 +262,7 @@ class AuthLayer:
         username = self.authenticator.revoke(token.strip())
         if username is None:
             raise errors.bad_request("not a token this simulated cluster issued")
-        _log.info("token revoked", user=username)
+        _log.info("token_revoked", user=username)
         return _json({"revoked": True, "username": username})
 
     async def _self_access_review(self, request: web.Request) -> web.Response:

@@ -176,10 +176,10 @@ class SimCluster:
         self._write_kubeconfigs()
         self.nodes.register()
         self._task = asyncio.create_task(self._run(), name="sim-controllers")
-        _log.info("simulated cluster started", url=self.url, dir=str(self.dir), nodes=len(self.node_names))
+        _log.info("simulated_cluster_started", url=self.url, dir=str(self.dir), nodes=len(self.node_names))
         warning = exposure_warning(self.config.bind, self.config.authorization)
         if warning is not None:
-            _log.warning("simulated cluster exposed without authorization", bind=self.config.bind, detail=warning)
+            _log.warning("simulated_cluster_exposed_without_authorization", bind=self.config.bind, detail=warning)
 
     def _open_state(self) -> Snapshot | None:
         """Resume the store from `dir` (or save the new one there); from now on every commit is written through."""
@@ -193,7 +193,7 @@ class SimCluster:
                 raise StateError(f"{self._state.path} cannot be loaded: {exc}; nothing was loaded") from exc
             self.images.restore(snapshot.images)  # already checked by load()
             self.resumed = True
-            _log.info("resumed simulated cluster state", dir=str(self.dir),
+            _log.info("simulated_cluster_state_resumed", dir=str(self.dir),
                       resource_version=snapshot.resource_version)
         else:
             self._state.save_all(self.store)
@@ -304,6 +304,7 @@ class SimCluster:
         app.router.add_get("/sim/v1/nodes", self._h_nodes)
         app.router.add_post("/sim/v1/nodes/{node}/disconnect", self._h_disconnect)
         app.router.add_post("/sim/v1/nodes/{node}/connect", self._h_connect)
+        app.router.add_get("/sim/v1/nodes/{node}/containers", self._h_containers)
         app.router.add_get("/sim/v1/deletes", self._h_deletes)
         app.router.add_get("/sim/v1/audit", self._h_audit)
         app.router.add_get("/sim/v1/images", self._h_images)
@@ -345,6 +346,13 @@ class SimCluster:
         await self.connect(node)
         return _json_response(self._link_status(node, link))
 
+    async def _h_containers(self, request: web.Request) -> web.Response:
+        """What the node really runs, as its kubelet sees it (the API's view freezes while its link is cut)."""
+        node = request.match_info["node"]
+        if node not in self.nodes.kubelets:
+            return _error_response(errors.not_found("nodes", node))
+        return _json_response({"items": self.nodes.kubelet(node).containers()})
+
     async def _h_deletes(self, request: web.Request) -> web.Response:
         return _json_response({"items": list(self.store.deletes)})
 
@@ -369,7 +377,7 @@ class SimCluster:
         except errors.ApiError as exc:
             return _error_response(exc)
         shown = rule.as_json(time.monotonic())
-        _log.info("fault rule added", **{k: v for k, v in shown.items() if k != "injected"})
+        _log.info("fault_rule_added", **{k: v for k, v in shown.items() if k != "injected"})
         return _json_response(shown, 201)
 
     async def _h_clear_faults(self, request: web.Request) -> web.Response:

@@ -51,16 +51,19 @@ def reference(obj: JSON) -> JSON:
 class EventRecorder:
     """core/v1 Events as client-go's recorder writes them: a repeat of the same Event raises its count."""
 
-    def __init__(self, store: Store, component: str, *, enabled: bool = True) -> None:
+    def __init__(self, store: Store, component: str, *, enabled: bool = True, host: str = "") -> None:
         self.store = store
         self.component = component
+        self.host = host  # a kubelet's Events name their node as source.host
         self.enabled = enabled  # off: records nothing (SimConfig.control_plane_events)
         self._recent: dict[tuple[str, ...], tuple[str, str]] = {}  # what was said about whom -> event ns/name
 
-    def record(self, obj: JSON, type_: str, reason: str, message: str) -> None:
+    def record(self, obj: JSON, type_: str, reason: str, message: str, *, field_path: str = "") -> None:
         if not self.enabled:
             return
         ref = reference(obj)
+        if field_path:
+            ref["fieldPath"] = field_path  # which container of the pod (a kubelet's container Events)
         namespace = str(ref.get("namespace") or "default")  # events about nodes live in default
         key = (str(ref["uid"]), ref["kind"], type_, reason, message)
         now = time.time()
@@ -72,7 +75,7 @@ class EventRecorder:
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": event_name, "namespace": namespace},
             "involvedObject": ref, "reason": reason, "message": message,
-            "source": {"component": self.component},
+            "source": {"component": self.component, **({"host": self.host} if self.host else {})},
             "firstTimestamp": _stamp(now), "lastTimestamp": _stamp(now), "count": 1, "type": type_,
             "eventTime": None, "reportingComponent": "", "reportingInstance": "",
         }
@@ -94,7 +97,7 @@ class EventRecorder:
         try:
             self.store.create(EVENTS, event, namespace=namespace)
         except ApiError as exc:  # Events are best effort, as the recorder's are
-            _log.debug("event not recorded", reason=event.get("reason"), error=str(exc))
+            _log.debug("event_not_recorded", reason=event.get("reason"), error=str(exc))
 
     def record_new_api(self, obj: JSON, type_: str, reason: str, action: str, message: str) -> None:
         """An events.k8s.io/v1 Event (what kube-scheduler writes), stored in its core/v1 form."""

@@ -19,6 +19,7 @@ from edgeagent import log
 from edgeagent.kube.objects import is_terminating, node_name_of, uid_of
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.images import NodeImages, PullError, backoff_delay, runtime_image
+from edgeagent.sim.readiness import apply_gates
 from edgeagent.sim.resources import PODS
 from edgeagent.sim.store import Store
 
@@ -28,11 +29,12 @@ STRATEGIC = "application/strategic-merge-patch+json"
 _log = log.get("edgeagent.sim.containers")
 
 
-def _now() -> str:
+def timestamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _cid(uid: str, name: str, restarts: int = 0) -> str:
+def container_id(uid: str, name: str, restarts: int = 0) -> str:
+    """A container's runtime id: one per pod, container and attempt (a restart gets a new one)."""
     return "containerd://" + hashlib.sha256(f"{uid}/{name}/{restarts}".encode()).hexdigest()
 
 
@@ -52,12 +54,12 @@ def _with_image(status: JSON, uid: str, restarts: int = 0) -> JSON:
 
     (A container still waiting for its image keeps the spec's reference and an empty imageID, as on a node.)"""
     status["image"], status["imageID"] = runtime_image(str(status["image"]))
-    status["containerID"] = _cid(uid, str(status["name"]), restarts)
+    status["containerID"] = container_id(uid, str(status["name"]), restarts)
     return status
 
 
-def _conditions(*, ready: bool, not_ready: list[str], completed: bool = False) -> list[JSON]:
-    now = _now()
+def pod_conditions(*, ready: bool, not_ready: list[str], completed: bool = False) -> list[JSON]:
+    now = timestamp()
     out: list[JSON] = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
                        for t in ("Initialized", "PodScheduled")]  # a v1.24 kubelet: no PodReadyToStartContainers
     for cond_type in ("Ready", "ContainersReady"):
@@ -92,7 +94,8 @@ class PodLauncher:
 
     def __init__(self, store: Store, images: NodeImages, *, node: str, host_ip: str, startup: float,
                  backoff: float, reachable: Callable[[], bool],
-                 start_running: Callable[[str, str, str], None], missed: Callable[[], None] | None = None) -> None:
+                 start_running: Callable[[str, str, str], None], missed: Callable[[], None] | None = None,
+                 observe: Callable[[str, str, str, JSON], None] | None = None) -> None:
         self.store = store
         self.images = images
         self.node = node
@@ -102,6 +105,7 @@ class PodLauncher:
         self._reachable = reachable
         self._start_running = start_running
         self._missed = missed  # a status lost to a cut link: the kubelet resyncs when the link is back
+        self._observe = observe  # what the node runs, reported or not (sim/runtime.py)
         self._wake = asyncio.Event()  # the registry changed: pods in back-off retry now
         images.catalog.on_change(self._wake.set)
 
@@ -162,23 +166,26 @@ class PodLauncher:
         return pod
 
     def _patch(self, namespace: str, name: str, uid: str, status: JSON) -> None:
+        current = self._current(namespace, name, uid)
+        if current is not None and status.get("conditions"):
+            conditions = apply_gates(current, keep_transition_times(status["conditions"], current))
+            status = {**status, "conditions": conditions}
+        if self._observe is not None:
+            self._observe(namespace, name, uid, status)
         if not self._reachable():
             if self._missed is not None:
                 self._missed()
             return  # a partitioned kubelet cannot report; it re-syncs when the link returns
-        current = self._current(namespace, name, uid)
-        if current is not None and status.get("conditions"):
-            status = {**status, "conditions": keep_transition_times(status["conditions"], current)}
         try:
             self.store.patch(PODS, namespace, name, {"metadata": {"uid": uid}, "status": status}, STRATEGIC,
                              subresource="status")
         except ApiError as exc:
-            _log.debug("pod status skipped", node=self.node, pod=f"{namespace}/{name}", error=str(exc))
+            _log.debug("pod_status_skipped", node=self.node, pod=f"{namespace}/{name}", error=str(exc))
 
     def _common(self, pod: JSON) -> JSON:
         status = pod.get("status") or {}
         return {"hostIP": self.host_ip, "hostIPs": [{"ip": self.host_ip}],
-                "startTime": status.get("startTime") or _now(), "qosClass": "BestEffort"}
+                "startTime": status.get("startTime") or timestamp(), "qosClass": "BestEffort"}
 
     def _waiting(self, namespace: str, name: str, uid: str, pod: JSON, image: str, reason: str,
                  message: str) -> None:
@@ -191,11 +198,11 @@ class PodLauncher:
             statuses.append(entry)
         names = [str(s["name"]) for s in statuses]
         self._patch(namespace, name, uid, {"phase": "Pending", **self._common(pod),
-                                           "conditions": _conditions(ready=False, not_ready=names),
+                                           "conditions": pod_conditions(ready=False, not_ready=names),
                                            "containerStatuses": statuses})
 
     def _run_to_completion(self, namespace: str, name: str, uid: str, pod: JSON, *, failed: bool) -> None:
-        now = _now()
+        now = timestamp()
         statuses = []
         crash = self.images.catalog
         for container in (pod.get("spec") or {}).get("containers") or []:
@@ -207,7 +214,7 @@ class PodLauncher:
             statuses.append(entry)
         self._patch(namespace, name, uid, {
             "phase": "Failed" if failed else "Succeeded", **self._common(pod),
-            "conditions": _conditions(ready=False, not_ready=[], completed=True),
+            "conditions": pod_conditions(ready=False, not_ready=[], completed=True),
             "containerStatuses": statuses})
 
     async def _crash_loop(self, namespace: str, name: str, uid: str, crashing: list[str],
@@ -228,7 +235,7 @@ class PodLauncher:
                 pod = self._current(namespace, name, uid)
                 if pod is None:
                     return
-            now = _now()
+            now = timestamp()
             statuses = []
             for container in (pod.get("spec") or {}).get("containers") or []:
                 cname = str(container.get("name"))
@@ -249,7 +256,7 @@ class PodLauncher:
             self._patch(namespace, name, uid, {
                 "phase": "Running", **self._common(pod),
                 "podIP": f"10.244.0.{2 + hash(uid) % 250}",
-                "conditions": _conditions(ready=False, not_ready=crashing),
+                "conditions": pod_conditions(ready=False, not_ready=crashing),
                 "containerStatuses": statuses})
             await asyncio.sleep(backoff_delay(restarts + 1, self.backoff))
             restarts += 1
@@ -257,7 +264,7 @@ class PodLauncher:
     def _running_briefly(self, namespace: str, name: str, uid: str, pod: JSON, crashing: list[str],
                          restarts: int) -> None:
         """A crash-looping container started again and passed its readiness probe: Ready until it dies."""
-        now = _now()
+        now = timestamp()
         statuses = []
         for container in (pod.get("spec") or {}).get("containers") or []:
             count = restarts if str(container.get("name")) in crashing else 0
@@ -266,4 +273,4 @@ class PodLauncher:
             statuses.append(entry)
         self._patch(namespace, name, uid, {
             "phase": "Running", **self._common(pod), "podIP": f"10.244.0.{2 + hash(uid) % 250}",
-            "conditions": _conditions(ready=True, not_ready=[]), "containerStatuses": statuses})
+            "conditions": pod_conditions(ready=True, not_ready=[]), "containerStatuses": statuses})

@@ -8,7 +8,8 @@ and a `duration` string a duration, so `self.start < self.end` compares instants
 
 The texts of evaluation errors are cel-go's ("no such key: x", "division by zero", ...) because kube-apiserver
 puts them in the 422 it returns. At CRD time a rule must parse and name only what exists (self, oldSelf, macro
-variables, known functions: cel-go's "undeclared reference to 'x'"); a syntax error keeps cel-go's layout with
+variables, known functions: cel-go's "undeclared reference to 'x'"; at an object's root, `self.metadata` has only
+`name` and `generateName`: cel-go's "undefined field 'x'" for another); a syntax error keeps cel-go's layout with
 cel-python's position. Equality is cel-go's heterogeneous equality (1 == 1.0). cel-python is the sim's optional
 dependency, imported on first use. Not supported: the optional syntax (`?.`, `optional.of`; an
 `optionalOldSelf` rule's `oldSelf` has `hasValue()`, `value()` and `orValue()` only), the quantity, URL, IP
@@ -160,9 +161,67 @@ def _compile_detail(rule: str, exc: Exception) -> str:
             f" | {source}\n | {'.' * max(column - 1, 0)}^")
 
 
-def compile_error(rule: str) -> str | None:
-    """Why `rule` does not compile (kube-apiserver refuses such a CRD), or None."""
-    return _compiled(rule)[1]
+def compile_error(rule: str, *, object_root: bool = False) -> str | None:
+    """Why `rule` does not compile (kube-apiserver refuses such a CRD), or None.
+
+    `object_root` says the rule sits where `self` is a whole object (the schema's root, or an embedded resource):
+    there kube-apiserver declares `self.metadata` with `name` and `generateName` only, so another metadata field
+    is cel-go's "undefined field" error."""
+    error = _compiled(rule)[1]
+    if error is None and object_root:
+        return _root_metadata_error(rule)
+    return error
+
+
+OBJECT_ROOT_METADATA = ("name", "generateName")
+
+
+@functools.lru_cache(maxsize=1024)
+def _root_metadata_error(rule: str) -> str | None:
+    """cel-go's checker on `self.metadata.<field>` (and `oldSelf.metadata.<field>`) at an object's root: every
+    field but name and generateName is undefined. Errors are listed in source order, at the selecting dot."""
+    import lark
+
+    try:
+        ast = _environment().compile(rule)
+    except Exception:  # a syntax error is reported by _compiled
+        return None
+    lines = rule.splitlines() or [""]
+    found: list[tuple[int, int, str]] = []
+    for node in ast.iter_subtrees():
+        if node.data != "member_dot" or len(node.children) < 2 or not isinstance(node.children[1], lark.Token):
+            continue
+        if _dotted(node.children[0]) not in (["self", "metadata"], ["oldSelf", "metadata"]):
+            continue
+        field = node.children[1]
+        if str(field) in OBJECT_ROOT_METADATA:
+            continue
+        line, column = int(field.line or 1), max(int(field.column or 1) - 1, 1)  # the dot before the field
+        source = lines[min(line, len(lines)) - 1]
+        found.append((line, column, f"ERROR: <input>:{line}:{column}: undefined field '{field}'\n | {source}\n"
+                                    f" | {'.' * (column - 1)}^"))
+    if not found:
+        return None
+    return "compilation failed: " + "\n".join(text for _, _, text in sorted(found))
+
+
+def _dotted(node: Any) -> list[str] | None:
+    """`a.b.c` as ["a", "b", "c"] when the member chain is plain identifiers, else None."""
+    import lark
+
+    names: list[str] = []
+    while isinstance(node, lark.Tree):
+        if node.data in ("member", "primary") and len(node.children) == 1:
+            node = node.children[0]
+        elif node.data == "member_dot" and len(node.children) == 2 and isinstance(node.children[1], lark.Token):
+            names.insert(0, str(node.children[1]))
+            node = node.children[0]
+        elif node.data == "ident" and node.children and isinstance(node.children[0], lark.Token):
+            names.insert(0, str(node.children[0]))
+            return names
+        else:
+            return None
+    return None
 
 
 def evaluate(rule: str, activation: JSON) -> Any:

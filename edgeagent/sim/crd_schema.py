@@ -38,7 +38,7 @@ import math
 import re
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -1041,11 +1041,14 @@ def _memo_put(key: tuple[str, int, str, str | None] | None, s: JSON, outcome: tu
 
 # --- the public checks ------------------------------------------------------------------------------------------
 
-def validate(schema: JSON, obj: JSON, old: JSON | None) -> list[Cause]:
-    """The causes kube-apiserver's custom resource strategy returns for `obj` (create: old=None; update: old)."""
+def validate(schema: JSON, obj: JSON, old: JSON | None, metadata: Iterable[Cause] = ()) -> list[Cause]:
+    """The causes kube-apiserver's custom resource strategy returns for `obj` (create: old=None; update: old).
+
+    `metadata` are the object's metadata causes, which the real strategy finds first: they lead the list, and a
+    blocking one (a Required name) skips the CEL rules like a schema error does."""
     validator = _Validator()
     validator.node(schema, obj, "", old, old is not None)
-    causes = list(validator.causes)
+    causes = [*metadata, *validator.causes]
     _embedded_errors(schema, obj, "", causes)
     list_errors: list[Cause] = []
     old_list_errors: list[Cause] = []
@@ -1079,8 +1082,9 @@ def _with_type_meta(schema: JSON) -> JSON:
     props = dict(_props(schema))
     props.setdefault("apiVersion", {"type": "string"})
     props.setdefault("kind", {"type": "string"})
-    props.setdefault("metadata", {"type": "object", "properties": {"name": {"type": "string"},
-                                                                   "generateName": {"type": "string"}}})
+    # Whatever the schema says of metadata, CEL sees only these two of its fields (crd_cel.OBJECT_ROOT_METADATA).
+    props["metadata"] = {"type": "object", "properties": {name: {"type": "string"}
+                                                          for name in crd_cel.OBJECT_ROOT_METADATA}}
     root = {**schema, "properties": props}
     _TYPE_META[id(schema)] = (schema, root)
     if len(_TYPE_META) > 256:
@@ -1122,14 +1126,14 @@ _INT_OR_STRING_ANY_OF = [{"type": "integer"}, {"type": "string"}]
 def check_structural(schema: JSON, base: str = "spec.versions[0].schema.openAPIV3Schema") -> list[Cause]:
     """Why kube-apiserver refuses a CRD version's schema (empty if it accepts it); paths start at `base`."""
     causes: list[Cause] = []
-    _openapi_checks(schema, base, causes)
+    _openapi_checks(schema, base, causes, root=True)
     structural: list[Cause] = []
     _invariants(schema, _ROOT, base, structural)
     structural.sort(key=str)
     return causes + structural
 
 
-def _openapi_checks(s: JSON, path: str, out: list[Cause]) -> None:
+def _openapi_checks(s: JSON, path: str, out: list[Cause], root: bool = False) -> None:
     """ValidateCustomResourceDefinitionOpenAPISchema: types, extensions, defaults and rules of every node."""
     kind = s.get("type")
     if kind is not None and kind not in SCHEMA_TYPES:
@@ -1154,7 +1158,7 @@ def _openapi_checks(s: JSON, path: str, out: list[Cause]) -> None:
                                 "must not be empty if x-kubernetes-list-type is map"))
     if "default" in s and s.get("default") is not None:
         _default_checks(s, path, out)
-    _rule_checks(s, path, out)
+    _rule_checks(s, path, out, root or s.get("x-kubernetes-embedded-resource") is True)
     for key, prop in _props(s).items():
         if isinstance(prop, dict):
             _openapi_checks(prop, f"{path}.properties[{key}]", out)
@@ -1189,7 +1193,7 @@ def _rule_json(rule: JSON) -> str:
     return go_json(dict(fields), sort_keys=False)
 
 
-def _rule_checks(s: JSON, path: str, out: list[Cause]) -> None:
+def _rule_checks(s: JSON, path: str, out: list[Cause], object_root: bool = False) -> None:
     rules = s.get("x-kubernetes-validations")
     for i, rule in enumerate(rules if isinstance(rules, list) else []):
         where = f"{path}.x-kubernetes-validations[{i}]"
@@ -1199,7 +1203,7 @@ def _rule_checks(s: JSON, path: str, out: list[Cause]) -> None:
         if not text.strip():
             out.append(required(f"{where}.rule", ""))
             continue
-        error = crd_cel.compile_error(text)
+        error = crd_cel.compile_error(text, object_root=object_root)
         if error:
             out.append(Cause("FieldValueInvalid", f"Invalid value: {_rule_json(rule)}: {error}", f"{where}.rule"))
         expression = rule.get("messageExpression")

@@ -182,6 +182,25 @@ def _version_causes(versions: list[Any]) -> list[JSON]:
     return causes
 
 
+def stored_versions_after_update(crd: JSON, old: JSON) -> list[str]:
+    """status.storedVersions once a spec update is stored: the old list, plus the storage version when it is new
+    (what the real CRD strategy's PrepareForUpdate does); only the status subresource may take versions off."""
+    stored = [str(v) for v in _list(_dict(old.get("status")).get("storedVersions"))]
+    storage = storage_version(crd)
+    if storage and storage not in stored:
+        stored.append(storage)
+    return stored
+
+
+def _stored_versions_causes(stored: list[str], versions: Any) -> list[JSON]:
+    """ValidateCustomResourceDefinitionStoredVersions: a version objects may still be stored in must stay listed."""
+    if not stored:
+        return [errors.field_invalid("status.storedVersions", [], "must have at least one stored version")]
+    names = {str(v.get("name")) for v in _list(versions) if isinstance(v, dict)}
+    return [errors.field_invalid(f"status.storedVersions[{i}]", version, "must appear in spec.versions")
+            for i, version in enumerate(stored) if version not in names]
+
+
 def validate(crd: JSON, old: JSON | None) -> None:
     """422 with the real server's causes for a CRD it would refuse (create, or update when `old` is given)."""
     name = name_of(crd)
@@ -212,6 +231,7 @@ def validate(crd: JSON, old: JSON | None) -> None:
     causes.extend(_names_causes(names))
     causes.extend(_version_causes(_list(spec.get("versions"))))
     if old is not None:
+        causes.extend(_stored_versions_causes(stored_versions_after_update(crd, old), spec.get("versions")))
         old_spec = spec_of(old)
         if group != old_spec.get("group"):
             causes.append(errors.field_invalid("spec.group", group, "field is immutable"))

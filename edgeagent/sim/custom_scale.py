@@ -63,6 +63,7 @@ def apply_scale(res: Resource, obj: JSON, scale: JSON) -> JSON:
         cause = errors.field_invalid("spec.replicas", replicas, "must be greater than or equal to 0")
         raise errors.invalid(KIND, name, [cause], GROUP)
     out: JSON = {k: v for k, v in obj.items()}
+    out["apiVersion"] = res.api_version  # written through the version the scale was reached by
     node = out
     steps = _steps(str(_paths(res).get("specReplicasPath") or ""))
     for step in steps[:-1]:

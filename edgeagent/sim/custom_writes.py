@@ -1,6 +1,7 @@
 """What a write of a custom object goes through, as kube-apiserver's apiextensions server does it: unknown fields
 pruned (or refused, or warned about, by the request's `fieldValidation`), the schema's defaults applied, and the
-structural schema with its CEL rules checked, with the real server's texts.
+structural schema with its CEL rules checked, with the real server's texts. A built-in kind's unknown fields (those
+its Go type lacks) meet the same `fieldValidation` (decode_builtin).
 
 The schema rules themselves are sim/crd_schema.py's; this module decides what the request gets back. The HTTP
 layer says what the request asked for (`fieldValidation`) and collects the warnings through WRITE, a context
@@ -10,10 +11,11 @@ variable, so the Store's signatures stay those every in-process caller already u
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeagent.sim import crd_schema, errors
+from edgeagent.sim import builtin_fields, crd_schema, errors
 from edgeagent.sim.resources import Resource
 
 JSON = dict[str, Any]
@@ -50,6 +52,35 @@ def parse_field_validation(method: str, value: str | None) -> str:
     return str(value)
 
 
+# What kube-apiserver answers a custom object body without `kind`: its unstructured decoder fails, and the error
+# text comes from the CR typer asked about the (now kind-less) object.
+MISSING_KIND = "Object 'Kind' is missing in 'object has no kind field '"
+
+
+def check_decodable(res: Resource, obj: JSON) -> None:
+    """A create or update body's `kind` and `apiVersion` as the handler checks them before anything else (the name
+    on the URL included): no kind is a 400 from decoding; an apiVersion other than the URL's (none included: unlike
+    a built-in kind's, a custom object's body must say it) is the handler's 400."""
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    if not kind:
+        raise errors.bad_request(MISSING_KIND)
+    if api_version != res.api_version:
+        shown = api_version if isinstance(api_version, str) else ""
+        raise errors.bad_request(f"the API version in the data ({shown}) does not match the expected API version "
+                                 f"({res.api_version})")
+
+
+def check_type_meta(res: Resource, obj: JSON) -> None:
+    """check_decodable, then what the strategy's validation says first: a wrong kind under the right apiVersion is
+    a 422 with a `kind` cause (kube-apiserver names the error after the kind the body gave)."""
+    check_decodable(res, obj)
+    kind = obj.get("kind")
+    if kind != res.kind:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        cause = errors.field_invalid("kind", kind, f"must be {res.kind}")
+        raise errors.invalid(str(kind), name, [cause], res.group)
+
+
 def _schema(res: Resource) -> JSON:
     assert res.custom is not None
     return res.custom.schema
@@ -63,6 +94,19 @@ def decode(res: Resource, obj: JSON, *, patched: bool) -> None:
     schema = _schema(res)
     unknown = crd_schema.prune(schema, obj)
     crd_schema.apply_defaults(schema, obj)
+    _report_unknown(res, unknown, patched=patched)
+
+
+def decode_builtin(res: Resource, obj: JSON, *, patched: bool) -> None:
+    """decode for a built-in kind: the fields its type lacks (sim/builtin_fields.py) are dropped, refused under
+    Strict or warned about under Warn, exactly as a custom kind's unknown fields are. Only for HTTP writes (an
+    in-process write has no `fieldValidation` and keeps what it wrote)."""
+    if WRITE.get() is None:
+        return
+    _report_unknown(res, builtin_fields.prune(res, obj), patched=patched)
+
+
+def _report_unknown(res: Resource, unknown: list[str], *, patched: bool) -> None:
     request = WRITE.get()
     if not unknown or request is None or request.field_validation == "Ignore":
         return
@@ -75,9 +119,10 @@ def decode(res: Resource, obj: JSON, *, patched: bool) -> None:
     request.warnings.extend(problems)
 
 
-def validate(res: Resource, obj: JSON, old: JSON | None) -> None:
-    """422 with every cause the schema and its CEL rules find (transition rules see `old`)."""
-    causes = crd_schema.validate(_schema(res), obj, old)
+def validate(res: Resource, obj: JSON, old: JSON | None, metadata: Iterable[crd_schema.Cause] = ()) -> None:
+    """422 with every cause the schema and its CEL rules find (transition rules see `old`), after the object's
+    own metadata causes (which, when blocking, keep the CEL rules from running)."""
+    causes = crd_schema.validate(_schema(res), obj, old, metadata)
     if causes:
         name = str((obj.get("metadata") or {}).get("name") or "")
         raise errors.invalid(res.kind, name, [c.as_status_cause() for c in causes], res.group)

@@ -606,10 +606,10 @@ class DaemonSetController:
                     self.sync(*key, full=full)
                 except ApiError as exc:
                     # Conflicts and races with other writers: the world moved, look again shortly.
-                    _log.debug("daemonset sync retry", daemonset=f"{key[0]}/{key[1]}", error=repr(exc))
+                    _log.debug("daemonset_sync_retry", daemonset=f"{key[0]}/{key[1]}", error=repr(exc))
                     self.enqueue_after(key, 0.05 if exc.code == 409 else 0.5)
                 except Exception:
-                    _log.exception("daemonset sync failed", daemonset=f"{key[0]}/{key[1]}")
+                    _log.exception("daemonset_sync_failed", daemonset=f"{key[0]}/{key[1]}")
                     self.enqueue_after(key, 1.0)
                 self._last_cost = time.perf_counter() - started
                 await asyncio.sleep(0)  # let writers and watchers run between syncs
@@ -719,7 +719,7 @@ class DaemonSetController:
         for node_name in to_create:
             created = self.store.create(PODS, new_pod(ds, node_name, hash_), namespace=namespace_of(ds))
             self._record(ds, "SuccessfulCreate", f"Created pod: {name_of(created)}")
-            _log.debug("daemon pod created", daemonset=name_of(ds), node=node_name, hash=hash_)
+            _log.debug("daemon_pod_created", daemonset=name_of(ds), node=node_name, hash=hash_)
         self._delete_pods(ds, to_delete)
         return bool(to_create or to_delete)
 
@@ -763,7 +763,7 @@ class DaemonSetController:
         try:
             self.store.create(EVENTS, event, namespace=namespace_of(ds))
         except ApiError as exc:  # events are best effort, as the recorder's are
-            _log.debug("event not recorded", daemonset=name_of(ds), reason=reason, error=str(exc))
+            _log.debug("event_not_recorded", daemonset=name_of(ds), reason=reason, error=str(exc))
 
     def _rolling_update(self, ds: JSON, placement: list[tuple[str, bool, bool]], pods: dict[str, list[JSON]],
                         hash_: str) -> bool:

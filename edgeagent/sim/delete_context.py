@@ -12,6 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeagent.contract import (
+    CONDITION_POD_IMAGE_READY,
+    CONDITION_POD_NEED_UPGRADE,
+    CONDITION_UPGRADE_HELD,
+    LABEL_REVISION_HASH,
+    LABEL_TEMPLATE_GENERATION,
+)
 from edgeagent.kube.objects import (
     annotations_of,
     daemonset_owner,
@@ -29,9 +36,9 @@ from edgeagent.sim.store import Store
 
 JSON = dict[str, Any]
 
-CONDITIONS = ("Ready", "PodNeedUpgrade", "UpgradeHeld", "PodImageReady")
+CONDITIONS = ("Ready", CONDITION_POD_NEED_UPGRADE, CONDITION_UPGRADE_HELD, CONDITION_POD_IMAGE_READY)
 _ANNOTATION_PREFIXES = ("edgeagent.io/", "apps.openyurt.io/", "deprecated.daemonset.template.generation")
-_LABELS = ("controller-revision-hash", "pod-template-generation")
+_LABELS = (LABEL_REVISION_HASH, LABEL_TEMPLATE_GENERATION)
 
 
 def _conditions(pod: JSON) -> JSON:
@@ -53,7 +60,7 @@ def _node_ready(store: Store, name: str, cache: dict[str, bool | None]) -> bool 
 
 
 def _held(pod: JSON) -> bool:
-    cond = get_condition(pod, "UpgradeHeld")
+    cond = get_condition(pod, CONDITION_UPGRADE_HELD)
     return cond is not None and cond.get("status") == "True"
 
 
@@ -95,7 +102,7 @@ def pod_state(store: Store, pod: JSON) -> JSON:
         siblings.append({
             "uid": meta(other).get("uid"),
             "node": other_node,
-            "hash": labels_of(other).get("controller-revision-hash"),
+            "hash": labels_of(other).get(LABEL_REVISION_HASH),
             "ready": is_pod_ready(other),
             "terminating": is_terminating(other),
             "held": _held(other),

@@ -103,10 +103,10 @@ class EventExpiry:
                 gone = self.store.expire(EVENTS, namespace, name, resource_version)
             except Exception as exc:  # the state file refused the write: the Event stays, as etcd's key would
                 self._retry_at = now + RETRY_SECONDS
-                _log.warning("cannot expire events now, retrying", error=str(exc), retry_seconds=RETRY_SECONDS)
+                _log.warning("events_expiry_retrying", error=str(exc), retry_seconds=RETRY_SECONDS)
                 break
             self._due.popleft()
             dropped += gone
         if dropped:
-            _log.debug("expired events", count=dropped, ttl=self.ttl)
+            _log.debug("events_expired", count=dropped, ttl=self.ttl)
         return dropped

@@ -72,7 +72,7 @@ class OwnerGarbageCollector:
             self.store.delete(res, namespace_of(obj) if res.namespaced else None, name_of(obj),
                               {"propagationPolicy": "Background", "preconditions": {"uid": meta(obj).get("uid")}})
         except ApiError as exc:
-            _log.debug("orphan delete skipped", kind=res.kind, name=name_of(obj), error=str(exc))
+            _log.debug("orphan_delete_skipped", kind=res.kind, name=name_of(obj), error=str(exc))
             return
         self.collected += 1
-        _log.info("deleted object whose owners are gone", kind=res.kind, name=name_of(obj))
+        _log.info("orphan_deleted", kind=res.kind, name=name_of(obj))

@@ -147,7 +147,7 @@ class JobController:
                 try:
                     self.sync(*key)
                 except ApiError as exc:  # a write lost a race: the event it caused brings us back
-                    _log.debug("job sync failed", job=f"{key[0]}/{key[1]}", error=str(exc))
+                    _log.debug("job_sync_failed", job=f"{key[0]}/{key[1]}", error=str(exc))
                 await asyncio.sleep(0)
 
     # One Job ----------------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ class JobController:
             try:
                 self.store.delete(PODS, namespace_of(pod), name_of(pod), {"preconditions": {"uid": uid_of(pod)}})
             except ApiError as exc:
-                _log.debug("job pod delete skipped", pod=name_of(pod), error=str(exc))
+                _log.debug("job_pod_delete_skipped", pod=name_of(pod), error=str(exc))
 
     def _create_pod(self, job: JSON) -> JSON:
         template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
@@ -277,7 +277,7 @@ class JobController:
             self.store.patch(PODS, namespace_of(pod), name_of(pod),
                              {"status": {"phase": "Pending", "conditions": [cond]}}, MERGE, subresource="status")
         except ApiError as exc:
-            _log.debug("unschedulable status skipped", pod=name_of(pod), error=str(exc))
+            _log.debug("unschedulable_status_skipped", pod=name_of(pod), error=str(exc))
 
     def _bind_if_unscheduled(self, pod: JSON) -> None:
         spec = pod.get("spec") or {}
@@ -291,4 +291,4 @@ class JobController:
         try:
             self.store.update(PODS, bound)
         except ApiError as exc:
-            _log.debug("bind skipped", pod=name_of(pod), error=str(exc))
+            _log.debug("bind_skipped", pod=name_of(pod), error=str(exc))

@@ -20,16 +20,20 @@ from edgeagent import log
 from edgeagent.config import SimConfig
 from edgeagent.kube.objects import get_condition, is_terminating, meta, name_of, namespace_of, node_name_of, uid_of
 from edgeagent.sim.cluster_events import NODE_CONTROLLER, EventRecorder
-from edgeagent.sim.containers import PodLauncher
+from edgeagent.sim.containers import PodLauncher, keep_transition_times
 from edgeagent.sim.discovery import SERVER_MAJOR, SERVER_MINOR
 from edgeagent.sim.errors import ApiError
+from edgeagent.sim.image_restart import ImageRestarter, changed_containers
 from edgeagent.sim.images import ImageCatalog, NodeImages, runtime_image
+from edgeagent.sim.readiness import REASON_GATES_NOT_READY, apply_gates, gate_problems, wanted_ready
 from edgeagent.sim.resources import LEASES, NODES, PODS
+from edgeagent.sim.runtime import NodeRuntime
 from edgeagent.sim.store import Store, WatchEvent
 
 JSON = dict[str, Any]
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
+KUBELET = "kubelet"
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 # A kubelet of the release the API server claims (/version): clients compare the two (skew checks, kubectl).
@@ -201,9 +205,15 @@ class Kubelet:
         self._terminating: set[str] = set()
         self._next_ip = 2
         self.images = NodeImages(catalog or ImageCatalog(config.image_pull_seconds), self.images_pulled)
+        self.runtime = NodeRuntime()
         self._launcher = PodLauncher(store, self.images, node=name, host_ip=self.host_ip,
                                      startup=config.pod_startup, backoff=config.kubelet_backoff,
-                                     reachable=reachable, start_running=self._start, missed=self._missed)
+                                     reachable=reachable, start_running=self._start, missed=self._missed,
+                                     observe=self.runtime.observe)
+        events = EventRecorder(store, KUBELET, enabled=config.control_plane_events, host=name)
+        self._restarter = ImageRestarter(store, self.images, self.runtime, events, node=name,
+                                         startup=config.pod_startup, backoff=config.kubelet_backoff,
+                                         reachable=reachable, missed=self._missed)
 
     @property
     def reachable(self) -> bool:
@@ -269,7 +279,7 @@ class Kubelet:
             self._post_status_if_changed()
             self._post_images_if_changed()
         except ApiError as exc:  # a conflict with another writer: try again next beat
-            _log.debug("heartbeat failed", node=self.name, error=str(exc))
+            _log.debug("heartbeat_failed", node=self.name, error=str(exc))
             return
         if not self._was_reachable:
             self._was_reachable = True
@@ -347,7 +357,7 @@ class Kubelet:
             return  # (a node saved by an older sim reports its kubelet version again)
         status = node_status(self.name, self.index, ready=self._ready)
         self.store.patch(NODES, None, self.name, {"status": status}, STRATEGIC, subresource="status")
-        _log.info("node status posted", node=self.name, ready=want)
+        _log.info("node_status_posted", node=self.name, ready=want)
 
     def _post_images_if_changed(self) -> None:
         if not self.images.dirty:
@@ -362,7 +372,7 @@ class Kubelet:
             try:
                 self._post_images_if_changed()
             except ApiError as exc:
-                _log.debug("image status skipped", node=self.name, error=str(exc))
+                _log.debug("image_status_skipped", node=self.name, error=str(exc))
 
     # Pods ---------------------------------------------------------------------------------------------
 
@@ -378,8 +388,13 @@ class Kubelet:
             if handle is not None:
                 handle.cancel()
             self._terminating.discard(uid)
+            self.runtime.forget(uid)
             return
         self.sync_pod(event.object)
+
+    def containers(self) -> list[JSON]:
+        """What this node runs, as its kubelet knows it (`GET /sim/v1/nodes/{node}/containers`)."""
+        return self.runtime.items(_pods_on(self.store, self.name))
 
     def sync_pod(self, pod: JSON, *, restore_ready: bool = False) -> None:
         if not self.reachable:
@@ -404,7 +419,21 @@ class Kubelet:
             if uid not in self._timers:
                 self._timers[uid] = asyncio.create_task(self._launch(namespace_of(pod), name_of(pod), uid),
                                                         name=f"start {namespace_of(pod)}/{name_of(pod)}")
-        elif restore_ready and phase == "Running" and uid not in self._timers:
+        elif phase == "Running" and uid not in self._timers:
+            self._sync_running(pod, restore_ready=restore_ready)
+        elif phase == "Running":
+            self._restarter.poke(pod)  # a restart backing off on a pull looks at a changed image now
+
+    def _sync_running(self, pod: JSON, *, restore_ready: bool) -> None:
+        """A running pod: restart containers whose image changed, else re-report and mend Ready as needed."""
+        uid = uid_of(pod)
+        if changed_containers(pod, self.runtime.containers(pod)):
+            self._timers[uid] = asyncio.create_task(self._restart(namespace_of(pod), name_of(pod), uid),
+                                                    name=f"restart {namespace_of(pod)}/{name_of(pod)}")
+            return
+        if restore_ready and self._report_again(pod):
+            return
+        if restore_ready:
             # (a pod still in its launcher, crash-looping, reports its own status: not Ready)
             ready = get_condition(pod, "Ready")
             if ready is not None and ready.get("status") != "True":
@@ -415,6 +444,43 @@ class Kubelet:
                                                             name=f"start {namespace_of(pod)}/{name_of(pod)}")
                 else:
                     self._restore_ready(pod)
+            return
+        self._follow_gates(pod)
+
+    async def _restart(self, namespace: str, name: str, uid: str) -> None:
+        """Restart in place the containers whose image changed (sim/image_restart.py)."""
+        try:
+            await self._restarter.run(namespace, name, uid)
+        finally:
+            if self._timers.get(uid) is asyncio.current_task():
+                self._timers.pop(uid, None)
+
+    def _report_again(self, pod: JSON) -> bool:
+        """Back from a cut: report what the containers did meanwhile (a restart the API has not heard of)."""
+        last = self.runtime.last_status(uid_of(pod))
+        if last is None:
+            return False
+        ids = [(e.get("containerID"), e.get("state")) for e in last.get("containerStatuses") or []]
+        known = [(e.get("containerID"), e.get("state"))
+                 for e in (pod.get("status") or {}).get("containerStatuses") or []]
+        if ids == known:
+            return False
+        conditions = apply_gates(pod, keep_transition_times(list(last.get("conditions") or []), pod))
+        self._restarter.post(pod, {**last, "conditions": conditions})
+        return True
+
+    def _follow_gates(self, pod: JSON) -> None:
+        """A readiness gate's condition changed: Ready follows (containers ready AND every gate True)."""
+        want = wanted_ready(pod)
+        ready = get_condition(pod, "Ready")
+        if want is None or not self._ready or (ready is not None and ready.get("status") == want):
+            return
+        cond: JSON = {"type": "Ready", "status": want, "lastProbeTime": None, "lastTransitionTime": now_time()}
+        if want == "False":
+            cond.update(reason=REASON_GATES_NOT_READY, message=", ".join(gate_problems(pod)))
+        else:
+            cond.update(reason=None, message=None)
+        self._restarter.post(pod, {"conditions": [cond]})
 
     async def _launch(self, namespace: str, name: str, uid: str) -> None:
         """Pull the images (sim/containers.py), then start; the entry goes when done, so a resync retries."""
@@ -437,32 +503,37 @@ class Kubelet:
                 return
             pod_ip = f"10.244.{self.index}.{self._next_ip}"
             self._next_ip = self._next_ip % 250 + 1
-            patch = {"metadata": {"uid": uid}, "status": _running_status(pod, self.host_ip, pod_ip)}
+            status = _running_status(pod, self.host_ip, pod_ip)
+            status["conditions"] = apply_gates(pod, status["conditions"])
+            self.runtime.observe(namespace, name, uid, status)
+            patch = {"metadata": {"uid": uid}, "status": status}
             self.store.patch(PODS, namespace, name, patch, STRATEGIC, subresource="status")
         except ApiError as exc:
-            _log.debug("pod start skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
+            _log.debug("pod_start_skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
 
     def _restore_ready(self, pod: JSON) -> None:
         """The node controller marked our pods NotReady while we were away; the containers never stopped."""
         now = now_time()
-        conditions = [{"type": t, "status": "True", "lastTransitionTime": now} for t in ("Ready", "ContainersReady")]
+        conditions = apply_gates(pod, [{"type": t, "status": "True", "lastTransitionTime": now}
+                                       for t in ("Ready", "ContainersReady")])
         patch = {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": conditions}}
         try:
             self.store.patch(PODS, namespace_of(pod), name_of(pod), patch, STRATEGIC, subresource="status")
         except ApiError as exc:
-            _log.debug("pod ready restore skipped", node=self.name, pod=name_of(pod), error=str(exc))
+            _log.debug("pod_ready_restore_skipped", node=self.name, pod=name_of(pod), error=str(exc))
 
     def _finish(self, namespace: str, name: str, uid: str) -> None:
         """Containers stopped: remove the pod object the way the kubelet does (grace 0, UID precondition)."""
         self._timers.pop(uid, None)
         self._terminating.discard(uid)
+        self.runtime.forget(uid)  # the containers stopped, whether the API hears of it now or later
         if not self.reachable:
             self._missed()
             return
         try:
             self.store.delete(PODS, namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
         except ApiError as exc:
-            _log.debug("pod removal skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
+            _log.debug("pod_removal_skipped", node=self.name, pod=f"{namespace}/{name}", error=str(exc))
 
 
 def _crash_looping(pod: JSON) -> bool:
@@ -637,9 +708,9 @@ class NodeLifecycleController:
             self.store.patch(NODES, None, name, {"status": {"conditions": conditions}}, STRATEGIC,
                              subresource="status")
         except ApiError as exc:
-            _log.warning("could not mark node unknown", node=name, error=str(exc))
+            _log.warning("node_unknown_not_marked", node=name, error=str(exc))
             return
-        _log.info("node stopped posting status", node=name)
+        _log.info("node_stopped_posting_status", node=name)
         self._mark_pods_not_ready(name)
 
     def _mark_pods_not_ready(self, node: str) -> None:
@@ -654,7 +725,7 @@ class NodeLifecycleController:
             try:
                 self.store.patch(PODS, namespace_of(pod), name_of(pod), patch, STRATEGIC, subresource="status")
             except ApiError as exc:
-                _log.debug("could not mark pod not ready", pod=name_of(pod), error=str(exc))
+                _log.debug("pod_not_ready_not_marked", pod=name_of(pod), error=str(exc))
                 continue
             self.events.record(pod, "Warning", "NodeNotReady", "Node is not ready")
 
@@ -678,4 +749,4 @@ class NodeLifecycleController:
         try:
             self.store.patch(NODES, None, name_of(node), patch, MERGE)
         except ApiError as exc:  # stale: the MODIFIED event of the newer version brings us back here
-            _log.debug("taint update skipped", node=name_of(node), error=str(exc))
+            _log.debug("taint_update_skipped", node=name_of(node), error=str(exc))

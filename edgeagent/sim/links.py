@@ -176,7 +176,7 @@ class Link:
             self._open.clear()
             await self._unlisten()
         if previous != mode:
-            _log.info("link mode", node=self.name, mode=mode, previous=previous)
+            _log.info("link_mode", node=self.name, mode=mode, previous=previous)
 
     async def connect(self) -> None:
         await self.set_mode("connected")

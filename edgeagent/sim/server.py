@@ -343,14 +343,15 @@ def _parse_path(registry: Registry, group: str, version: str, tail: str) -> _Tar
 async def _dispatch(request: web.Request, group: str, version: str, tail: str) -> web.StreamResponse:
     state = request.app[STATE]
     target = _parse_path(state.store.registry, group, version, tail)
-    if target.res.custom is not None and request.method in ("POST", "PUT", "PATCH"):
-        return await _custom_write(request, state, target)
+    if request.method in ("POST", "PUT", "PATCH") and target.res is not EVENTS_V1:
+        return await _field_validated_write(request, state, target)
     return await _serve(request, state, target)
 
 
-async def _custom_write(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
-    """A write of a custom object: its `fieldValidation` (default Warn) decides what unknown fields earn; the
-    warnings go back as `Warning: 299 - "…"` headers, which kubectl prints."""
+async def _field_validated_write(request: web.Request, state: _ServerState, target: _Target) -> web.StreamResponse:
+    """A write of any kind's object: its `fieldValidation` (default Warn) decides what unknown fields earn; the
+    warnings go back as `Warning: 299 - "…"` headers, which kubectl prints. (events.k8s.io Events are converted
+    to core ones by the sim, so their fields are not checked.)"""
     directive = custom_writes.parse_field_validation(request.method, request.query.get("fieldValidation"))
     write = custom_writes.WriteRequest(directive)
     token = custom_writes.WRITE.set(write)
@@ -396,6 +397,8 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
         return _json_response(entry.json())
     if method == "PUT":
         obj = await _read_object(request)
+        if res.custom is not None:
+            custom_writes.check_decodable(res, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be a JSON object")

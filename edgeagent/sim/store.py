@@ -37,13 +37,14 @@ from edgeagent.kube.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from edgeagent.sim import crd_schema, custom_writes, errors, stored_kinds
 from edgeagent.sim import crds as crds_rules
-from edgeagent.sim import custom_writes, errors, stored_kinds
 from edgeagent.sim.admission_policy import PolicyAdmission
 from edgeagent.sim.admission_policy import Request as AdmissionRequest
 from edgeagent.sim.job_defaults import default_job
 from edgeagent.sim.patch import APPLY_PATCH, CONTENT_TYPES, PatchError, apply_patch, media_type
 from edgeagent.sim.pod_admission import admit_new_pod, default_pod_only, mirror_service_account
+from edgeagent.sim.pod_update import validate_pod_update
 from edgeagent.sim.resources import (
     CUSTOM_RESOURCE_DEFINITIONS,
     DAEMONSETS,
@@ -74,12 +75,6 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _RAW_URL_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-# The v1.24 text (newer servers drop the spaces and the "or").
-_POD_UPDATE_FORBIDDEN = (
-    "pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, "
-    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) or "
-    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
-)
 _CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
     "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
@@ -595,18 +590,26 @@ class Store:
         new = _own(obj)
         meta = new["metadata"]
         self._check_kind(res, new)
+        if res.custom is None:
+            custom_writes.decode_builtin(res, new, patched=False)
         ns = self._namespace_for(res, namespace, meta)
         if meta.get("resourceVersion"):
             raise errors.internal_error("resourceVersion should not be set on objects to be created")
         name = meta.get("name") or ""
+        # A custom object's metadata causes join its schema's in one 422 (crd_schema.validate), as on the real server.
+        meta_causes: list[crd_schema.Cause] = []
         if not name:
             prefix = meta.get("generateName") or ""
-            if not prefix:
+            if prefix:
+                name = self._generate_name(res, ns, str(prefix))
+            elif res.custom is not None:
+                meta_causes.append(crd_schema.required("metadata.name", "name or generateName is required"))
+            else:
                 raise errors.invalid(
                     res.kind, "", [errors.field_required("metadata.name", "name or generateName is required")]
                 )
-            name = self._generate_name(res, ns, str(prefix))
-        self._validate_name(res, str(name))
+        if name:
+            self._validate_name(res, str(name))
         if res is LEASES:
             _check_micro_times(new, str(name), patched=False)
         if res.namespaced:
@@ -642,7 +645,7 @@ class Store:
             if res.has_status:
                 new.pop("status", None)  # a create through the main endpoint sets no status
             custom_writes.decode(res, new, patched=False)
-            custom_writes.validate(res, new, None)
+            custom_writes.validate(res, new, None, meta_causes)
         elif res.kind in stored_kinds.KINDS:
             stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.key].values()])
         if res is CUSTOM_RESOURCE_DEFINITIONS:
@@ -792,6 +795,8 @@ class Store:
         old_meta = _meta(old)
         if res.custom is not None:
             custom_writes.decode(res, new, patched=patched)
+        else:
+            custom_writes.decode_builtin(res, new, patched=patched)
         if subresource == "status":
             # Only status is taken from a status write (ResetObjectMetaForStatus and the strategies).
             merged = {k: v for k, v in old.items() if k != "status"}
@@ -837,7 +842,7 @@ class Store:
         elif res.custom is None and res.kind in stored_kinds.KINDS:
             stored_kinds.default(res.kind, new, [e.obj for e in self._objects[res.key].values()], old)
         if res is PODS:
-            _check_pod_update(old, new)
+            validate_pod_update(old, new)
         if res is NAMESPACES:
             new.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
         if res.has_generation:
@@ -1167,6 +1172,9 @@ class Store:
 
     @staticmethod
     def _check_kind(res: Resource, obj: JSON) -> None:
+        if res.custom is not None:
+            custom_writes.check_type_meta(res, obj)
+            return
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
         if kind not in (None, "", res.kind):
             raise errors.bad_request(f'the kind in the data ({kind}) does not match the expected kind ({res.kind})')
@@ -1426,32 +1434,6 @@ def _validate(res: Resource, obj: JSON) -> None:
         if strategy not in ("RollingUpdate", "OnDelete"):
             cause = errors.field_not_supported("spec.updateStrategy.type", strategy, ["OnDelete", "RollingUpdate"])
             raise errors.invalid(res.kind, name, [cause], res.group)
-
-
-def _check_pod_update(old: JSON, new: JSON) -> None:
-    """Pod specs are immutable apart from images, tolerations added, activeDeadlineSeconds and binding."""
-    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
-    if old_spec == new_spec:
-        return
-    old_tolerations = old_spec.get("tolerations") or []
-    new_tolerations = new_spec.get("tolerations") or []
-    tolerations_ok = all(t in new_tolerations for t in old_tolerations)
-    if tolerations_ok and _pod_spec_mutable_view(old_spec, old_spec) == _pod_spec_mutable_view(new_spec, old_spec):
-        return
-    name = str(_meta(old).get("name") or "")
-    raise errors.invalid("Pod", name, [errors.field_forbidden("spec", _POD_UPDATE_FORBIDDEN)])
-
-
-def _pod_spec_mutable_view(spec: JSON, old_spec: JSON) -> JSON:
-    view = {k: v for k, v in spec.items() if k not in ("activeDeadlineSeconds", "tolerations")}
-    for list_name in ("containers", "initContainers"):
-        if isinstance(view.get(list_name), list):
-            view[list_name] = [
-                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c for c in view[list_name]
-            ]
-    if not old_spec.get("nodeName"):
-        view.pop("nodeName", None)  # binding an unbound pod (what the scheduler's Binding does)
-    return view
 
 
 def _daemonset_update(old: JSON, new: JSON) -> None:

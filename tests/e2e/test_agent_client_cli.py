@@ -170,7 +170,7 @@ class AgentProcess:
             except ValueError:
                 continue
             self.lines.append(line)
-            if line.get("event") == "agent listening" and not self._port.done():
+            if line.get("event") == "agent_listening" and not self._port.done():
                 self._port.set_result(int(str(line["port"])))
         if not self._port.done():
             self._port.set_exception(AssertionError(f"agent exited before listening: {self.lines[-3:]}"))

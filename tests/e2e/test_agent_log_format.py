@@ -56,7 +56,7 @@ async def test_json_lines_when_stderr_is_not_a_terminal_and_no_token_in_them(tmp
     try:
         def listening() -> dict[str, Any] | None:
             for line in lines:
-                if line.startswith("{") and json.loads(line).get("event") == "agent listening":
+                if line.startswith("{") and json.loads(line).get("event") == "agent_listening":
                     return dict(json.loads(line))
             return None
 
@@ -74,7 +74,7 @@ async def test_json_lines_when_stderr_is_not_a_terminal_and_no_token_in_them(tmp
                                    headers={"Authorization": f"Bearer {TOKEN}"}) as resp:
                 assert resp.status == 200
         # The link monitor says so in the logs too (the cloud is a closed port).
-        await eventually(lambda: any('"cloud link not reachable"' in line for line in lines),
+        await eventually(lambda: any('"cloud_link_not_reachable"' in line for line in lines),
                          what="the offline link logged")
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 15) == 0
@@ -110,7 +110,7 @@ async def test_readable_lines_on_a_terminal(tmp_path: Path) -> None:
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        await eventually(lambda: b"agent listening" in b"".join(chunks), timeout=20, what="the agent to listen")
+        await eventually(lambda: b"agent_listening" in b"".join(chunks), timeout=20, what="the agent to listen")
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 15) == 0
     finally:
@@ -120,6 +120,6 @@ async def test_readable_lines_on_a_terminal(tmp_path: Path) -> None:
         await asyncio.to_thread(reader.join, 5)
         os.close(master)
     lines = [line for line in b"".join(chunks).decode(errors="replace").splitlines() if line.strip()]
-    listening = next(line for line in lines if "agent listening" in line)
+    listening = next(line for line in lines if "agent_listening" in line)
     assert not listening.lstrip().startswith("{"), listening
     assert "port=" in listening and "node=" in listening  # key=value pairs for people, not JSON

@@ -51,7 +51,7 @@ class AgentProcess:
         return next((e for e in self.logs if e.get("event") == event), None)
 
     async def port(self) -> int:
-        listening = await eventually(lambda: self.logged("agent listening") or self.proc.returncode is not None,
+        listening = await eventually(lambda: self.logged("agent_listening") or self.proc.returncode is not None,
                                      timeout=20, what="the agent to listen")
         assert isinstance(listening, dict), f"agent exited early: {self.raw}"
         return int(listening["port"])
@@ -142,7 +142,7 @@ async def test_sigterm_stops_cleanly_with_exit_0_and_sd_notify(
         agent.proc.send_signal(signal.SIGTERM)
         assert await agent.wait() == 0, agent.raw
         assert any(m.startswith("STOPPING=1") for m in receiver.messages())
-    assert agent.logged("state store closed") is not None
+    assert agent.logged("state_store_closed") is not None
     # SQLite removes the WAL file when the last connection closes cleanly; a crash leaves it behind.
     assert not (state_dir / "edgeagent.db-wal").exists()
     assert await _snapshot_names(state_dir) == {"p1"}

@@ -4,6 +4,7 @@ that says where it serves."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -72,11 +73,28 @@ async def test_loopback_by_default_and_a_warning_when_allowed_elsewhere(sim: Sim
                           "the fleet")
 
 
-def test_a_missing_kubeconfig_is_one_line_and_exit_1(tmp_path: Path) -> None:
+def test_a_missing_kubeconfig_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A file named by --kubeconfig that is not there is a usage error, as for every command (docs/cli.md)."""
     done = subprocess.run([EDGEAGENT, "dashboard", "--kubeconfig", str(tmp_path / "nope"), "--port", "0"],
                           capture_output=True, text=True, timeout=60, check=False)
-    assert (done.returncode, done.stdout) == (1, "")
+    assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"edgeagent: error: kubeconfig not found: {tmp_path / 'nope'}\n"
+
+
+@pytest.mark.parametrize("where", ["busy port", "foreign address"])
+def test_an_address_it_cannot_serve_on_is_one_line_and_exit_1(sim: SimCluster, where: str) -> None:
+    """Issue 38 item 8: the error line was followed by aiohttp's `Unclosed client session` lines (the kube
+    client's session was left open on that way out), and an --allow-remote warning came before it."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        bind, port = ("127.0.0.1", taken.getsockname()[1]) if where == "busy port" else ("192.0.2.10", 0)
+        done = subprocess.run([EDGEAGENT, "dashboard", "--kubeconfig", str(sim.admin_kubeconfig), "--bind", bind,
+                               "--allow-remote", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"edgeagent: error: cannot serve on {bind}:{port}: ")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
 async def test_sigterm_right_after_start_ends_it_cleanly(sim: SimCluster) -> None:

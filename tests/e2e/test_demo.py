@@ -22,6 +22,10 @@ from edgeagent.demo import scenario
 from edgeagent.demo.narration import Narrator, StepFailed
 
 REPO = Path(__file__).resolve().parents[2]
+# How long the demo may take before it fails by itself (its overall deadline, clean-up included), and a margin:
+# a test waiting less than that fails a demo that is only slow on a loaded machine (issue 38 item 13), and
+# one waiting more cannot hang, because the demo ends itself.
+DEMO_BOUND = scenario.OVERALL_DEADLINE + scenario.SHUTDOWN_WAIT + 20
 
 # One line per claim the issue asks the demo to show; each is printed only after it was checked.
 KEY_LINES = [
@@ -115,7 +119,7 @@ def test_demo_runs_the_whole_scenario_and_shows_what_each_command_really_printed
     path, runs = _shimmed_path(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEAGENT_")}
     env["PATH"] = path
-    result = subprocess.run([*_edgeagent(), "demo"], capture_output=True, text=True, timeout=110, cwd=REPO,
+    result = subprocess.run([*_edgeagent(), "demo"], capture_output=True, text=True, timeout=DEMO_BOUND, cwd=REPO,
                             env=env, check=False)
     assert result.returncode == 0, f"demo failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     missing = [line for line in KEY_LINES if line not in result.stdout]
@@ -150,7 +154,7 @@ def _start_demo(*args: str) -> subprocess.Popen[bytes]:
                             bufsize=0, cwd=REPO, env=env)
 
 
-def _read_until(proc: subprocess.Popen[bytes], marker: str, timeout: float = 60) -> str:
+def _read_until(proc: subprocess.Popen[bytes], marker: str, timeout: float = DEMO_BOUND) -> str:
     """stdout up to the line holding `marker` (the demo prints and flushes line by line)."""
     assert proc.stdout is not None
     seen: list[str] = []
@@ -210,9 +214,9 @@ def _dashboard_as_printed(shown: str) -> None:
         line = dash.stdout.readline().decode()  # printed once it listens
         url = re.search(r"serving (http://127\.0\.0\.1:\d+/)", line)
         assert url, line
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a deadline for a hang: the sync takes well under a second
         while True:
-            with _NO_PROXY.open(url.group(1) + "api/snapshot", timeout=10) as response:
+            with _NO_PROXY.open(url.group(1) + "api/snapshot", timeout=30) as response:
                 snapshot = json.loads(response.read())
             if snapshot["health"]["state"] == "ok" and len(snapshot["nodes"]) == 3:
                 break

@@ -235,3 +235,37 @@ async def test_everyday_commands_on_custom_objects(kubectl: Kubectl) -> None:
     assert deleted.split("\n")[:3] == ['widget.example.com "a" deleted', 'widget.example.com "b" deleted',
                                        'widget.example.com "c" deleted']
     assert (await kubectl.run("get", "wd")).err.strip() == "No resources found in default namespace."
+
+
+async def test_unknown_fields_of_a_built_in_kind_meet_kubectls_validation(kubectl: Kubectl) -> None:
+    """`fieldValidation` is not only for custom kinds: kubectl's Strict refuses a Pod field its type lacks with
+    the decoder's text, `--validate=warn` gets it dropped with the server's warning (sim/builtin_fields.py)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1"},
+           "spec": {"foo": 1, "containers": [{"name": "c", "image": "busybox"}]}}
+    strict = await kubectl.run("apply", "-f", "-", stdin=_yaml(pod))
+    assert strict.code == 1
+    assert ('Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.foo"'
+            in strict.err), strict.err
+    warned = await kubectl.run("apply", "--validate=warn", "-f", "-", stdin=_yaml(pod))
+    assert warned.code == 0 and 'Warning: unknown field "spec.foo"' in warned.err, warned.err
+    assert "foo" not in json.loads(await kubectl("get", "pod", "p1", "-o", "json"))["spec"]
+
+
+async def test_a_stored_version_stays_in_the_crd_until_the_status_drops_it(kubectl: Kubectl) -> None:
+    crd = widget_crd()
+    v1 = crd["spec"]["versions"][0]
+    crd["spec"]["versions"] = [{**v1, "name": "v1alpha1"}, {**v1, "storage": False}]
+    await kubectl("apply", "-f", "-", stdin=_yaml(crd))
+    crd["spec"]["versions"][0]["storage"], crd["spec"]["versions"][1]["storage"] = False, True
+    await kubectl("apply", "-f", "-", stdin=_yaml(crd))
+    stored = await kubectl("get", "crd", "widgets.example.com", "-o", "jsonpath={.status.storedVersions}")
+    assert json.loads(stored) == ["v1alpha1", "v1"]
+    crd["spec"]["versions"] = crd["spec"]["versions"][1:]
+    refused = await kubectl.run("apply", "-f", "-", stdin=_yaml(crd))
+    assert refused.code == 1
+    assert refused.err.strip() == ('The CustomResourceDefinition "widgets.example.com" is invalid: '
+                                   'status.storedVersions[0]: Invalid value: "v1alpha1": must appear in spec.versions')
+    await kubectl("patch", "crd", "widgets.example.com", "--subresource", "status", "--type", "merge",
+                  "-p", '{"status":{"storedVersions":["v1"]}}')
+    out = await kubectl("apply", "-f", "-", stdin=_yaml(crd))
+    assert out.strip() == "customresourcedefinition.apiextensions.k8s.io/widgets.example.com configured"

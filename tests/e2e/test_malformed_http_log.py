@@ -107,7 +107,7 @@ async def test_the_agent_answers_400_and_logs_one_line_at_most(tmp_path: Path) -
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{closed_port()}")
     args = [sys.executable, "-m", "edgeagent.cli", "run", "--node-name", "edge-1", "--kubeconfig", str(kubeconfig),
             "--port", "0", "--state-dir", str(tmp_path / "state"), "--log-level", "debug"]
-    proc, lines, port = await _run(args, "agent listening")
+    proc, lines, port = await _run(args, "agent_listening")
     try:
         await _hit(port, lines)
     finally:

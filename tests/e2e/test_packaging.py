@@ -242,7 +242,7 @@ class ConfinedAgent:
         return [json.loads(line) for line in self.stderr if line.startswith("{")]
 
     def url(self) -> str | None:
-        ports = [r["port"] for r in self.records() if r.get("event") == "agent listening"]
+        ports = [r["port"] for r in self.records() if r.get("event") == "agent_listening"]
         return f"http://127.0.0.1:{ports[0]}" if ports else None
 
     def agent_pid(self) -> int:
@@ -301,7 +301,7 @@ async def test_agent_process_speaks_the_notify_protocol_the_unit_expects(sim: Si
         assert agent.stderr[0].startswith("confined: ")
         records = [json.loads(line) for line in agent.stderr[1:]]
         assert records and all({"event", "level", "timestamp"} <= record.keys() for record in records)
-        assert any(record["event"] == "agent listening" for record in records)
+        assert any(record["event"] == "agent_listening" for record in records)
         database = agent.state_dir / "edgeagent.db"
         assert database.exists() and database.stat().st_mode & 0o077 == 0
     finally:
@@ -364,7 +364,7 @@ async def test_every_system_call_the_agent_makes_is_allowed_by_the_unit(sim: Sim
         await eventually(lambda: any("READY=1" in text for _, text in agent.listener.drain()), timeout=30,
                          what="READY=1 (under strace)")
         # READY=1 comes over the notify socket, the port in a log line on stderr: read separately, either may be first.
-        url = await eventually(agent.url, timeout=10, what="the agent's 'agent listening' log line")
+        url = await eventually(agent.url, timeout=10, what="the agent's 'agent_listening' log line")
         import aiohttp
 
         async with aiohttp.ClientSession() as http:
@@ -542,7 +542,7 @@ def test_namespace_is_applied_first() -> None:
     first = sorted(DEPLOY.glob("*.yaml"))[0]
     assert [d["kind"] for d in yaml.safe_load_all(first.read_text())] == ["Namespace"]
     namespaces = {key.partition("/")[0] for (kind, key) in _documents() if kind not in
-                  ("Namespace", "ClusterRole", "ClusterRoleBinding")}
+                  ("Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition")}
     assert namespaces == {NAMESPACE, "kube-node-lease"}
 
 
@@ -557,6 +557,8 @@ def test_agent_rbac_is_least_privilege() -> None:
         ("", "events"): {"create"},  # upgrade Events
         # only get: a plan pod's DaemonSet is read before its delete (the rollout state must be current)
         ("apps", "daemonsets"): {"get"},
+        # and the RolloutPlans of the pod's namespace (list: a plan's name is free), read with the DaemonSet
+        ("edgeagent.io", "rolloutplans"): {"list"},
     }
     assert _bound_subjects(objects, "ClusterRole", "/edgeagent-agent") == [agent]
     lease_role = objects[("Role", "kube-node-lease/edgeagent-agent-node-lease")]
@@ -705,7 +707,8 @@ async def test_kubectl_apply_deploy_directory(sim: SimCluster, tmp_path: Path) -
     assert code == 0, err
     created = {line.split()[0] for line in out.splitlines()}
     expected = {f"{kind.lower()}{'.apps' if kind in ('DaemonSet', 'Deployment') else ''}"
-                f"{'.rbac.authorization.k8s.io' if 'Role' in kind else ''}/{key.partition('/')[2]}"
+                f"{'.rbac.authorization.k8s.io' if 'Role' in kind else ''}"
+                f"{'.apiextensions.k8s.io' if kind == 'CustomResourceDefinition' else ''}/{key.partition('/')[2]}"
                 for kind, key in _documents()}
     assert created == expected
     # Applying again changes nothing: the manifests are stable under kubectl's three-way merge.
@@ -736,10 +739,12 @@ def _subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 full = f"{prefix}{name}"
-                if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                nested = any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)
+                if not nested or any(a.option_strings and not isinstance(a, argparse._HelpAction)
+                                     for a in sub._actions):
+                    yield full, sub  # a command with flags of its own (`fleet`), even if it has views (`nodes`)
+                if nested:
                     yield from _subcommands(sub, full + " ")
-                else:
-                    yield full, sub
 
 
 def _flags_by_command() -> dict[str, list[FlagRow]]:

@@ -51,7 +51,7 @@ async def test_sim_command_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -
             proc.kill()
             await proc.wait()
     assert proc.returncode == 0, err.decode()
-    assert "edgeagent sim: warning:" not in err.decode()  # loopback: nothing to warn about
+    assert "edgeagent: warning:" not in err.decode()  # loopback: nothing to warn about
     text = out.decode()
     assert api_url in text
     assert str(admin_path) in text
@@ -72,7 +72,7 @@ async def test_sim_command_reports_a_taken_port(tmp_path: Path) -> None:
         blocker.close()
         await blocker.wait_closed()
     assert proc.returncode == 1
-    lines = [line for line in err.decode().splitlines() if line.startswith("edgeagent sim: error:")]
+    lines = [line for line in err.decode().splitlines() if line.startswith("edgeagent: error:")]
     assert len(lines) == 1
     assert str(port) in lines[0]
 
@@ -111,8 +111,8 @@ async def test_a_wildcard_bind_without_authorization_warns_and_kubeconfigs_name_
             proc.kill()
             await proc.wait()
     assert proc.returncode == 0, err.decode()
-    warnings = [line for line in err.decode().splitlines() if line.startswith("edgeagent sim: warning:")]
-    assert warnings == ["edgeagent sim: warning: --bind 0.0.0.0 with --authorization none: anyone who can reach "
+    warnings = [line for line in err.decode().splitlines() if line.startswith("edgeagent: warning:")]
+    assert warnings == ["edgeagent: warning: --bind 0.0.0.0 with --authorization none: anyone who can reach "
                         "this address may read and change everything in the simulated cluster; use "
                         "--authorization rbac, or keep the default --bind 127.0.0.1"], err.decode()
     assert "0.0.0.0" not in out.decode()

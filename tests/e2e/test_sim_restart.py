@@ -89,7 +89,7 @@ def _agent_port(log: Path) -> int | None:
     for line in log.read_text().splitlines():
         with contextlib.suppress(ValueError):
             entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("event") == "agent listening":
+            if isinstance(entry, dict) and entry.get("event") == "agent_listening":
                 return int(entry["port"])
     return None
 
@@ -203,6 +203,6 @@ async def test_sim_refuses_an_unreadable_state_file_with_one_clear_line(tmp_path
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env())
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1
-    lines = [line for line in err.decode().splitlines() if line.startswith("edgeagent sim: error:")]
+    lines = [line for line in err.decode().splitlines() if line.startswith("edgeagent: error:")]
     assert len(lines) == 1 and "sim-state.db is not a readable sim state database" in lines[0], err.decode()
     assert not (directory / "admin.kubeconfig").exists()

@@ -70,7 +70,7 @@ class AgentProc:
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
             env=env)
         self._reader = asyncio.create_task(self._read())
-        listening = await eventually(lambda: self.logged("agent listening") or not self.alive, timeout=30,
+        listening = await eventually(lambda: self.logged("agent_listening") or not self.alive, timeout=30,
                                      what="the agent to listen")
         assert isinstance(listening, dict), f"agent exited early: {self.raw[-20:]}"
         self.port = int(listening["port"])

@@ -45,7 +45,13 @@ SEED = 6
 TRIALS = 20
 ENTRIES = 50
 
-pytestmark = [pytest.mark.slow(seconds=110), pytest.mark.timeout(300)]
+# Deadlines here catch a hang, not a slow machine: 20 trials take about 110 s on a quiet one, and a loaded
+# 2-core machine stretched the run past the old 300 s and single waits past 15-30 s (issue 38 item 13).
+# The agent gets patient call budgets for the same reason: a DELETE or a probe slowed by load must not turn
+# into a timeout the trial then waits out. What is tested is crash safety, not speed.
+pytestmark = [pytest.mark.slow(seconds=110), pytest.mark.timeout(1200)]
+WAIT = 120.0
+PATIENT = ("--request-timeout", "10", "--upgrade-timeout", "10", "--probe-timeout", "5")
 
 
 async def _ready_pods(admin: KubeClient, avoid: set[str]) -> list[dict[str, Any]] | None:
@@ -73,7 +79,7 @@ class Run:
 
     async def trial(self, trial: int, kill_after: int) -> None:
         sim, http = self.sim, self.http
-        pods: list[dict[str, Any]] = await eventually(lambda: _ready_pods(self.admin, self.asked), timeout=30,
+        pods: list[dict[str, Any]] = await eventually(lambda: _ready_pods(self.admin, self.asked), timeout=WAIT,
                                 what=f"trial {trial}: {ENTRIES} fresh running pods")
         for pod in pods:
             await mark_need_upgrade(self.admin, pod)
@@ -83,10 +89,11 @@ class Run:
             cached = {p["metadata"]["uid"]: p for p in await cached_pods(http, self.agent)}
             return all(u in cached and needs_upgrade(cached[u]) for u in uids)
 
-        await wait_link(http, self.agent, True)
-        await eventually(cached_and_flagged, what=f"trial {trial}: the agent's cache holds the flagged pods")
+        await wait_link(http, self.agent, True, timeout=WAIT)
+        await eventually(cached_and_flagged, timeout=WAIT,
+                         what=f"trial {trial}: the agent's cache holds the flagged pods")
         await sim.disconnect(NODE, "refuse")
-        await wait_link(http, self.agent, False)
+        await wait_link(http, self.agent, False, timeout=WAIT)
         ids = set()
         for pod in pods:
             status, body = await upgrade(http, self.agent, pod["metadata"]["name"])
@@ -101,10 +108,10 @@ class Run:
             return sum(1 for d in sim.store.deletes[first_record:] if d["outcome"] == "graceful" and d["uid"] in uids)
 
         await sim.connect(NODE)
-        await eventually(lambda: agent_deletes() >= kill_after, timeout=15, interval=0.001,
+        await eventually(lambda: agent_deletes() >= kill_after, timeout=WAIT, interval=0.001,
                          what=f"trial {trial}: {kill_after} deletes before the kill")
         await self.agent.kill()
-        self.agent = await self.spawn(sim.node_kubeconfig(NODE), self.state_dir)
+        self.agent = await self.spawn(sim.node_kubeconfig(NODE), self.state_dir, *PATIENT)
 
         async def all_terminal() -> list[dict[str, Any]] | None:
             mine = [r for r in await requests(http, self.agent) if r["id"] in ids]
@@ -113,7 +120,7 @@ class Run:
             return mine if len(mine) == len(ids) and all(r["state"] in TERMINAL | {"verifying"} for r in mine) \
                 else None
 
-        entries: list[dict[str, Any]] = await eventually(all_terminal, timeout=30,
+        entries: list[dict[str, Any]] = await eventually(all_terminal, timeout=WAIT,
                                                          what=f"trial {trial}: every entry terminal")
         assert {r["id"] for r in entries} == ids, f"trial {trial}: entries lost"
         odd = [(r["name"], r["state"], r["message"]) for r in entries
@@ -131,7 +138,8 @@ async def test_sigkill_at_random_points_while_draining(sim_factory: SimFactory, 
     async with await KubeClient.connect(sim.admin_kubeconfig, Timeouts(connect=2, request=10)) as admin:
         for i in range(ENTRIES):
             await admin.create("/apis/apps/v1/namespaces/default/daemonsets", daemonset(f"app-{i:02d}"))
-        run = Run(sim, admin, http, spawn_agent, state_dir, await spawn_agent(sim.node_kubeconfig(NODE), state_dir))
+        first = await spawn_agent(sim.node_kubeconfig(NODE), state_dir, *PATIENT)
+        run = Run(sim, admin, http, spawn_agent, state_dir, first)
         kill_points = [rng.randrange(ENTRIES) for _ in range(TRIALS)]
         for trial, kill_after in enumerate(kill_points):
             await run.trial(trial, kill_after)

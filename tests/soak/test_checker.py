@@ -62,7 +62,7 @@ def clean(**extra: Any) -> History:
                     "convergence_bound": 120.0,
                     "rollouts": [{"name": "web", "exit": 0, "phase": None, "updated": 10, "total": 10}],
                     "processes": [{"name": "agent-edge-1", "code": -9, "expected": True, "t": 50.0}],
-                    "logs": {"agent-edge-1": '{"event": "agent listening"}\n'}}
+                    "logs": {"agent-edge-1": '{"event": "agent_listening"}\n'}}
     values.update(extra)
     return History(**values)
 

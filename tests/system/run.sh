@@ -206,7 +206,7 @@ pass "202 queued as $ID: $(cat "$RUN/queued.txt")"
 in_machine systemctl stop edgeagent
 [[ $(unit Result) == success && $(unit ExecMainStatus) == 0 && $(unit ActiveState) == inactive ]] \
     || die "stop was not clean: Result=$(unit Result) ExecMainStatus=$(unit ExecMainStatus)"
-stopped_logged() { in_machine journalctl -u edgeagent -o cat | jq -R 'fromjson? | select(.event == "agent stopped")'; }
+stopped_logged() { in_machine journalctl -u edgeagent -o cat | jq -R 'fromjson? | select(.event == "agent_stopped")'; }
 output_has . stopped_logged || die "no 'agent stopped' in the journal"
 pass "clean stop: Result=success, exit status 0, 'agent stopped' logged"
 

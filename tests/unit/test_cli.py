@@ -89,7 +89,8 @@ def test_action_flags_never_read_the_environment(monkeypatch: pytest.MonkeyPatch
     parsers = dict(_all_commands())
     for command, flag in cli.ACTION_FLAGS:
         monkeypatch.setenv(cli.env_name(flag), "from-the-environment")
-        args = cli.parse_args([*command.split(), *(["default/x"] if command == "upgrade" else [])])
+        positional = ["default/x"] if command == "upgrade" else ["web"] if command.startswith("rollout") else []
+        args = cli.parse_args([*command.split(), *positional])
         action = next(a for a in parsers[command]._actions if flag in a.option_strings)
         assert getattr(args, action.dest) is None, f"{command} {flag} read {cli.env_name(flag)}"
         assert cli.env_name(flag) not in (action.help or "")

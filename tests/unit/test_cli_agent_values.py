@@ -37,7 +37,7 @@ def test_the_run_float_flags_are_found() -> None:
 def test_a_float_flag_that_is_not_finite_is_a_usage_error(capsys: pytest.CaptureFixture[str], flag: str,
                                                           value: str) -> None:
     line = usage_error(capsys, "run", "--node-name", "edge-1", f"{flag}={value}")
-    assert line == f"edgeagent run: error: argument {flag}: must be a finite number, got {value!r} " \
+    assert line == f"edgeagent: error: argument {flag}: must be a finite number, got {value!r} " \
                    "(see edgeagent run --help)"
 
 
@@ -45,7 +45,7 @@ def test_a_float_flag_that_is_not_finite_is_a_usage_error(capsys: pytest.Capture
 def test_a_node_name_that_is_not_a_dns_subdomain_is_a_usage_error(capsys: pytest.CaptureFixture[str],
                                                                   name: str) -> None:
     line = usage_error(capsys, "run", f"--node-name={name}")
-    assert line.startswith(f"edgeagent run: error: argument --node-name: {name!r} is not a node name: a node "
+    assert line.startswith(f"edgeagent: error: argument --node-name: {name!r} is not a node name: a node "
                            "name is a DNS-1123 subdomain"), line
 
 

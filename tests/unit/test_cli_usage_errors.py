@@ -32,23 +32,23 @@ def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 @pytest.mark.parametrize(("argv", "line"), [
     (["run", "--port", "abc"],
-     "edgeagent run: error: argument --port: expected a port number 0..65535, got 'abc' (see edgeagent run --help)"),
+     "edgeagent: error: argument --port: expected a port number 0..65535, got 'abc' (see edgeagent run --help)"),
     (["run", "--log-level", "verbose"],
-     "edgeagent run: error: argument --log-level: 'verbose' is not one of debug, info, warning, error "
+     "edgeagent: error: argument --log-level: 'verbose' is not one of debug, info, warning, error "
      "(see edgeagent run --help)"),
-    (["sim", "--nodes", "0"], "edgeagent sim: error: argument --nodes: must be >= 1, got 0 (see edgeagent sim --help)"),
+    (["sim", "--nodes", "0"], "edgeagent: error: argument --nodes: must be >= 1, got 0 (see edgeagent sim --help)"),
     (["sim", "--port-range", "19999-12000"],
-     "edgeagent sim: error: argument --port-range: expected FIRST-LAST with 1024 <= FIRST <= LAST <= 65535, "
+     "edgeagent: error: argument --port-range: expected FIRST-LAST with 1024 <= FIRST <= LAST <= 65535, "
      "got '19999-12000' (see edgeagent sim --help)"),
     (["sim", "--authorization", "ldap"],
-     "edgeagent sim: error: argument --authorization: 'ldap' is not one of none, rbac (see edgeagent sim --help)"),
+     "edgeagent: error: argument --authorization: 'ldap' is not one of none, rbac (see edgeagent sim --help)"),
     (["run", "--node-name", "n1", "--bogus-flag"],
-     "edgeagent run: error: unrecognized argument: --bogus-flag (see edgeagent run --help)"),
+     "edgeagent: error: unrecognized argument: --bogus-flag (see edgeagent run --help)"),
     (["rollout", "status", "web", "--bogus", "x"],
-     "edgeagent rollout status: error: unrecognized arguments: --bogus x (see edgeagent rollout status --help)"),
+     "edgeagent: error: unrecognized arguments: --bogus x (see edgeagent rollout status --help)"),
     (["bogus-command"], "edgeagent: error: argument COMMAND: invalid choice: 'bogus-command' (choose from"),
     (["upgrades", "--cancel", ""],
-     "edgeagent upgrades: error: argument --cancel: expected a request id as `edgeagent upgrades` lists it, "
+     "edgeagent: error: argument --cancel: expected a request id as `edgeagent upgrades` lists it, "
      "got '' (see edgeagent upgrades --help)"),
     (["upgrade", "a/b/c"], "edgeagent: error: NS/NAME 'a/b/c': name 'b/c' is not a DNS-1123 subdomain"),
     (["imagepull", "Kube-System/x"],
@@ -57,14 +57,14 @@ def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
      "edgeagent: error: --timeout 5 applies only with --watch (status without --watch prints once and exits); "
      "add --watch"),
     (["rollout", "status", "web", "--watch", "--timeout", "-1"],
-     "edgeagent rollout status: error: argument --timeout: must be >= 0, got '-1'"),
+     "edgeagent: error: argument --timeout: must be >= 0, got '-1'"),
     (["hold", "--for", "100000d"],
      "edgeagent: error: --for 100000d: a timed hold may last at most 366 days; for a hold until released, "
      "give neither --until nor --for"),
     (["hold", "--for", "99999999999d"], "edgeagent: error: --for 99999999999d: "),
     (["hold", "--until", "2300-01-01T00:00:00Z"], "edgeagent: error: --until 2300-01-01T00:00:00Z: a timed hold may "
                                                   "last at most 366 days"),
-    (["completion", "fish"], "edgeagent completion: error: argument SHELL: invalid choice: 'fish'"),
+    (["completion", "fish"], "edgeagent: error: argument SHELL: invalid choice: 'fish'"),
 ])
 def test_usage_errors_are_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str], argv: list[str],
                                                    line: str) -> None:
@@ -127,7 +127,7 @@ def test_malformed_kubeconfig_is_one_line(capsys: pytest.CaptureFixture[str], tm
 
 
 
-VERBS = ("status", "promote", "pause", "resume", "abort")
+VERBS = ("status", "promote", "pause", "resume", "abort", "retry", "undo", "history")
 
 
 @pytest.mark.parametrize("verb", VERBS)
@@ -144,15 +144,14 @@ def test_an_empty_or_malformed_daemonset_name_is_a_usage_error(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, verb: str, name: str, why: str) -> None:
     """Issue 38 item 7: `rollout status ''` printed `DaemonSet /: not managed` and exited 3 ("in progress"), so a
     script waiting on an empty variable looped forever. Every rollout verb refuses it before any request."""
-    from edgeagent import rollout_cli, rollout_steer
+    from edgeagent import rollout_cli
 
     def never(cfg: RolloutConfig) -> int:
         raise AssertionError("no request may be made for an invalid name")
 
     monkeypatch.setattr(rollout_cli, "main", never)
-    monkeypatch.setattr(rollout_steer, "main", never)
     line = usage_error(capsys, "rollout", verb, name)
-    assert line.startswith(f"edgeagent rollout {verb}: error: argument DS: ") and why in line
+    assert line.startswith("edgeagent: error: argument DS: ") and why in line
 
 
 @pytest.mark.parametrize("verb", VERBS)
@@ -167,7 +166,7 @@ def test_an_empty_or_malformed_namespace_is_a_usage_error(
                                    "daemonsets.apps/web", "DS/web", "a.b-c"])
 def test_a_daemonset_name_and_kubectls_type_slash_name_forms_are_accepted(
         monkeypatch: pytest.MonkeyPatch, given: str) -> None:
-    from edgeagent import rollout_cli, rollout_steer
+    from edgeagent import rollout_cli
 
     seen: list[RolloutConfig] = []
 
@@ -176,8 +175,61 @@ def test_a_daemonset_name_and_kubectls_type_slash_name_forms_are_accepted(
         return 0
 
     monkeypatch.setattr(rollout_cli, "main", call)
-    monkeypatch.setattr(rollout_steer, "main", call)
     assert cli.main(["rollout", "status", given]) == 0
     assert cli.main(["rollout", "pause", given, "-n", "edge-sites"]) == 0
     expected = given.split("/")[-1]
-    assert [(c.daemonset, c.namespace) for c in seen] == [(expected, "default"), (expected, "edge-sites")]
+    # Without -n the namespace is left to the kubeconfig context (else default), resolved once connected.
+    assert [(c.daemonset, c.namespace) for c in seen] == [(expected, ""), (expected, "edge-sites")]
+
+
+def help_of(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as done:
+        cli.main([*argv, "--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_fleet_nodes_has_its_own_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 item 10: `fleet nodes -h` printed `fleet`'s page."""
+    page = help_of(capsys, "fleet", "nodes")
+    assert page.startswith("usage: edgeagent fleet nodes ") and "One line per node of the fleet." in page
+    assert "only the nodes of this DaemonSet" in page
+
+
+def test_fleet_flags_before_or_after_the_view_alike() -> None:
+    for argv in (["fleet", "-o", "wide", "-n", "edge", "nodes", "web"], ["fleet", "nodes", "web", "-o", "wide",
+                                                                         "-n", "edge"]):
+        cfg = cli._fleet_config(cli.parse_args(argv, environ={}))
+        assert (cfg.nodes, cfg.daemonset, cfg.output, cfg.namespace) == (True, "web", "wide", "edge"), argv
+    cfg = cli._fleet_config(cli.parse_args(["fleet"], environ={"EDGEAGENT_OUTPUT": "json"}))
+    assert (cfg.nodes, cfg.output) == (False, "json")
+
+
+@pytest.mark.parametrize("argv", [["fleet"], ["fleet", "nodes"]])
+def test_output_lists_its_choices_in_help(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    assert "-o {wide,json,name}, --output {wide,json,name}" in help_of(capsys, *argv)
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume"])
+def test_pause_and_resume_help_speaks_of_their_own_errors(capsys: pytest.CaptureFixture[str], verb: str) -> None:
+    page = help_of(capsys, "rollout", verb)
+    assert "promote" not in page and "abort" not in page, page
+
+
+@pytest.mark.parametrize("argv", [["fleet"], ["dashboard"], ["rollout", "status", "web"], ["controller"],
+                                  ["run", "--node-name", "n1"]])
+def test_an_empty_kubeconfig_variable_says_so(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                              argv: list[str]) -> None:
+    """It read as `.` and ended in "kubeconfig not found: .", exit 1 for fleet and dashboard."""
+    monkeypatch.setenv("KUBECONFIG", "")
+    monkeypatch.delenv("EDGEAGENT_KUBECONFIG", raising=False)
+    assert usage_error(capsys, *argv) == ("edgeagent: error: KUBECONFIG='': set but empty: name a kubeconfig file, "
+                                          "or unset it to use the in-cluster config")
+
+
+@pytest.mark.parametrize("argv", [["run", "--port", "abc"], ["bogus"], ["fleet", "nodes", "a", "b"],
+                                  ["upgrade", "a/b/c"], ["dashboard", "--bind", "0.0.0.0"]])
+def test_every_usage_error_has_the_one_prefix(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """argparse's errors said `edgeagent run: error:`, the commands' `edgeagent: error:`, the sim's
+    `edgeagent sim: error:`: one style now (issue 38 item 10)."""
+    assert usage_error(capsys, *argv).startswith(cli.ERROR_PREFIX)

@@ -116,7 +116,7 @@ async def test_roll_waits_while_the_revision_of_the_template_is_not_seen() -> No
     await ctl.reconcile(KEY)
     assert ctl.expectations.pending(KEY) == 0
     assert ctl.metrics.registry.get_sample_value(
-        "edgeagent_controller_rollout_nodes", {"namespace": "default", "daemonset": "web", "state": "total"}) is None
+        "edgeagent_controller_rollout_desired_nodes", {"namespace": "default", "daemonset": "web"}) is None
 
 
 def test_a_node_is_put_in_the_hash_order_as_it_arrives() -> None:

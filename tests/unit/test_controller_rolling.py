@@ -397,3 +397,23 @@ def test_a_node_going_down_in_the_same_second_its_new_pod_was_created_counts() -
     p = plan(pods, nodes, {MU: "1"})
     assert p.unavailable == 1 and p.delete == []  # its budget is used up by n00
     assert plan(pods, nodes, FAIL).failed == ["q-n00"]
+
+
+def test_a_node_restarting_in_place_uses_the_budget_whatever_its_cached_pod_shows() -> None:
+    """Issue 37: right after the in-place PATCH the cache may still show the pod Ready (the old container's
+    report), with the old revision or already the new one; the node is unavailable until the kubelet reports the
+    new containers, and its pod is not chosen again."""
+    nodes = cluster(3)
+    ds = daemonset(annotations={MU: "1"})
+    settings, _ = roll_settings(ds)
+    for cached in (pod("p-n00", "n00", OLD), pod("p-n00", "n00", NEW)):
+        pods = [cached, *old_pods(nodes)[1:]]
+        free = plan_rolling_update(ds, pods, nodes, NEW, settings, T0)
+        assert free.unavailable == 0 and len(free.delete) == 1  # what the cache alone would allow
+        held = plan_rolling_update(ds, pods, nodes, NEW, settings, T0, restarting={"n00"})
+        assert held.unavailable == 1
+        assert deleted(held) == []
+    two = daemonset(annotations={MU: "2"})
+    settings, _ = roll_settings(two)
+    pods = old_pods(nodes)  # the cache still shows n00's pod as it was before the PATCH
+    assert deleted(plan_rolling_update(two, pods, nodes, NEW, settings, T0, restarting={"n00"})) == ["p-n01"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from edgeagent.controller.rolling import plan_rolling_update
 from edgeagent.controller.settings import roll_settings
+from edgeagent.fleet.command import Listed
 from edgeagent.rollout_cli import build_status
 from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision
 
@@ -36,5 +37,7 @@ def test_deletions_follow_node_names_whatever_order_the_cache_gives() -> None:
 def test_rollout_status_rows_are_in_node_name_order() -> None:
     ds = daemonset(annotations=ARU)
     nodes, pods = _shuffled_cluster(7)
-    status = build_status(ds, pods, list(nodes.values())[::-1], [revision(ds, "new", 2)], T0)
+    listed = Listed(daemonsets=[ds], pods=pods, nodes=list(nodes.values())[::-1], events=[],
+                    revisions=[revision(ds, "new", 2)])
+    status = build_status(listed, "default", "web", T0)
     assert [row.node for row in status.rows] == sorted(nodes)

@@ -127,3 +127,12 @@ def test_blank_partition_and_max_failed_mean_not_set() -> None:
                                                               "edgeagent.io/max-failed": ""}))
     assert problems == []
     assert settings.partition is None and settings.max_failed is None
+
+
+def test_an_unknown_update_type_stops_the_roll_naming_the_choices() -> None:
+    _, problems = roll_settings(daemonset(annotations={"edgeagent.io/update-type": "InPlace"}))
+    assert [(p.annotation, p.value) for p in problems] == [("edgeagent.io/update-type", "InPlace")]
+    assert problems[0].message == ("annotation edgeagent.io/update-type='InPlace': 'InPlace' is not one of "
+                                   "InPlaceIfPossible, Recreate")
+    for value in ("InPlaceIfPossible", "Recreate", ""):
+        assert roll_settings(daemonset(annotations={"edgeagent.io/update-type": value}))[1] == []

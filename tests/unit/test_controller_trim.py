@@ -45,7 +45,8 @@ def test_pod_keeps_what_the_controller_reads() -> None:
     assert {k: v for k, v in kept["metadata"].items()} == {k: v for k, v in full["metadata"].items()
                                                            if k != "managedFields"}
     assert kept["spec"] == {"nodeName": "n1", "containers": [{"name": "c", "image": "app:1"}]}
-    assert kept["status"] == {"phase": "Running", "conditions": full["status"]["conditions"][:2]}
+    assert kept["status"] == {"phase": "Running", "conditions": full["status"]["conditions"][:2],
+                              "containerStatuses": [{"name": "c", "ready": True}]}
     assert node_of(kept) == node_of(full) and is_pod_ready(kept) == is_pod_ready(full)
     assert get_condition(kept, "PodNeedUpgrade") == get_condition(full, "PodNeedUpgrade")
 
@@ -138,7 +139,7 @@ def test_small_kinds_lose_only_managed_fields() -> None:
 
 def test_a_prepull_job_pod_keeps_its_container_statuses() -> None:
     full = _pod()
-    assert "containerStatuses" not in trim.pod(full)["status"]
+    assert trim.pod(full)["status"]["containerStatuses"] == [{"name": "c", "ready": True}]
     full["metadata"]["labels"][LABEL_PREPULL] = "true"
     assert trim.pod(full)["status"]["containerStatuses"] == full["status"]["containerStatuses"]
 
@@ -152,3 +153,22 @@ def test_share_strings_returns_an_equal_object() -> None:
     full = _pod()
     shared = share_strings(json.loads(json.dumps(full)))
     assert shared == full and json.dumps(shared) == json.dumps(full)
+
+
+def test_a_pod_keeps_its_container_ids_and_readiness_gates_not_its_restart_counts() -> None:
+    """An in-place upgrade is done when its containers run again with new ids (controller/inplace_exec.py); a
+    restart count kept would read as a crash to a rollout plan (waves.has_crashed)."""
+    full = _pod()
+    full["spec"]["readinessGates"] = [{"conditionType": "edgeagent.io/InPlaceUpdateReady"}]
+    full["status"]["containerStatuses"] = [
+        {"name": "c", "ready": True, "restartCount": 1, "containerID": "containerd://abc", "image": "app:2",
+         "imageID": "app@sha256:1", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+         "lastState": {"terminated": {"exitCode": 0}}},
+        {"name": "d", "ready": False, "restartCount": 3, "containerID": "containerd://def",
+         "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "long text"}}}]
+    kept = trim.pod(full)
+    assert kept["spec"]["readinessGates"] == full["spec"]["readinessGates"]
+    assert kept["status"]["containerStatuses"] == [
+        {"name": "c", "ready": True, "containerID": "containerd://abc"},
+        {"name": "d", "ready": False, "containerID": "containerd://def",
+         "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]

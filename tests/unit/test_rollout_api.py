@@ -198,7 +198,10 @@ def test_the_crd_is_what_the_contract_says() -> None:
     assert props["onFailure"]["enum"] == list(api.ON_FAILURE_VALUES)
     status = SCHEMA["properties"]["status"]["properties"]
     assert set(status) == {"observedGeneration", "revision", "stableRevision", "phase", "wave", "waves",
-                           "waveStartedAt", "bakeStartedAt", "counts", "failures", "history", "conditions"}
+                           "waveStartedAt", "bakeStartedAt", "counts", "failures", "history", "conditions", "steer"}
+    # The last steering request handled (rollout/steer.py writes the request, the controller its outcome here).
+    assert set(status["steer"]["properties"]) == {"id", "verb", "result", "message", "at"}
+    assert status["steer"]["properties"]["result"]["enum"] == ["Done", "Ignored"]
     assert status["failures"]["maxItems"] == 20 and status["history"]["maxItems"] == 10
 
 

@@ -29,7 +29,7 @@ async def test_a_signal_sets_stop_and_the_handlers_are_removed_afterwards(sig: s
         await asyncio.wait_for(stop.wait(), 5)
 
     await run_until_signalled(service, logger)
-    assert logger.lines == [("signal received, shutting down", {"signal": sig.name})]
+    assert logger.lines == [("signal_received_shutting_down", {"signal": sig.name})]
     loop = asyncio.get_running_loop()
     assert not loop.remove_signal_handler(signal.SIGTERM)
     assert not loop.remove_signal_handler(signal.SIGINT)

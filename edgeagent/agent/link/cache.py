@@ -99,7 +99,7 @@ class PodCache:
                 try:
                     await self.flush()
                 except Exception:
-                    _log.exception("final pod snapshot not saved")
+                    _log.exception("final_pod_snapshot_not_saved")
 
     def next_write_at(self) -> float:
         """When `run` writes next (clock time): after the debounce interval, and after a failure's backoff."""
@@ -122,7 +122,7 @@ class PodCache:
             delay = retry_delay(self._failures.failures + 1)
             self._retry_at = now + delay
             if self._failures.failed(now):
-                _log.warning("pod snapshot not saved", error=str(exc), pods=len(pods),
+                _log.warning("pod_snapshot_not_saved", error=str(exc), pods=len(pods),
                              failures=self._failures.failures, retry_in=delay,
                              hint="retrying with backoff; repeated every 10 min while it lasts")
             if self._metrics is not None:
@@ -131,7 +131,7 @@ class PodCache:
         self._retry_at = -math.inf
         failures = self._failures.succeeded()
         if failures:
-            _log.info("pod snapshot saved again", failed_attempts=failures)
+            _log.info("pod_snapshot_saved_again", failed_attempts=failures)
         self.snapshot_writes += 1
         if self._metrics is not None:
             self._metrics.snapshot_writes.labels(result="ok").inc()

@@ -169,7 +169,7 @@ class LinkMonitor:
         while True:
             await asyncio.sleep(self.CREDENTIAL_CHECK_INTERVAL)
             if files.changed():
-                _log.info("credential files changed: trying them now", node=self._node)
+                _log.info("credential_files_changed", node=self._node)
                 self.credentials_changed()
 
     def details(self) -> dict[str, Any]:
@@ -218,12 +218,12 @@ class LinkMonitor:
             verify, self._verify = self._verify, False
             if not verify and not await self._needs_probe():
                 if self.probing:
-                    _log.info("link probes paused: the watch is healthy and nothing is queued", node=self._node)
+                    _log.info("link_probes_paused", node=self._node, why="the watch is healthy and nothing is queued")
                 self.probing = False
                 await self._wake.wait()
                 continue
             if not self.probing:
-                _log.info("link probes resumed", node=self._node, watch_healthy=self._watch_healthy())
+                _log.info("link_probes_resumed", node=self._node, watch_healthy=self._watch_healthy())
             self.probing = True
             ok, error = await self._probe()
             self._record(ok, error)
@@ -289,10 +289,10 @@ class LinkMonitor:
         if known == self.node_known:
             return
         if not known:
-            _log.warning("node is not known to the cluster: check --node-name", node=self._node,
-                         missing=f"{LEASE_NAMESPACE}/{self._node} Lease")
+            _log.warning("node_unknown", node=self._node, missing=f"{LEASE_NAMESPACE}/{self._node} Lease",
+                         check="--node-name")
         elif self.node_known is False:
-            _log.info("node is known to the cluster now", node=self._node)
+            _log.info("node_known", node=self._node)
         self.node_known = known
 
     def _record(self, ok: bool, error: str) -> None:
@@ -315,7 +315,7 @@ class LinkMonitor:
                 self._set(False, error)
             elif not self.connected and self.transitions == 0 and self.consecutive_failures == self._failures_needed:
                 # Never connected since start: say so once, so an offline start is visible in the logs.
-                _log.warning("cloud link not reachable", node=self._node, error=error)
+                _log.warning("cloud_link_not_reachable", node=self._node, error=error)
 
     def _set(self, connected: bool, reason: str) -> None:
         self.connected = connected
@@ -323,10 +323,10 @@ class LinkMonitor:
         self._since = time.time()
         if connected:
             self._connected_event.set()
-            _log.info("cloud link connected", node=self._node, successes=self.consecutive_successes)
+            _log.info("cloud_link_connected", node=self._node, successes=self.consecutive_successes)
         else:
             self._connected_event.clear()
-            _log.warning("cloud link disconnected", node=self._node, failures=self.consecutive_failures,
+            _log.warning("cloud_link_disconnected", node=self._node, failures=self.consecutive_failures,
                          reason=reason)
         if self._metrics is not None:
             self._metrics.set_link(connected, transition=True)
@@ -334,4 +334,4 @@ class LinkMonitor:
             try:
                 fn(connected)
             except Exception:
-                _log.exception("link listener failed")
+                _log.exception("link_listener_failed")

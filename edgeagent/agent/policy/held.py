@@ -139,7 +139,8 @@ class HeldPublisher:
                                published=self._published.get(uid))
         started = time.monotonic()
         try:
-            written = await patch_status(self._client, self._link, pod, body, self._timeout, what="UpgradeHeld")
+            written = await patch_status(self._client, self._link, pod, body, self._timeout,
+                                         what=CONDITION_UPGRADE_HELD)
         except PodGone as exc:
             # Gone or replaced: the watch brings the successor, which gets its own patch.
             _log.info("upgrade_held_pod_gone", pod=key_of(pod), error=str(exc))

@@ -177,7 +177,7 @@ class FailurePublisher:
         """The resourceVersion the patch was answered with (`pod_status.patch_status` raises what went wrong)."""
         body = condition_patch(pod, CONDITION_UPGRADE_FAILED, want, datetime.now(UTC))
         started = time.monotonic()
-        written = await patch_status(self._client, self._link, pod, body, self._timeout, what="UpgradeFailed")
+        written = await patch_status(self._client, self._link, pod, body, self._timeout, what=CONDITION_UPGRADE_FAILED)
         self.patches += 1
         _log.info("upgrade_failed_reported", pod=key_of(pod), id=request.id, reason=want[1], message=want[2],
                   ms=round((time.monotonic() - started) * 1000, 1))

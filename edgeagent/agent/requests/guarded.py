@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 from edgeagent import log
 from edgeagent.contract import (
-    ANNOTATION_ROLLOUT_ABORT,
     CONDITION_POD_IMAGE_READY,
     CONDITION_POD_NEED_UPGRADE,
     REASON_WAVE_REACHED,
@@ -39,8 +38,9 @@ from edgeagent.kube.objects import (
     pod_path,
     uid_of,
 )
-from edgeagent.rollout.plan import parse_plan
-from edgeagent.rollout.state import PHASE_ABORTED, revision_now, state_of
+from edgeagent.rollout import api as plan_api
+from edgeagent.rollout.state import PHASE_ABORTED, revision_now, state_from_status
+from edgeagent.rollout.steer import pending, plans_path
 
 JSON = dict[str, Any]
 _log = log.get("edgeagent.guarded")
@@ -148,30 +148,39 @@ def upgrade_check(pod: JSON, node_name: str, *, queued: bool = False) -> tuple[R
     return None
 
 
-def plan_lag(ds: JSON, pod: JSON) -> str | None:
-    """Why the pod's PodNeedUpgrade cannot be trusted yet, given its DaemonSet (None: it can).
+def plan_of(plans: list[JSON], ds: JSON) -> tuple[JSON | None, str | None]:
+    """(the DaemonSet's RolloutPlan, None), (None, None) without one, or (None, why) when two name it."""
+    name = meta(ds).get("name")
+    found = [p for p in plans if isinstance(p, dict) and (p.get("spec") or {}).get("daemonSet") == name]
+    if len(found) > 1:
+        return None, f"{len(found)} RolloutPlans name it (the controller moves none of them)"
+    return (found[0] if found else None), None
 
-    After a template change the controller first writes the new revision's rollout state, then flips the
-    conditions of pods whose wave is not reached; until both are done a pod can still say `True` for the old
-    revision, and deleting it would give its node the new revision before its wave. The state names the
-    DaemonSet generation and the revision it was decided for: both must match what the DaemonSet and the pod
-    say now. A DaemonSet without a (valid) plan is rolled without waves: nothing to check. A state of an older
-    controller (no generation) is checked on its revision only. An abort of the revision the pod names (asked for,
-    or in the state) refuses too: the controller withdraws the conditions one PATCH at a time."""
-    plan, _ = parse_plan(ds)
-    if plan is None:
+
+def plan_lag(ds: JSON, plan: JSON | None, pod: JSON) -> str | None:
+    """Why the pod's PodNeedUpgrade cannot be trusted yet, given its DaemonSet and the DaemonSet's RolloutPlan
+    (None: it can).
+
+    After a template change the controller first writes the new revision's rollout state (the plan's status),
+    then flips the conditions of pods whose wave is not reached; until both are done a pod can still say `True`
+    for the old revision, and deleting it would give its node the new revision before its wave. The status names
+    the DaemonSet generation (`observedGeneration`) and the revision it was decided for: both must match what the
+    DaemonSet and the pod say now. A DaemonSet without a (valid) plan is rolled without waves: nothing to check.
+    An abort of the revision the pod names (requested on the plan and not handled yet, or in its status) refuses
+    too: the controller withdraws the conditions one PATCH at a time."""
+    if plan is None or plan_api.parse_spec(plan.get("spec"))[0] is None:
         return None
     key, ds_key = key_of_pod(pod), f"{meta(ds).get('namespace', '')}/{meta(ds).get('name', '')}"
-    state, unreadable = state_of(ds)
+    state, unreadable = state_from_status(plan.get("status"))
     if state is None:
-        why = unreadable or "it has no rollout state yet"
-        return (f"pod {key} is not upgraded now: DaemonSet {ds_key} has a rollout plan but the controller has not "
+        why = unreadable or "it has no status yet"
+        return (f"pod {key} is not upgraded now: DaemonSet {ds_key} has a RolloutPlan but the controller has not "
                 f"caught up ({why}); try again once it has")
     generation = meta(ds).get("generation")
     named = target_revision(pod)
     if state.generation is not None and isinstance(generation, int) and state.generation != generation:
         return (f"pod {key} is not upgraded now: DaemonSet {ds_key} changed (generation {generation}) and the "
-                f"controller has not caught up (its rollout state is for generation {state.generation}); "
+                f"controller has not caught up (its rollout status is for generation {state.generation}); "
                 "try again once it has")
     current = revision_now(state)
     if named != current:
@@ -180,8 +189,9 @@ def plan_lag(ds: JSON, pod: JSON) -> str | None:
                 "try again once the pod's condition is updated")
     # An abort stops every pod at once, but the controller flips the conditions one PATCH at a time (or not at
     # all while the API server refuses it): a True that outlived the abort must not move a pod.
-    abort = str((meta(ds).get("annotations") or {}).get(ANNOTATION_ROLLOUT_ABORT) or "").strip()
-    if abort == named or (state.phase == PHASE_ABORTED and state.revision == named):
+    asked = pending(plan) or {}
+    if (asked.get("verb") == "abort" and asked.get("revision") == named) \
+            or (state.phase == PHASE_ABORTED and state.revision == named):
         return (f"pod {key} is not upgraded now: the rollout of revision {named} of DaemonSet {ds_key} was aborted "
                 "and the controller has not withdrawn its condition yet")
     return None
@@ -254,31 +264,40 @@ class GuardedDelete:
 
     async def _plan_check(self, pod: JSON) -> Deletion | None:
         """For a pod of a DaemonSet with a rollout plan (PodNeedUpgrade's reason `WaveReached`), read the
-        DaemonSet and refuse while its rollout state lags (`plan_lag`). Other pods cost no read.
+        DaemonSet and the RolloutPlans of its namespace, and refuse while the plan's status lags (`plan_lag`).
+        Other pods cost no read.
 
-        An agent that may not read DaemonSets (kubelet credentials), or a DaemonSet that is gone, proceeds as
-        without the check: the condition is all it has, as before (logged once, docs/operations.md)."""
+        An agent that may not read them (kubelet credentials: `get daemonsets` and `list rolloutplans` are the
+        ServiceAccount's grants, deploy/agent-rbac.yaml), a cluster without the RolloutPlan kind, or a DaemonSet
+        that is gone: it proceeds as without the check, on the condition alone (logged once, docs/operations.md)."""
         need = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
         owner = daemonset_owner(pod)
         if need.get("reason") != REASON_WAVE_REACHED or owner is None:
             return None
         namespace = str(meta(pod).get("namespace") or "")
         ds_key = f"{namespace}/{owner.get('name', '')}"
-        path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{owner.get('name', '')}"
+        what = "the DaemonSet"
         try:
             left = self._timeout()
             async with asyncio.timeout(left + 1.0):
-                ds = await self._client.get(path, timeout=left)
+                ds = await self._client.get(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{owner.get('name', '')}",
+                                            timeout=left)
+            what = "the RolloutPlans of the namespace"
+            left = self._timeout()
+            async with asyncio.timeout(left + 1.0):
+                listed = await self._client.get(plans_path(namespace), timeout=left)
         except (Forbidden, NotFound) as exc:
-            self._note_unchecked(ds_key, f"{exc.code} {type(exc).__name__}")
+            self._note_unchecked(ds_key, f"{what}: {exc.code} {type(exc).__name__}")
             return None
         except (KubeError, KubeUnreachable, TimeoutError) as exc:
-            return self._failed("GET", f"reading the DaemonSet {ds_key} of", exc, pod)
+            return self._failed("GET", f"reading {what} ({ds_key}) of", exc, pod)
         if uid_of(ds) != owner.get("uid"):
             self._note_unchecked(ds_key, "the DaemonSet was replaced")
             return None
         _unchecked.discard(ds_key)
-        lag = plan_lag(ds, pod)
+        plan, ambiguous = plan_of(list(listed.get("items") or []), ds)
+        lag = (f"pod {key_of_pod(pod)} is not upgraded now: DaemonSet {ds_key}: {ambiguous}" if ambiguous
+               else plan_lag(ds, plan, pod))
         if lag is None:
             return None
         return Deletion(Result.REFUSED, lag, pod=pod, refusal=Refusal.PLAN_NOT_CAUGHT_UP)
@@ -288,7 +307,7 @@ class GuardedDelete:
         if ds_key not in _unchecked:
             _unchecked.add(ds_key)
             _log.info("plan_check_skipped", daemonset=ds_key, why=why,
-                      hint="upgrading on PodNeedUpgrade alone: the agent cannot read the DaemonSet's rollout state")
+                      hint="upgrading on PodNeedUpgrade alone: the agent cannot read the DaemonSet's RolloutPlan")
 
     async def delete(self, pod: JSON) -> Deletion:
         """DELETE with the UID and resourceVersion of the pod that was read and checked as preconditions,

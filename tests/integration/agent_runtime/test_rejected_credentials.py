@@ -95,7 +95,7 @@ async def test_rejected_credentials_back_off_are_logged_once_and_a_new_token_is_
     # One line for the episode, not one per try.
     loud = [e for e in logs if e.get("log_level") in ("warning", "error", "critical")]
     assert [e["event"] for e in loud if "credential" in e["event"] or "401" in str(e)] == [
-        "API server rejected our credentials"], loud
+        "credentials_rejected"], loud
     assert len(loud) <= 3, loud
     body = await readyz(http, agent)
     assert body["status"] == "degraded" and "credentials rejected" in body["message"], body

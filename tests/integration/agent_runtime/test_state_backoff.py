@@ -28,7 +28,7 @@ from tests.integration.agent_runtime.conftest import NODE, Admin
 from tests.support.waiting import eventually
 
 HOUR = 3600.0
-LOGGED = {"pod snapshot not saved", "state_unwritable", "state_unreadable"}
+LOGGED = {"pod_snapshot_not_saved", "state_unwritable", "state_unreadable"}
 
 
 class FakeTime:
@@ -94,7 +94,7 @@ async def test_an_hour_of_an_unwritable_state_dir_logs_a_handful_of_lines(
     assert cache.snapshot_writes == 0
     # Once per episode plus a reminder every 10 min, for each of the two reporters.
     reminders = int(HOUR // REMINDER_INTERVAL)
-    snapshot_lines = [e for e in lines if e["event"] == "pod snapshot not saved"]
+    snapshot_lines = [e for e in lines if e["event"] == "pod_snapshot_not_saved"]
     store_lines = [e for e in lines if e["event"] == "state_unwritable"]
     assert 1 <= len(snapshot_lines) <= 1 + reminders + 1, snapshot_lines
     assert 1 <= len(store_lines) <= 1 + reminders + 1, store_lines
@@ -125,8 +125,8 @@ async def test_the_end_of_an_episode_is_logged_once_and_backoff_resets(tmp_path:
             await cache.flush()
         assert cache.snapshot_writes == 1
         events = [e["event"] for e in logs]
-        assert events.count("pod snapshot not saved") == 1
-        assert events.count("pod snapshot saved again") == 1
+        assert events.count("pod_snapshot_not_saved") == 1
+        assert events.count("pod_snapshot_saved_again") == 1
         assert events.count("state_writable_again") == 1
         assert cache.next_write_at() <= fake.now + 0.5  # backoff reset: the next change is written promptly
     finally:

@@ -33,7 +33,7 @@ async def test_unknown_node_name_is_warned_once_and_shown_in_readyz(
         assert body["link"]["connected"] is True  # the API server answers: the link itself is fine
         async with http.get(agent.url + "/v1/readyz") as response:
             assert "not known to the cluster" in await response.text()
-    warnings = [e for e in logs if e["event"].startswith("node is not known")]
+    warnings = [e for e in logs if e["event"].startswith("node_unknown")]
     assert len(warnings) == 1 and warnings[0]["node"] == "edge-9"
 
 
@@ -52,7 +52,7 @@ async def test_the_warning_is_not_repeated_by_every_probe(sim: SimCluster) -> No
     finally:
         await client.close()
     assert monitor.node_known is False
-    assert len([e for e in logs if e["event"].startswith("node is not known")]) == 1
+    assert len([e for e in logs if e["event"].startswith("node_unknown")]) == 1
 
 
 async def test_known_node_is_reported_known(start_agent: AgentFactory, http: aiohttp.ClientSession) -> None:

@@ -196,7 +196,7 @@ async def _pods_left(admin: KubeClient, count: int) -> bool:
 
 def _planned(app: ControllerApp) -> bool:
     value = app.metrics.registry.get_sample_value(
-        "edgeagent_controller_rollout_nodes", {"namespace": "default", "daemonset": "web", "state": "total"})
+        "edgeagent_controller_rollout_desired_nodes", {"namespace": "default", "daemonset": "web"})
     return value is not None
 
 

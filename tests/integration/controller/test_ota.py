@@ -162,8 +162,11 @@ async def test_the_controller_caches_trimmed_pods_and_nodes(
     await eventually(lambda: len(controller.pods.items) >= 3 and len(controller.nodes.items) == 3,
                      what="pods and nodes cached")
     for pod in controller.pods.items.values():
-        assert set(pod["spec"]) <= {"nodeName", "affinity", "containers", "initContainers"}, pod["spec"]
-        assert set(pod["status"]) <= {"phase", "conditions"}, pod["status"]
+        assert set(pod["spec"]) <= {"nodeName", "affinity", "containers", "initContainers", "readinessGates"}, \
+            pod["spec"]
+        assert set(pod["status"]) <= {"phase", "conditions", "containerStatuses"}, pod["status"]
+        # Per container only what an in-place upgrade's end is read from (issue 37), and a waiting reason.
+        assert all(set(c) <= {"name", "ready", "containerID", "state"} for c in pod["status"]["containerStatuses"])
     for node in controller.nodes.items.values():
         assert set(node["status"]) <= {"conditions", "images"}
         assert [c["type"] for c in node["status"]["conditions"]] == ["Ready"]

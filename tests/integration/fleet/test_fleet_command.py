@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -22,6 +24,7 @@ from tests.support.fleet_scenario import (
     mixed_fleet,
     post_sim,
 )
+from tests.support.rolloutplan_crd import create_plan, install_crd, status, write_status
 from tests.support.waiting import eventually
 
 EDGEAGENT = [str(Path(sys.executable).parent / "edgeagent")]
@@ -104,10 +107,11 @@ async def test_rollout_state_fills_wave_and_phase_and_selectors_filter(sim: SimC
     ds["metadata"]["labels"] = {"tier": "edge"}
     await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", ds)
     revision = await eventually(lambda: current_hash(admin), what="web's first revision")
-    # The rollout state as the controller writes it, for the revision being rolled.
-    await admin.patch(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web", {"metadata": {"annotations": {
-        "edgeagent.io/rollout-state": json.dumps({"revision": revision, "waves": 4, "wave": 2, "phase": "baking",
-                                                  "bakeStartedAt": "2026-01-01T00:00:00Z"})}}}, CONTENT_MERGE_PATCH)
+    # The web's RolloutPlan, its status as the controller writes it for the revision being rolled.
+    await install_crd(admin)
+    await create_plan(admin, steps=[1, "25%", "50%", "100%"], bake="1h")
+    await write_status(admin, "web", status(revision, phase="Baking", wave=2, waves=4,
+                                            bakeStartedAt="2026-01-01T00:00:00Z"))
     await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", manifest("other"))
     await admin.patch("/api/v1/nodes/edge-1", {"metadata": {"labels": {"zone": "north"}}}, CONTENT_MERGE_PATCH)
     kubeconfig = str(sim.admin_kubeconfig)
@@ -115,7 +119,7 @@ async def test_rollout_state_fills_wave_and_phase_and_selectors_filter(sim: SimC
     code, out, _ = await fleet("-l", "tier=edge", "--kubeconfig", kubeconfig)
     assert code == 0
     assert [r[0] for r in rows(out)[1:]] == ["web"]
-    assert rows(out)[1][4:6] == ["2/4", "baking"]
+    assert rows(out)[1][4:6] == ["2/4", "Baking"]
 
     code, out, _ = await fleet("-A", "--kubeconfig", kubeconfig)
     assert rows(out)[0][0] == "NAMESPACE"
@@ -174,3 +178,43 @@ async def test_watch_prints_the_table_once_then_only_the_rows_that_change(sim_fa
     finally:
         proc.terminate()
         await proc.wait()
+async def test_a_server_that_never_answers_is_named_with_how_long_was_waited(sim: SimCluster,
+                                                                              tmp_path: Path) -> None:
+    """Issue 38 item 9: a server that accepts connections and never answers ended, after 16 s, in
+    `…daemonsets: TimeoutError: ` with nothing after it."""
+    from edgeagent.fleet.command import FleetConfig, main
+
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def hold_open(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # read nothing, answer nothing
+
+    silent = await asyncio.start_server(hold_open, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    dead = tmp_path / "silent.kubeconfig"
+    dead.write_text(sim.admin_kubeconfig.read_text().replace(sim.url, f"http://127.0.0.1:{port}"))
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        code = await asyncio.to_thread(main, FleetConfig(kubeconfig=dead, request_timeout=0.5), out=out, err=err)
+    finally:
+        for writer in accepted:
+            writer.close()
+        silent.close()
+        await silent.wait_closed()
+    assert (code, out.getvalue()) == (1, "")
+    assert err.getvalue() == (f"edgeagent: error: cannot reach the API server at http://127.0.0.1:{port}: GET "
+                              "/apis/apps/v1/namespaces/default/daemonsets: no answer within 0.5 s\n")
+
+
+async def test_a_missing_or_empty_kubeconfig_is_a_usage_error(tmp_path: Path) -> None:
+    """Issue 38 item 10: exit 2 as for every other command (docs/cli.md), and `KUBECONFIG=` says it is empty
+    rather than "kubeconfig not found: ."."""
+    code, out, err = await fleet("--kubeconfig", str(tmp_path / "absent"))
+    assert (code, out, err) == (2, "", f"edgeagent: error: kubeconfig not found: {tmp_path / 'absent'}\n")
+    proc = await asyncio.create_subprocess_exec(*EDGEAGENT, "fleet", stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+                                                env={**os.environ, "KUBECONFIG": ""})
+    raw_out, raw_err = await asyncio.wait_for(proc.communicate(), 60)
+    assert (proc.returncode, raw_out) == (2, b"")
+    assert raw_err.decode() == ("edgeagent: error: KUBECONFIG='': set but empty: name a kubeconfig file, or unset "
+                                "it to use the in-cluster config\n")

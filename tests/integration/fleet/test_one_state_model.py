@@ -1,7 +1,8 @@
 """One state model: every fleet view counts the same cluster the same way (issue 36).
 
-A fleet with one node in each state the views show; `fleet -o json`, `fleet nodes -o json`, the dashboard's
-data (its rollout summary and its grid) and its `/metrics` must give the same counts, adding up to the nodes.
+A fleet with one node in each state the views show, rolled by a RolloutPlan at its last wave; `fleet -o json`,
+`fleet nodes -o json`, `rollout status -o json`, the dashboard's data (its rollout summary and its grid) and its
+`/metrics` must give the same counts, adding up to the nodes.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from edgeagent.kube.client import KubeClient
 from edgeagent.kube.timeutil import parse_time
 from tests.conftest import SimFactory
 from tests.integration.fleet.test_fleet_command import fleet
+from tests.integration.rollout_cli.conftest import edgeagent
 from tests.support.dashboard_server import dashboard
 from tests.support.fleet_scenario import EXPECTED, NODES, mixed_fleet, post_sim
+from tests.support.rolloutplan_crd import create_plan, install_crd, status, write_status
 from tests.support.waiting import eventually
 
 KEY = "default/web"
@@ -45,12 +48,24 @@ async def metric_counts(url: str) -> dict[str, int]:
     return found
 
 
-async def test_fleet_nodes_dashboard_and_metrics_give_the_same_counts(sim_factory: SimFactory) -> None:
+async def test_fleet_nodes_rollout_status_dashboard_and_metrics_give_the_same_counts(sim_factory: SimFactory) \
+        -> None:
     sim = await sim_factory(node_names=NODES)
     async with await KubeClient.connect(sim.admin_kubeconfig) as admin:
-        await mixed_fleet(sim, admin)
+        await install_crd(admin)
+        mixed = await mixed_fleet(sim, admin)
+        await create_plan(admin)  # steps 1, 50%, 100%: at its last wave every node is reached
+        await write_status(admin, "web", status(mixed.revision, phase="Progressing", wave=3, waves=3))
     kubeconfig = str(sim.admin_kubeconfig)
     expected = dict(Counter(EXPECTED.values()))
+
+    ran = await edgeagent("rollout", "status", "web", "-o", "json", "--kubeconfig", kubeconfig)
+    assert ran.code == 3, ran.err  # in progress
+    doc = json.loads(ran.out)
+    assert {k: v for k, v in doc["states"].items() if v} == expected
+    assert sum(doc["states"].values()) == doc["nodes"] == len(doc["items"]) == len(NODES)
+    assert dict(Counter(i["state"] for i in doc["items"])) == expected
+    assert (doc["rolloutPlan"], doc["phase"], doc["wave"], doc["waves"]) == ("web", "Progressing", 3, 3)
 
     code, out, err = await fleet("-o", "json", "--kubeconfig", kubeconfig)
     assert code == 0, err
@@ -86,7 +101,8 @@ async def test_fleet_nodes_dashboard_and_metrics_give_the_same_counts(sim_factor
         snapshot = await eventually(settled, timeout=30, what="the dashboard's counts to match `fleet -o json`")
         (summary,) = [s for s in snapshot["daemonsets"] if s["k"] == KEY]  # type: ignore[attr-defined]
         assert summary["u"] == expected["up to date"] and sum(summary["s"]) == summary["d"] == len(NODES)
-        grid = dict(Counter(NAMES[code] for _, code in snapshot["nodes"]))  # type: ignore[attr-defined]
+        assert (summary["w"], summary["n"], summary["p"]) == (3, 3, "Progressing")  # it read the RolloutPlan
+        grid = dict(Counter(NAMES[code] for _, code, *_ in snapshot["nodes"]))  # type: ignore[attr-defined]
         assert grid == expected
         metrics = {k: v for k, v in (await metric_counts(url)).items() if v}
         assert metrics == expected

@@ -391,8 +391,9 @@ async def test_only_the_leader_pre_pulls(sim_factory: SimFactory, admin_of: Any,
         state = image_ready((await live_pods(admin))["edge-1"])
         return state is not None and state[:2] == ("True", "PullImageSuccess")
 
-    await eventually(pulled, timeout=20, what="pulled")
-    leaders = [app for app in apps if app.is_leader]
-    assert len(leaders) == 1
-    assert leaders[0].metrics.writes("job_create") == 1
-    assert sum(app.metrics.writes("job_create") for app in apps) == 1
+    await eventually(pulled, timeout=60, what="pulled")
+    # One Job in all, written by one replica. Not "by the replica leading now": on a loaded machine a renewal
+    # can miss its short test lease and the other replica take over after the Job was written (issue 38
+    # item 13); the new leader must then not pull again, which the total says.
+    assert sorted(app.metrics.writes("job_create") for app in apps) == [0, 1]
+    await eventually(lambda: sum(app.is_leader for app in apps) == 1, timeout=60, what="one leader")

@@ -122,7 +122,7 @@ async def test_fleet_fleet_nodes_and_the_dashboard_work_with_list_and_watch_only
 
     # Not one `get` of a single object by either viewer: every request was a list or a watch of a collection.
     # (Only the viewers ran `fleet` and the dashboard here: their user agents mark their requests.)
-    collections = {"daemonsets", "controllerrevisions", "pods", "nodes", "events", "leases"}
+    collections = {"daemonsets", "controllerrevisions", "pods", "nodes", "events", "leases", "rolloutplans"}
     theirs = [e for e in sim.audit.entries if str(e["userAgent"]).startswith(("edgeagent-fleet/",
                                                                              "edgeagent-dashboard/"))]
     assert len(theirs) > 10

@@ -173,7 +173,7 @@ async def test_tokens_are_never_logged(api: Api, admin: KubeClient, nobody: str,
     await api.call("GET", "/api/v1/nodes", token=nobody)  # 403, logged as a denial
     await api.call("GET", "/api/v1/nodes", token=nobody + "x")  # 401, logged as a denial
     out = capsys.readouterr()
-    assert "request denied" in out.out + out.err
+    assert "request_denied" in out.out + out.err
     assert nobody not in out.out + out.err and nobody[-20:] not in out.out + out.err
 
 

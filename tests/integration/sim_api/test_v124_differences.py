@@ -150,13 +150,15 @@ async def test_unknown_api_group_is_plain_text_page_not_found(api: Api) -> None:
         assert reply.headers["Content-Type"].startswith("text/plain")
 
 
-async def test_pod_update_changing_node_name_has_the_v124_text(api: Api) -> None:
+async def test_pod_update_changing_node_name_has_the_v132_text(api: Api) -> None:
     created = create_pod(api.store, "a", node="edge-1")
     created["spec"]["nodeName"] = "edge-2"
     reply = await api.call("PUT", f"{PODS_PATH}/a", body=created)
     assert reply.status == 422
+    # v1.32 joins the fields with "," (v1.24 wrote ", " and "or") and follows them with a diff of the specs.
     assert reply.body["message"] == (
         'Pod "a" is invalid: spec: Forbidden: pod updates may not change fields other than '
-        "`spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
-        "`spec.tolerations` (only additions to existing tolerations) or `spec.terminationGracePeriodSeconds` "
-        "(allow it to be set to 1 if it was previously negative)")
+        "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+        "`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+        '(allow it to be set to 1 if it was previously negative)\n- \tspec.nodeName: "edge-1"\n'
+        '+ \tspec.nodeName: "edge-2"')

@@ -1,0 +1,177 @@
+"""AdvancedRollingUpdate in place (issue 37): the pods the roll chose are patched, not deleted, when the
+DaemonSet says `edgeagent.io/update-type: InPlaceIfPossible` and the revision changes only images.
+
+The roll's plan (rolling.py) decides which pods move, within `max-unavailable` and its rollout plan's gate,
+exactly as for deletes; this module only carries a chosen pod out another way:
+
+- the decision is edgeagent/inplace.py's (the pod's revision's template against the target's); anything
+  else falls back to the delete, with a `InPlaceUpdateFallback` Event saying why;
+- the PATCH is guarded like the delete: the UID and the resourceVersion the plan saw, so a pod replaced or
+  changed since (its agent published `UpgradeHeld`, it turned unready) is refused (409/422) and planned again;
+- when the template declares the readiness gate `edgeagent.io/InPlaceUpdateReady`, its condition is set False
+  first (the answer's resourceVersion then guards the patch: our own write is the only change allowed), and
+  True once the new containers run;
+- the node counts as unavailable from the PATCH until the kubelet reports every changed container with a new
+  `containerID` and ready (the verified outcome), or the pod is gone; so a pod whose cached status still shows
+  the old container Ready never frees the budget early. The memory is per process: after a restart, the
+  readiness gate (False until the new containers run) is what keeps such a pod from counting as available.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from edgeagent.contract import CONDITION_IN_PLACE_UPDATE_READY, LABEL_REVISION_HASH, held_by
+from edgeagent.controller.expectations import UnobservedWrites
+from edgeagent.inplace import Fallback, InPlacePatch, decide
+from edgeagent.kube.objects import get_condition, labels_of, meta, uid_of
+
+JSON = dict[str, Any]
+
+EVENT_IN_PLACE_FALLBACK = "InPlaceUpdateFallback"
+REASON_UPDATING = "InPlaceUpdating"
+REASON_UPDATED = "InPlaceUpdated"
+# How long a node may stay "restarting in place" before the roll stops waiting for the kubelet's report and
+# judges the pod by its readiness like any other (a pod that never reports is then simply unavailable).
+DEFAULT_TTL = 300.0
+
+
+def declares_gate(pod: JSON) -> bool:
+    return any(isinstance(g, dict) and g.get("conditionType") == CONDITION_IN_PLACE_UPDATE_READY
+               for g in (pod.get("spec") or {}).get("readinessGates") or [])
+
+
+def gate_patch(pod: JSON, status: str, reason: str, message: str) -> JSON:
+    """A `pods/status` strategic merge patch of the gate's condition, guarded by the pod's UID."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cond = {"type": CONDITION_IN_PLACE_UPDATE_READY, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": now}
+    return {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": [cond]}}
+
+
+def still_movable(fresh: JSON, planned: JSON) -> bool:
+    """After our own gate write, the kubelet answers by turning the pod not Ready, so the PATCH guarded by our
+    write's resourceVersion may meet 409. The pod read again may then still be patched if it is the pod the plan
+    chose, as the plan saw it in all that matters: same UID, not being deleted, same revision, same images,
+    and its node's agent has not published `UpgradeHeld` meanwhile (the guarded delete's checks)."""
+    def images(pod: JSON) -> list[tuple[str, str]]:
+        spec = pod.get("spec") or {}
+        return [(str(c.get("name")), str(c.get("image"))) for key in ("initContainers", "containers")
+                for c in spec.get(key) or []]
+
+    return (uid_of(fresh) == uid_of(planned) and not meta(fresh).get("deletionTimestamp")
+            and labels_of(fresh).get(LABEL_REVISION_HASH) == labels_of(planned).get(LABEL_REVISION_HASH)
+            and images(fresh) == images(planned) and held_by(fresh) is None)
+
+
+def container_ids(pod: JSON, names: Iterable[str]) -> dict[str, str]:
+    """The containerIDs the kubelet reports now for these containers ("" when none)."""
+    by_name = {str(s.get("name")): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    return {name: str((by_name.get(name) or {}).get("containerID") or "") for name in names}
+
+
+def restart_done(pod: JSON, revision: str, before: Mapping[str, str]) -> bool:
+    """The pod carries the revision and each changed container runs again, ready, as a new container."""
+    if labels_of(pod).get(LABEL_REVISION_HASH) != revision:
+        return False
+    by_name = {str(s.get("name")): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    for name, old_id in before.items():
+        status = by_name.get(name) or {}
+        new_id = str(status.get("containerID") or "")
+        if not new_id or new_id == old_id or not status.get("ready"):
+            return False
+    return True
+
+
+@dataclass
+class _Restart:
+    uid: str
+    revision: str
+    before: dict[str, str]
+    deadline: float
+
+
+@dataclass
+class InPlaceRestarts:
+    """Per DaemonSet key: node → the in-place restart the roll is waiting for there."""
+
+    ttl: float = DEFAULT_TTL
+    clock: Callable[[], float] = time.monotonic
+    _by_key: dict[str, dict[str, _Restart]] = field(default_factory=dict)
+
+    def record(self, key: str, node: str, uid: str, revision: str, before: Mapping[str, str]) -> None:
+        self._by_key.setdefault(key, {})[node] = _Restart(uid, revision, dict(before), self.clock() + self.ttl)
+
+    def nodes(self, key: str, pods_by_uid: Mapping[str, JSON]) -> set[str]:
+        """Nodes still restarting; restarts done, of pods gone, or past their time are forgotten."""
+        entries = self._by_key.get(key)
+        if not entries:
+            return set()
+        now = self.clock()
+        for node, entry in list(entries.items()):
+            pod = pods_by_uid.get(entry.uid)
+            if pod is None or now > entry.deadline or restart_done(pod, entry.revision, entry.before):
+                del entries[node]
+        if not entries:
+            del self._by_key[key]
+        return set(entries)
+
+    def restarting(self, key: str, uid: str) -> _Restart | None:
+        return next((e for e in self._by_key.get(key, {}).values() if e.uid == uid), None)
+
+    def forget(self, key: str) -> None:
+        self._by_key.pop(key, None)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What to do with one pod the roll chose: patch it in place, or delete it (and why not in place)."""
+
+    pod: JSON
+    patch: InPlacePatch | None
+    fallback: str | None
+
+
+def choose(pods: Iterable[JSON], revision: str, template_of: Callable[[str | None], JSON | None]) -> list[Choice]:
+    """Decide each chosen pod (pure): `template_of(hash)` is the template of one of the DaemonSet's revisions."""
+    target = template_of(revision)
+    out: list[Choice] = []
+    for pod in pods:
+        own = labels_of(pod).get(LABEL_REVISION_HASH)
+        current = template_of(own)
+        if target is None or current is None:
+            missing = revision if target is None else own or "(none)"
+            out.append(Choice(pod, None, f"the template of revision {missing} is not known"))
+            continue
+        decision = decide(pod, current, target, revision)
+        if isinstance(decision, Fallback):
+            out.append(Choice(pod, None, decision.message))
+        else:
+            out.append(Choice(pod, decision, None))
+    return out
+
+
+def gate_updates(pods: Iterable[JSON], restarts: InPlaceRestarts, key: str, written: UnobservedWrites) -> list[JSON]:
+    """Pods whose gate condition should turn True now: missing (a pod the DaemonSet controller just made) or
+    False with our reason, once their containers are ready and no restart of ours is under way there."""
+    out: list[JSON] = []
+    for pod in pods:
+        if not declares_gate(pod) or meta(pod).get("deletionTimestamp"):
+            continue
+        if written.pending(uid_of(pod), str(meta(pod).get("resourceVersion") or "")):
+            continue
+        cond = get_condition(pod, CONDITION_IN_PLACE_UPDATE_READY)
+        if cond is not None and (cond.get("status") == "True" or cond.get("reason") != REASON_UPDATING):
+            continue
+        containers = get_condition(pod, "ContainersReady")
+        if containers is None or containers.get("status") != "True":
+            continue
+        entry = restarts.restarting(key, uid_of(pod))
+        if entry is not None and not restart_done(pod, entry.revision, entry.before):
+            continue
+        out.append(pod)
+    return out
