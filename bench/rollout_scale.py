@@ -3,8 +3,8 @@
 The sim runs as its own process (`edgeagent sim --nodes N --no-node-links`: one listening socket per node
 would exceed the file-descriptor limit; heartbeats every 600 s, a watch history of 3 events per node); the
 controller runs in this process (`ControllerApp`, admin kubeconfig, over HTTP) so that its passes can be
-timed (`process_time`, median of `--passes`) and its RSS read. One OTA DaemonSet on every node, with
-`edgeagent.io/rollout-steps: 1%,10%,50%,100%`: OTA pods only move when their node's user asks, and no agent
+timed (`process_time`, median of `--passes`) and its RSS read. One OTA DaemonSet on every node, with a
+RolloutPlan (steps `1%,10%,50%,100%`, an object): OTA pods only move when their node's user asks, and no agent
 runs here, so after the template change the rollout stays in wave 1 (1 % of the pods `PodNeedUpgrade`
 True, the others False/`WaitingForWave`): a steady state whose every pass is a full wave-planning pass.
 
@@ -27,8 +27,10 @@ Figures (`name value unit`):
   `rollout_scale_cpu_rank`: ranking every node and cutting the waves from scratch, which the controller
   does once per revision (goal <= 300 ms each); `rollout_scale_cpu_node_order`: sorting every cached node by
   the hash of its name, which the controller does once its caches have synced, before its first reconcile;
-- `rollout_scale_flag_time` and the writes of the template change (conditions changed, Events, DaemonSet
-  state writes);
+- `rollout_scale_flag_time` and the writes of the template change (conditions changed, Events, the plan's
+  status writes: `rollout_scale_writes_rolloutplan_status`);
+- `rollout_scale_wave_change_status_writes` (and `..._2_3_...`): the plan's status writes from the deletion of
+  wave k's pods to wave k + 1's conditions written (goal <= 3 per wave: once per transition, never per node);
 - `rollout_scale_cpu_wave_change`: the planning CPU (the plan's decision and the OTA conditions derived,
   the controller's `edgeagent_controller_planning_cpu_seconds`; not its API writes) of the pass that moves the
   rollout from wave 1 to wave 2 (goal <= 300 ms): the bench deletes wave 1's pods, as their agents would, the sim
@@ -73,6 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, rss_mb, workdir
 from bench.controller_scale import DS_PATH, cpu_per_pass, manifest, pods_of, until
+from bench.plans import create_plan, install_crd, steps_of
 from bench.rollout_waves import patient, writes_by_kind
 from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
@@ -83,9 +86,10 @@ from edgeagent.controller.node_order import NodeOrder
 from edgeagent.controller.ota import OtaFacts
 from edgeagent.controller.pod_index import digest_of
 from edgeagent.controller.pods import node_of
-from edgeagent.controller.reconciler import Controller
+from edgeagent.controller.reconciler import WRITE_PLAN_STATUS, Controller
 from edgeagent.kube.objects import get_condition, labels_of, name_of, uid_of
-from edgeagent.rollout.plan import parse_plan, rank
+from edgeagent.rollout.api import parse_spec
+from edgeagent.rollout.plan import rank
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -297,6 +301,7 @@ async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: 
     uid = uid_of(ds)
     gate = controller._plan_gates.get(uid)
     assert gate is not None and gate.ranking is not None and gate.wave == k, gate
+    status_before = writes_by_kind(app.metrics).get(WRITE_PLAN_STATUS, 0.0)
     reached = set(gate.ranking.nodes_of_wave(k))
     moved = len(gate.ranking.nodes_of_wave(k + 1))
     with PassLog(app, controller, uid) as log:
@@ -318,6 +323,9 @@ async def wave_change(sim: Sim, app: ControllerApp, controller: Controller, ds: 
         await until(lambda: conditions_written(controller, uid), 1800, f"wave {k + 1}'s conditions written",
                     interval=0.5)
     change, rest = passes[at], passes[at + 1:]
+    # The plan's status is written once per transition, never per node (goal <= 3 per wave).
+    report(wave_change_name(k, "rollout_scale_", "_status_writes"),
+           writes_by_kind(app.metrics).get(WRITE_PLAN_STATUS, 0.0) - status_before, "writes")
     report(wave_change_name(k), change.planning * 1e3, "ms")
     report(wave_change_name(k, suffix="_pass"), change.whole * 1e3, "ms")
     report(wave_change_name(k, "rollout_scale_gc_", "_pass"), change.collected * 1e3, "ms")
@@ -345,7 +353,9 @@ async def run(args: argparse.Namespace) -> None:
         await sim.start(timeout=900)
         task: asyncio.Task[None] | None = None
         try:
-            await patient(sim, "POST", DS_PATH, manifest("fleet", "OTA", {"edgeagent.io/rollout-steps": STEPS}))
+            await install_crd(sim)
+            await create_plan(sim, "fleet", steps_of(STEPS))
+            await patient(sim, "POST", DS_PATH, manifest("fleet", "OTA", {}))
             deadline = time.monotonic() + 1800
             while await ready_count(sim, "fleet") < n:
                 if time.monotonic() > deadline:
@@ -427,8 +437,9 @@ async def run(args: argparse.Namespace) -> None:
             report("rollout_scale_cpu_wave_change_max", worst * 1e3, "ms")
             report("rollout_scale_rss_end", rss_mb(os.getpid()), "MiB")
             report("rollout_scale_rss_peak", rss_mb(os.getpid(), "VmHWM"), "MiB")
-            plan, problems = parse_plan(ds)
-            assert plan is not None, problems
+            spec, problems = parse_spec(controller.plans.items[key]["spec"])
+            assert spec is not None, problems
+            plan = spec.plan()
             node_labels = {name_of(node): labels_of(node) for node in controller.nodes.items.values()}
             note(f"waves: {rank(plan, node_labels).targets} cumulative nodes")
             report("rollout_scale_cpu_rank",

@@ -58,15 +58,17 @@ import aiohttp
 
 from bench.common import MERGE_PATCH, NAMESPACE, Sim, note, report, rss_mb, workdir
 from bench.controller_scale import DS_PATH, cpu_seconds, manifest, until
+from bench.plans import create_plan, install_crd, steps_of
 from edgeagent import log
 from edgeagent.config import ControllerConfig, LogConfig
-from edgeagent.contract import ANNOTATION_ROLLOUT_STATE, LABEL_REVISION_HASH
+from edgeagent.contract import LABEL_REVISION_HASH
 from edgeagent.controller.app import ControllerApp
 from edgeagent.controller.metrics import ControllerMetrics
 from edgeagent.controller.reconciler import Controller
 from edgeagent.controller.settings import parse_int_or_percent
 from edgeagent.kube.objects import is_pod_ready, is_terminating, key_of, labels_of, name_of
-from edgeagent.rollout.plan import Ranking, parse_plan, rank
+from edgeagent.rollout.api import parse_spec
+from edgeagent.rollout.plan import Ranking, rank
 
 JSON = dict[str, Any]
 
@@ -113,7 +115,7 @@ class GapTrace:
         self.reconciles: list[float] = []
         self.state_writes: list[float] = []
         self.deletes: list[float] = []
-        reconcile, write_plan, delete = controller.reconcile, controller._write_plan, controller._client.delete
+        reconcile, write_plan, delete = controller.reconcile, controller._put_plan_status, controller._client.delete
 
         async def traced_reconcile(name: str) -> None:
             if name == key:
@@ -131,7 +133,7 @@ class GapTrace:
             return await delete(*args, **kwargs)
 
         setattr(controller, "reconcile", traced_reconcile)  # noqa: B010 (instance attributes, seen by the workers)
-        setattr(controller, "_write_plan", traced_write_plan)  # noqa: B010
+        setattr(controller, "_put_plan_status", traced_write_plan)  # noqa: B010
         setattr(controller._client, "delete", traced_delete)  # noqa: B010
 
     def split(self, ready: float, deleted: float) -> str:
@@ -220,12 +222,11 @@ class Timeline:
                 f"{statistics.median(latencies):.2f} s, max {latencies[-1]:.2f} s")
 
     def _wave(self) -> str:
-        ds = self.controller.daemonsets.items.get(f"{NAMESPACE}/{self.app}")
-        state = (ds or {}).get("metadata", {}).get("annotations", {}).get(ANNOTATION_ROLLOUT_STATE)
-        if not state:
+        plan = self.controller.plans.items.get(f"{NAMESPACE}/{self.app}")
+        status = (plan or {}).get("status") or {}
+        if not status.get("phase"):
             return ""
-        parsed = json.loads(state)
-        return f"{parsed.get('wave')}/{parsed.get('phase')}"
+        return f"{status.get('wave')}/{status.get('phase')}"
 
     async def run(self, started: float) -> None:
         while True:
@@ -379,9 +380,10 @@ async def run(args: argparse.Namespace) -> None:
         task: asyncio.Task[None] | None = None
         try:
             budget = {"apps.openyurt.io/max-unavailable": args.max_unavailable}
-            plan = {"edgeagent.io/rollout-steps": args.steps, "edgeagent.io/rollout-bake": "0s"}
+            await install_crd(sim)
+            await create_plan(sim, "waved", steps_of(args.steps), bake="0s")
             for ds in (manifest("plain", "AdvancedRollingUpdate", budget),
-                       manifest("waved", "AdvancedRollingUpdate", {**budget, **plan})):
+                       manifest("waved", "AdvancedRollingUpdate", budget)):
                 await patient(sim, "POST", DS_PATH, ds)
             deadline = time.monotonic() + 1800
             while any([int(((await patient(sim, "GET", f"{DS_PATH}/{name}")).get("status") or {})
@@ -412,9 +414,9 @@ async def run(args: argparse.Namespace) -> None:
             report("rollout_plain_roll_time", plain_time, "s")
             note(f"plain roll CPU: sim {plain_sim:.1f} s, controller {plain_ctl:.1f} s")
 
-            waved = next(ds for ds in controller.daemonsets.items.values() if name_of(ds) == "waved")
-            parsed, problems = parse_plan(waved)
-            assert parsed is not None, problems
+            spec, problems = parse_spec(controller.plans.items[f"{NAMESPACE}/waved"]["spec"])
+            assert spec is not None, problems
+            parsed = spec.plan()
             ranking = rank(parsed, {name_of(node): labels_of(node) for node in controller.nodes.items.values()})
             note(f"waves as ranked: {ranking.targets} cumulative nodes")
             report("rollout_waves", ranking.waves, "waves")
@@ -473,7 +475,8 @@ async def run(args: argparse.Namespace) -> None:
             listed = await patient(sim, "GET", f"/api/v1/namespaces/{NAMESPACE}/events")
             reasons: dict[str, int] = {}
             for event in listed.get("items") or []:
-                if (event.get("involvedObject") or {}).get("name") == "waved":
+                if (event.get("involvedObject") or {}).get("name") == "waved" \
+                        and (event.get("involvedObject") or {}).get("kind") == "DaemonSet":
                     reason = str(event.get("reason"))
                     reasons[reason] = reasons.get(reason, 0) + int(event.get("count") or 1)
             note(f"Events on the waved DaemonSet over {len(waved_times)} roll(s), by reason: {reasons}")

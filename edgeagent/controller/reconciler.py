@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from edgeagent import log
 from edgeagent.contract import (
+    ANNOTATION_ON_FAILURE,
     ANNOTATION_PAUSED,
     ANNOTATION_ROLLED_BACK_FROM,
+    ANNOTATION_ROLLOUT_ABORT,
+    ANNOTATION_ROLLOUT_BAKE,
+    ANNOTATION_ROLLOUT_GROUP_LABEL,
+    ANNOTATION_ROLLOUT_PROMOTE,
     ANNOTATION_ROLLOUT_STATE,
+    ANNOTATION_ROLLOUT_STEPS,
     ANNOTATION_UPDATE_STRATEGY,
     EVENT_INVALID_ANNOTATION,
     EVENT_INVALID_UPDATE_STRATEGY,
@@ -27,7 +34,6 @@ from edgeagent.contract import (
     EVENT_ROLLOUT_AUTO_PAUSED,
     EVENT_ROLLOUT_PLAN_INVALID,
     EVENT_ROLLOUT_ROLLED_BACK,
-    EVENT_UPGRADE_FAILED,
     EVENT_UPGRADING_PODS,
     EVENT_WARNING,
     LABEL_PREPULL,
@@ -66,6 +72,7 @@ from edgeagent.kube.client import CONTENT_JSON_PATCH, CONTENT_MERGE_PATCH, KubeC
 from edgeagent.kube.errors import Conflict, Invalid, NotFound, ServerError
 from edgeagent.kube.informer import DELETED, Informer
 from edgeagent.kube.objects import (
+    annotations_of,
     controller_owner,
     get_condition,
     is_terminating,
@@ -76,9 +83,37 @@ from edgeagent.kube.objects import (
     namespace_of,
     uid_of,
 )
-from edgeagent.rollout.machine import Decision, Gate, decide, settled_gate, steering_of
-from edgeagent.rollout.plan import parse_plan
-from edgeagent.rollout.state import PHASE_ABORTED, PHASE_ROLLED_BACK, state_of
+from edgeagent.kube.timeutil import format_time
+from edgeagent.rollout.api import parse_spec
+from edgeagent.rollout.machine import (
+    STEER_PROMOTE,
+    Decision,
+    Gate,
+    Steering,
+    decide,
+    settled_gate,
+    undo,
+)
+from edgeagent.rollout.plan import canary_of
+from edgeagent.rollout.requests import (
+    ANNOTATION_STEER,
+    RESULT_DONE,
+    RESULT_IGNORED,
+    VERB_ABORT,
+    VERB_PROMOTE,
+    VERB_RETRY,
+    VERB_UNDO,
+    SteerRequest,
+    steer_record,
+    steer_request,
+)
+from edgeagent.rollout.state import (
+    PHASE_ABORTED,
+    PHASE_COMPLETE,
+    RolloutState,
+    rolled_back,
+    state_from_status,
+)
 
 JSON = dict[str, Any]
 
@@ -106,8 +141,24 @@ _PLAN_SLACK = 0.05
 _PLAN_CONFLICT_RETRY = 0.05
 # How soon a plan held for nodes between pods is looked at again if no pod event comes first.
 _PLAN_MISSING_RETRY = 1.0
-# Warning topics about the state rather than an annotation's value (cleared only when the DaemonSet goes).
-_PLAN_OWN_TOPICS = (_PLAN_TOPIC + "state", _PLAN_TOPIC + "rolled-back")
+# The Warning about round-3 plan annotations still on a DaemonSet (once per UID).
+_PLAN_ROUND3 = _PLAN_TOPIC + "round3"
+# The round-3 plan annotations: no longer read or written (a RolloutPlan object replaces them).
+ROUND3_ANNOTATIONS = frozenset({
+    ANNOTATION_ROLLOUT_STEPS, ANNOTATION_ROLLOUT_BAKE, ANNOTATION_ROLLOUT_GROUP_LABEL, ANNOTATION_ON_FAILURE,
+    ANNOTATION_ROLLOUT_STATE, ANNOTATION_ROLLED_BACK_FROM, ANNOTATION_ROLLOUT_PROMOTE, ANNOTATION_ROLLOUT_ABORT,
+})
+EVENT_ROLLOUT_ANNOTATIONS_IGNORED = "RolloutAnnotationsIgnored"
+# The RolloutPlan API (deploy/crd-rolloutplan.yaml).
+PLANS_PATH_PREFIX = "/apis/edgeagent.io/v1alpha1"
+PLANS_PATH = PLANS_PATH_PREFIX + "/rolloutplans"
+# The kind of write counted for each plan status write (`ControllerMetrics.writes`).
+WRITE_PLAN_STATUS = "rolloutplan_status"
+# A plan that moves nothing says why in this condition (False).
+CONDITION_ACCEPTED = "Accepted"
+REASON_DAEMONSET_NOT_FOUND = "DaemonSetNotFound"
+REASON_DUPLICATE_PLAN = "DuplicatePlan"
+REASON_INVALID_SPEC = "InvalidSpec"
 # What `_plan_gate` answers when this reconcile must change nothing.
 _HOLD = Gate(None, 0, frozen=True)
 
@@ -186,9 +237,9 @@ class Controller:
         self.nodes = Informer(client, "/api/v1/nodes", name="nodes", transform=trim.node, **opts)
         self.revisions = Informer(client, "/apis/apps/v1/controllerrevisions", name="controllerrevisions",
                                   transform=trim.strip_managed_fields, **opts)
-        # The agents' UpgradeFailed Events: a failure a node saw (perhaps offline) counts toward max-failed.
-        self.failure_events = Informer(client, "/api/v1/events", field_selector=f"reason={EVENT_UPGRADE_FAILED}",
-                                       name="events", transform=trim.event, **opts)
+        # RolloutPlans, all namespaces: each names the DaemonSet it rolls (`spec.daemonSet`) and keeps its state
+        # in its status. Without the CRD installed (404) the controller rolls every DaemonSet without a plan.
+        self.plans = Informer(client, PLANS_PATH, name="rolloutplans", transform=trim.strip_managed_fields, **opts)
         self.queue = WorkQueue()
         self.jobs: Informer | None = None
         self.prepull: PrePuller | None = None
@@ -208,6 +259,9 @@ class Controller:
         self.ranks = RankCache(self.node_order.names)
         self.plan_writes = UnobservedWrites()
         self._plan_gates: dict[str, Gate] = {}
+        # DaemonSet key -> keys of the plans naming it; DaemonSet UID -> its plan (the plan's Events go there too).
+        self._plans_by_ds: dict[str, set[str]] = {}
+        self._story_plans: dict[str, JSON] = {}
         # Indexes kept by the informer handlers, so a reconcile costs O(its own pods), not O(cluster).
         # Each DaemonSet's pods carry trackers (pod_index.py) fed by `_on_pod`: a pass in which nothing changed
         # reads the pods that changed, not all of them.
@@ -223,7 +277,7 @@ class Controller:
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
         self.revisions.add_handler(self._on_revision)
-        self.failure_events.add_handler(self._on_failure_event)
+        self.plans.add_handler(self._on_plan)
         if self.jobs is not None and self.prepull is not None:
             prepuller = self.prepull
             self.jobs.add_handler(lambda etype, obj, old: prepuller.on_job(etype, obj))
@@ -233,7 +287,7 @@ class Controller:
 
     @property
     def informers(self) -> tuple[Informer, ...]:
-        core = (self.daemonsets, self.pods, self.nodes, self.revisions, self.failure_events)
+        core = (self.daemonsets, self.pods, self.nodes, self.revisions, self.plans)
         return core if self.jobs is None else (*core, self.jobs)
 
     def _on_daemonset(self, etype: str, obj: JSON, old: JSON | None) -> None:
@@ -248,6 +302,7 @@ class Controller:
             self.ranks.forget(uid_of(obj))
             self.plan_writes.forget(uid_of(obj))
             self._plan_gates.pop(uid_of(obj), None)
+            self._story_plans.pop(uid_of(obj), None)
         elif old is not None and not _daemonset_changed(old, obj):
             # Status counters move with every pod change; those pod events already brought us here.
             return
@@ -329,22 +384,26 @@ class Controller:
         if owner:
             self.queue.add(owner)
 
-    def _on_failure_event(self, etype: str, obj: JSON, old: JSON | None) -> None:
-        """An agent's UpgradeFailed Event wakes the DaemonSet whose pod it is about (by the pod name's prefix:
-        the pod itself is usually gone by then)."""
+    def _on_plan(self, etype: str, obj: JSON, old: JSON | None) -> None:
+        """A plan's change wakes the DaemonSet it names (and the one it named before)."""
+        key = key_of(obj)
+        targets = {t for t in (_plan_target(obj), _plan_target(old) if old is not None else None) if t}
+        for target in targets:
+            keys = self._plans_by_ds.setdefault(target, set())
+            if etype == DELETED or target != _plan_target(obj):
+                keys.discard(key)
+                if not keys:
+                    del self._plans_by_ds[target]
+            else:
+                keys.add(key)
+            self.queue.add(target)
         if etype == DELETED:
-            return
-        involved = obj.get("involvedObject") or {}
-        namespace = str(involved.get("namespace") or "")
-        pod = str(involved.get("name") or "")
-        for key in self.daemonsets.items:
-            ds_namespace, _, name = key.partition("/")
-            if ds_namespace == namespace and pod.startswith(name + "-"):
-                self.queue.add(key)
+            self.plan_writes.forget(uid_of(obj))
 
-    def failure_events_in(self, namespace: str) -> list[JSON]:
-        return [e for e in self.failure_events.items.values()
-                if (e.get("involvedObject") or {}).get("namespace") == namespace]
+    def plans_absent(self) -> bool:
+        """The API server does not serve RolloutPlans (the CRD is not installed, or was deleted, which deletes the
+        plans too): no DaemonSet has a plan."""
+        return not self.plans.healthy and self.plans.last_code == 404
 
     # ------------------------------------------------------------------ reads
 
@@ -371,11 +430,16 @@ class Controller:
 
     async def wait_synced(self) -> None:
         for informer in self.informers:
+            if informer is self.plans:
+                await informer.answered.wait()
+                if self.plans_absent():
+                    continue
             await informer.synced.wait()
 
     @property
     def synced(self) -> bool:
-        return all(informer.synced.is_set() for informer in self.informers)
+        return all(informer.synced.is_set() or (informer is self.plans and self.plans_absent())
+                   for informer in self.informers)
 
     async def run_workers(self) -> None:
         """Reconcile until cancelled; run only while leading. Starts with every DaemonSet queued."""
@@ -427,6 +491,8 @@ class Controller:
         ds = self.daemonsets.items.get(key)
         if ds is None or is_terminating(ds):
             self.expectations.forget(key)
+            if ds is None:
+                await self._plans_without_daemonset(key)
             self.restarts.forget(key)
             return
         selection = select(ds)
@@ -463,9 +529,13 @@ class Controller:
         await self._tell(ds, story)
 
     async def _tell(self, ds: JSON, story: list[tuple[str, str, str]]) -> None:
-        """Record the plan's Events held back for this reconcile, in order, once."""
+        """Record the plan's Events held back for this reconcile, in order, once: on the RolloutPlan and on the
+        DaemonSet (`kubectl describe` of either shows the rollout)."""
+        plan = self._story_plans.get(uid_of(ds))
         while story:
             event_type, reason, message = story.pop(0)
+            if plan is not None:
+                await self.events.emit(_as_plan(plan), event_type, reason, message)
             await self.events.emit(ds, event_type, reason, message)
 
     async def _act(self, key: str, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None, strategy: Strategy,
@@ -569,7 +639,8 @@ class Controller:
         if gate is not None:
             # The plan counts failures and stops the rollout itself (RolloutAborted), instead of the auto-pause.
             settings = dataclasses.replace(settings, max_failed=None)
-        stale = [informer.name for informer in self.informers if not informer.healthy]
+        stale = [informer.name for informer in self.informers
+                 if not informer.healthy and not (informer is self.plans and self.plans_absent())]
         if stale:
             # A broken watch means a cache that may be missing deletions or readiness changes: deciding
             # deletions on it could exceed the budget. Wait for the informers to recover.
@@ -806,44 +877,133 @@ class Controller:
 
     # ------------------------------------------------------------------ rollout plans
 
+    def _plan_of(self, key: str) -> tuple[JSON | None, list[JSON]]:
+        """The RolloutPlan that rolls the DaemonSet `key` (`spec.daemonSet` in its namespace), and the other plans
+        naming it (rivals: each moves nothing and says so). The oldest plan wins, by creation and then by name, so
+        every controller and every restart picks the same one."""
+        found = [self.plans.items[k] for k in self._plans_by_ds.get(key, ()) if k in self.plans.items]
+        if not found or self.plans_absent():
+            return None, []
+        found.sort(key=lambda p: (str(meta(p).get("creationTimestamp") or ""), name_of(p)))
+        return found[0], found[1:]
+
+    async def _plans_without_daemonset(self, key: str) -> None:
+        """Plans naming a DaemonSet that does not exist: a condition saying so, nothing moved."""
+        plan, rivals = self._plan_of(key)
+        for item in ([plan] if plan is not None else []) + rivals:
+            await self._plan_problem(item, REASON_DAEMONSET_NOT_FOUND,
+                                     f"DaemonSet {key} does not exist: this plan moves nothing until it does")
+
+    async def _plan_problem(self, plan: JSON, reason: str, message: str) -> None:
+        """A condition `Accepted=False` on a plan that moves nothing (its DaemonSet missing, another plan rolling
+        it, an invalid spec), written once: the status is otherwise left as it stands."""
+        status = dict(plan.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        current = next((c for c in conditions if c.get("type") == CONDITION_ACCEPTED), None)
+        if (current is not None and current.get("status") == "False" and current.get("reason") == reason
+                and current.get("message") == message):
+            return
+        if self.plan_writes.pending(uid_of(plan), _rv(plan)):
+            return
+        condition = {"type": CONDITION_ACCEPTED, "status": "False", "reason": reason, "message": message,
+                     "lastTransitionTime": format_time(self._clock())}
+        status["conditions"] = [*(c for c in conditions if c.get("type") != CONDITION_ACCEPTED), condition]
+        if await self._put_plan_status(plan, status):
+            await self.events.emit(_as_plan(plan), EVENT_WARNING, reason, message)
+
+    async def _put_plan_status(self, plan: JSON, status: JSON) -> bool:
+        """One write of the plan's `status` subresource, with the plan's resourceVersion as precondition (a PUT
+        carries it): a plan changed since our cache saw it (a steering request, another writer) is refused with
+        409 and nothing is moved until the next reconcile has re-read it."""
+        path = f"{PLANS_PATH_PREFIX}/namespaces/{namespace_of(plan)}/rolloutplans/{name_of(plan)}/status"
+        body = {**_as_plan(plan), "status": status}  # a list's items carry no kind, which a PUT needs
+        self.metrics.write(WRITE_PLAN_STATUS)
+        try:
+            await self._client.replace(path, body)
+        except (NotFound, Conflict, Invalid) as exc:
+            self._log.debug("plan_status_not_written_cache_behind", plan=key_of(plan), code=exc.code)
+            return False
+        self.plan_writes.record(uid_of(plan), _rv(plan))
+        return True
+
+    async def _warn_round3(self, ds: JSON) -> None:
+        """A DaemonSet still carrying a round-3 plan annotation: one Warning Event (per UID and controller run),
+        naming what replaces it. The annotations are never read."""
+        carried = sorted(a for a in annotations_of(ds) if a in ROUND3_ANNOTATIONS)
+        if not carried:
+            return
+        await self._warn_once(ds, _PLAN_ROUND3, "", EVENT_ROLLOUT_ANNOTATIONS_IGNORED,
+                              f"annotation(s) {', '.join(carried)} are no longer read: a rollout plan is a RolloutPlan "
+                              f"object (edgeagent.io/v1alpha1) naming this DaemonSet in spec.daemonSet; see "
+                              "`kubectl explain rolloutplan`")
+
     async def _plan_gate(self, key: str, ds: JSON, owned: OwnerPods, hash_: str,
                          story: list[tuple[str, str, str]]) -> Gate | None:
-        """Moves the DaemonSet's rollout plan on (state annotation, Events, rollback) and says which pods may
-        move now; None when the DaemonSet has no (valid) plan and is rolled as before; `_HOLD` when nothing may
-        be changed in this reconcile (the state could not be written)."""
+        """Moves the DaemonSet's RolloutPlan on (its status, Events, rollback) and says which pods may move now;
+        None when no plan names the DaemonSet (rolled as before); `_HOLD` when nothing may be changed in this
+        reconcile (the status could not be written, or the plan is unusable)."""
         uid = uid_of(ds)
-        plan, problems = parse_plan(ds)
-        bad = {_PLAN_TOPIC + p.annotation for p in problems}
-        for problem in problems:
-            await self._warn_once(ds, _PLAN_TOPIC + problem.annotation, problem.value, EVENT_ROLLOUT_PLAN_INVALID,
-                                  problem.message)
-        for topic in list(self._warned.get(uid, {})):
-            if topic.startswith(_PLAN_TOPIC) and topic not in bad and topic not in _PLAN_OWN_TOPICS:
-                self._clear_warning(ds, topic)
-        if plan is None:
+        await self._warn_round3(ds)
+        plan_obj, rivals = self._plan_of(key)
+        if plan_obj is None:
             self.metrics.forget_plan(namespace_of(ds), name_of(ds))
             self.ranks.forget(uid)
             self._plan_gates.pop(uid, None)
+            self._story_plans.pop(uid, None)
             return None
-        if self.plan_writes.pending(uid, _rv(ds)):
-            # Our last state write is not in the cache yet: deciding again on the old state would repeat it.
-            return self._plan_gates.get(uid)
+        for rival in rivals:
+            await self._plan_problem(rival, REASON_DUPLICATE_PLAN,
+                                     f"DaemonSet {key} is rolled by RolloutPlan {name_of(plan_obj)} already: this "
+                                     "plan moves nothing while that one names it")
+        self._story_plans[uid] = plan_obj
+        spec, errors = parse_spec(plan_obj.get("spec"))
+        if spec is None:
+            await self._plan_problem(plan_obj, REASON_INVALID_SPEC, "; ".join(str(e) for e in errors))
+            return _HOLD
+        plan = spec.plan(canary_of(ds))
+        plan_uid = uid_of(plan_obj)
+        if self.plan_writes.pending(plan_uid, _rv(plan_obj)):
+            # Our last status write is not in the cache yet: deciding again on the old status would repeat it.
+            return self._plan_gates.get(uid, _HOLD)
         started = time.process_time()
-        state, unreadable = state_of(ds)
+        status = plan_obj.get("status") or {}
+        state, unreadable = state_from_status(status) if "phase" in status else (None, None)
         if unreadable:
-            raw = str(meta(ds).get("annotations", {}).get(ANNOTATION_ROLLOUT_STATE, ""))
-            await self._warn_once(ds, _PLAN_TOPIC + "state", raw, EVENT_ROLLOUT_PLAN_INVALID,
-                                  f"{unreadable}; the rollout of the current revision starts again from wave 1")
-        steering = steering_of(ds)
+            await self._warn_once(ds, _PLAN_TOPIC + "state", json.dumps(status, sort_keys=True),
+                                  EVENT_ROLLOUT_PLAN_INVALID,
+                                  f"RolloutPlan {name_of(plan_obj)}: {unreadable}; the rollout of the current "
+                                  "revision starts again from wave 1")
+        # The DaemonSet generation the status is decided for (`status.observedGeneration`): the agent's plan check
+        # refuses a plan pod's upgrade while it is not the DaemonSet's (a template change not planned yet).
+        generation = _generation(ds)
+        request, bad_request = steer_request(plan_obj)
+        if request is None and bad_request is not None:
+            # Not a request at all (no id to record it under): said once, and the rollout goes on.
+            await self._warn_once(ds, _PLAN_TOPIC + "steer", str(annotations_of(plan_obj).get(ANNOTATION_STEER)),
+                                  EVENT_ROLLOUT_PLAN_INVALID,
+                                  f"RolloutPlan {name_of(plan_obj)}: {bad_request}; the request is ignored")
+        elif request is not None and bad_request is None and request.verb == VERB_UNDO:
+            return await self._undo(key, ds, plan_obj, state, hash_, request, story)
+        elif request is not None and (bad_request is not None or _retry_ignored(request, state, hash_)):
+            # Nothing to act on: recorded Ignored (its own status write), nothing moves in this reconcile.
+            why = bad_request or (f"retry of revision {request.revision} ignored: the rollout is neither Aborted "
+                                  "nor held on it")
+            ignored = steer_record(request, RESULT_IGNORED, why, self._clock())
+            if not await self._write_status(plan_obj, ds, state, ignored, story, []):
+                self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
+            return _HOLD
+        if request is not None and bad_request is not None:
+            request = None
+        steering = _steering(spec.paused, request)
         settled = settled_gate(state, hash_, steering)
         if settled is not None:
             # Complete, stopped, or a revision rolled back from: nothing to observe, no O(nodes) work.
             self.metrics.planning_cpu.inc(time.process_time() - started)
-            if state is not None and state.generation != _generation(ds):
-                # The spec changed without a new revision (or a rollback restored the template): only the
-                # generation is new. Written so that agents see the state is current again; nothing restarts.
-                caught_up = Decision(settled, state=dataclasses.replace(state, generation=_generation(ds)))
-                if not await self._write_plan(ds, caught_up, hash_, story):
+            if state is not None and state.generation != generation:
+                # The DaemonSet's spec changed without a new revision (or a rollback restored the template): only
+                # the generation is new, written so that agents see the status is current again; nothing restarts.
+                caught_up = dataclasses.replace(state, generation=generation)
+                if not await self._write_status(plan_obj, ds, caught_up, None, story, []):
                     self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
                     return _HOLD
             if state is not None:
@@ -854,9 +1014,8 @@ class Controller:
         now = self._clock()
         tracked = owned.tracker(NodePods)
         by_node = tracked.update(ds, owned.digests, hash_)
-        obs = observe(ds, (), self.nodes.items, hash_, settings.progress_deadline, now,
-                      self.failure_events_in(namespace_of(ds)), settings.min_ready_seconds, by_node=by_node,
-                      not_ready=self._not_ready_nodes)
+        obs = observe(ds, (), self.nodes.items, hash_, float(spec.progress_deadline_seconds), now,
+                      settings.min_ready_seconds, by_node=by_node, not_ready=self._not_ready_nodes)
         in_flight = self.expectations.in_flight(key)
         joined = tracked.take_joined()
 
@@ -879,23 +1038,22 @@ class Controller:
             self.queue.add_after(key, _PLAN_MISSING_RETRY)
             return _HOLD
         total = len(ranking.order)
-        max_failed = max(1, settings.max_failed.scaled(total, round_up=True)) if settings.max_failed else 1
         decision = decide(plan=plan, state=state, revision=hash_, ranking=ranking, obs=obs, steering=steering,
-                          max_failed=max_failed, now=now,
+                          max_failed=spec.max_failed.of(total), now=now,
                           previous=lambda: previous_revision(owned.pods.values(), hash_),
                           images=lambda revision: self._images_of(ds, revision))
         self.metrics.planning_cpu.inc(time.process_time() - started)
-        # Every state names the generation it was decided for (agents refuse plan pods' upgrades while it lags);
-        # a generation-only change (e.g. the update strategy's fields) rewrites it with the same wave and bake.
-        generation = _generation(ds)
         if decision.state is not None:
             decision.state = dataclasses.replace(decision.state, generation=generation)
         elif state is not None and state.generation != generation:
             decision.state = dataclasses.replace(state, generation=generation)
+        handled = _steer_outcome(request, decision, state, hash_, now)
+        if handled is not None and decision.state is None:
+            decision.state = state
         # decide -> write -> act: a decision whose write is refused moves nothing (`outcome`).
-        if decision.writes and not await self._write_plan(ds, decision, hash_, story):
-            # Our cache was behind (the DaemonSet's status moves all the time during a roll): decide again on
-            # fresh data shortly, and move nothing meanwhile (conditions would flip back and forth otherwise).
+        if (decision.writes or handled is not None) and not await self._write_status(
+                plan_obj, ds, decision.state, handled, story, decision.events, decision):
+            # Our cache was behind: decide again on fresh data shortly, and move nothing meanwhile.
             self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
             return _HOLD
         shown = decision.state or state
@@ -906,65 +1064,86 @@ class Controller:
         self._plan_gates[uid] = decision.gate
         return decision.gate
 
-    async def _write_plan(self, ds: JSON, decision: Decision, hash_: str, story: list[tuple[str, str, str]]) -> bool:
-        """One write per transition: a JSON patch that first tests the DaemonSet's UID and that the state
-        annotation still holds the value this decision was made from (a compare-and-swap on the one field this
-        controller owns). A cache that is behind (a new leader that has not seen its predecessor's last write)
-        fails the test and decides again on fresh data, so a wave is never started twice; the DaemonSet's
-        status, which moves with every pod during a roll, does not get in the way as a resourceVersion
-        precondition would. Events only after the write succeeded: added to `story`, which the reconcile records
-        after its deletions or condition patches."""
-        state = decision.state
-        path = f"/apis/apps/v1/namespaces/{namespace_of(ds)}/daemonsets/{name_of(ds)}"
-        events = list(decision.events)
-        rollback_to: JSON | None = None
-        if decision.rollback and state is not None:
-            rollback_to = self._template_of(ds, state.stable_revision)
-            if rollback_to is None:
+    async def _write_status(self, plan: JSON, ds: JSON, state: RolloutState | None, record: JSON | None,
+                            story: list[tuple[str, str, str]], events: list[tuple[str, str, str]],
+                            decision: Decision | None = None) -> bool:
+        """One status write per transition (never per node), the steering request it handled in the same write.
+        Events only after the write succeeded: added to `story`, which the reconcile records (on the plan and the
+        DaemonSet) after its deletions or condition patches. A rollback's template restore follows the write."""
+        status: JSON = state.to_status() if state is not None else dict(plan.get("status") or {})
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if not (isinstance(c, dict) and c.get("type") == CONDITION_ACCEPTED)]
+        previous = (plan.get("status") or {}).get("steer")
+        if record is not None:
+            status["steer"] = record
+        elif isinstance(previous, dict):
+            status["steer"] = previous
+        restore: JSON | None = None
+        events = list(events)
+        if decision is not None and decision.rollback and state is not None:
+            restore = self._template_of(ds, state.stable_revision)
+            if restore is None:
                 # Nothing to restore: stop, and say why the rollback did not happen.
                 state = dataclasses.replace(state, phase=PHASE_ABORTED)
+                status = {**status, **{"phase": state.to_status()["phase"]}}
                 events = [(t, r, f"{m}; cannot roll back: no ControllerRevision of a completed revision "
                                  f"({state.stable_revision or 'none known'}) to restore") for t, r, m in events]
-        annotations = meta(ds).get("annotations") or {}
+        if not await self._put_plan_status(plan, status):
+            return False
+        if decision is not None and decision.aborted:
+            self.metrics.rollout_aborts.labels(namespace_of(ds), name_of(ds)).inc()
+        if restore is not None and state is not None:
+            events += await self._restore(ds, restore, state.stable_revision, state.revision)
+        story.extend(events)
+        if state is not None:
+            self._log.info("rollout_status_written", plan=key_of(plan), revision=state.revision,
+                           wave=f"{state.wave}/{state.waves}", phase=state.phase)
+        return True
+
+    async def _restore(self, ds: JSON, template: JSON, restored: str | None, bad: str) -> list[tuple[str, str, str]]:
+        """The one write onto the DaemonSet: its template back to a completed revision's (as `kubectl rollout undo`
+        does). The template it replaces must still be in place (an operator's edit wins), and the UID too."""
+        path = f"/apis/apps/v1/namespaces/{namespace_of(ds)}/daemonsets/{name_of(ds)}"
         ops: list[JSON] = [
             {"op": "test", "path": "/metadata/uid", "value": uid_of(ds)},
-            # null matches an absent annotation (the first state write).
-            {"op": "test", "path": _annotation_pointer(ANNOTATION_ROLLOUT_STATE),
-             "value": annotations.get(ANNOTATION_ROLLOUT_STATE)},
+            {"op": "test", "path": "/spec/template", "value": (ds.get("spec") or {}).get("template")},
+            {"op": "replace", "path": "/spec/template", "value": template},
         ]
-        if rollback_to is not None:
-            # The template we roll back from must still be the one in place (an operator's edit wins).
-            ops += [
-                {"op": "test", "path": "/spec/template", "value": (ds.get("spec") or {}).get("template")},
-                {"op": "replace", "path": "/spec/template", "value": rollback_to},
-                {"op": "add", "path": _annotation_pointer(ANNOTATION_ROLLED_BACK_FROM), "value": hash_},
-            ]
-        if state is not None:
-            ops.append({"op": "add", "path": _annotation_pointer(ANNOTATION_ROLLOUT_STATE), "value": state.to_json()})
-        ops += [{"op": "remove", "path": _annotation_pointer(name)} for name in decision.remove if name in annotations]
         self.metrics.write("daemonset_patch")
         try:
             await self._client.patch(path, ops, CONTENT_JSON_PATCH)
         except (NotFound, Conflict, Invalid) as exc:
-            # Gone, or the state (or template) is not what our cache showed: decide again on fresh data.
-            self._log.debug("rollout_state_not_written_cache_behind", daemonset=key_of(ds), code=exc.code)
-            return False
-        self.plan_writes.record(uid_of(ds), _rv(ds))
-        if decision.aborted:
-            self.metrics.rollout_aborts.labels(namespace_of(ds), name_of(ds)).inc()
-        if rollback_to is not None and state is not None:
-            self.metrics.rollout_rollbacks.labels(namespace_of(ds), name_of(ds)).inc()
-            events.append((EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
-                           f"template restored to {self._shown(ds, state.stable_revision)}, the last completed one; "
-                           f"{self._shown(ds, hash_)} is marked {ANNOTATION_ROLLED_BACK_FROM}={hash_} and will not "
-                           "be rolled again automatically"))
-        story.extend(events)  # recorded by the caller once this reconcile's writes are done
-        if state is not None:
-            self._log.info("rollout_state_written", daemonset=key_of(ds), revision=state.revision,
-                           wave=f"{state.wave}/{state.waves}", phase=state.phase)
-        if state is not None and state.phase == PHASE_ROLLED_BACK:
-            self._log.warning("rolled_back", daemonset=key_of(ds), bad=hash_, restored=state.stable_revision)
-        return True
+            self._log.warning("template_not_restored", daemonset=key_of(ds), code=exc.code)
+            return [(EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
+                     f"template not restored to {self._shown(ds, restored)}: the DaemonSet changed meanwhile "
+                     f"({exc.code}); {self._shown(ds, bad)} stays marked RolledBack in the plan's history")]
+        self.metrics.rollout_rollbacks.labels(namespace_of(ds), name_of(ds)).inc()
+        self._log.warning("rolled_back", daemonset=key_of(ds), bad=bad, restored=restored)
+        return [(EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
+                 f"template restored from {self._shown(ds, bad)} to {self._shown(ds, restored)}, the last completed "
+                 f"one; revision {bad} is marked RolledBack in the plan's history and is not rolled again "
+                 "automatically")]
+
+    async def _undo(self, key: str, ds: JSON, plan: JSON, state: RolloutState | None, hash_: str,
+                    request: SteerRequest, story: list[tuple[str, str, str]]) -> Gate:
+        """`rollout undo [--to-revision R]`: the template back to a Complete revision of the history (the stable
+        one by default), the current one marked RolledBack. Nothing else moves in this reconcile."""
+        now = self._clock()
+        found = undo(state, hash_, request.to_revision, now)
+        template = self._template_of(ds, found.stable_revision) if not isinstance(found, str) else None
+        if isinstance(found, str) or template is None:
+            why = found if isinstance(found, str) else f"no ControllerRevision of {request.to_revision} to restore"
+            record = steer_record(request, RESULT_IGNORED, why, now)
+            if not await self._write_status(plan, ds, state, record, story, []):
+                self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
+            return _HOLD
+        found = dataclasses.replace(found, generation=_generation(ds))
+        record = steer_record(request, RESULT_DONE, f"template restored to revision {found.stable_revision}", now)
+        if not await self._write_status(plan, ds, found, record, story, []):
+            self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
+            return _HOLD
+        story.extend(await self._restore(ds, template, found.stable_revision, hash_))
+        return _HOLD
 
     def _images_of(self, ds: JSON, revision: str) -> list[str]:
         """The images of a revision's pod template (Events and the plan's history name them)."""
@@ -995,9 +1174,65 @@ def _generation(ds: JSON) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _annotation_pointer(name: str) -> str:
-    """A JSON pointer to an annotation (RFC 6901: `~` as `~0`, `/` as `~1`)."""
-    return "/metadata/annotations/" + name.replace("~", "~0").replace("/", "~1")
+def _as_plan(plan: JSON) -> JSON:
+    """The plan with its kind (a list's items carry none): what an Event's involvedObject names."""
+    return {**plan, "apiVersion": PLANS_PATH_PREFIX.removeprefix("/apis/"), "kind": "RolloutPlan"}
+
+
+def _plan_target(plan: JSON) -> str | None:
+    """`namespace/name` of the DaemonSet a RolloutPlan names."""
+    name = (plan.get("spec") or {}).get("daemonSet")
+    return f"{namespace_of(plan)}/{name}" if isinstance(name, str) and name else None
+
+
+def _steering(paused: bool, request: SteerRequest | None) -> Steering:
+    """The state machine's steering from the plan: `spec.paused` and the pending request (promote names the
+    revision and wave the operator saw: `revision/wave`)."""
+    if request is None:
+        return Steering(paused=paused)
+    if request.verb == VERB_PROMOTE:
+        return Steering(paused=paused, promote=f"{request.revision}/{request.wave}")
+    if request.verb == VERB_ABORT:
+        return Steering(paused=paused, abort=request.revision)
+    if request.verb == VERB_RETRY:
+        return Steering(paused=paused, retry=request.revision)
+    return Steering(paused=paused)
+
+
+def _retry_ignored(request: SteerRequest, state: RolloutState | None, revision: str) -> bool:
+    """A retry moves something only for the revision being rolled, Aborted, or a rolled-back one set again."""
+    if request.verb != VERB_RETRY:
+        return False
+    if state is None or request.revision != revision:
+        return True
+    if state.revision == revision and state.phase == PHASE_ABORTED:
+        return False
+    return not rolled_back(state.history, revision)
+
+
+def _steer_outcome(request: SteerRequest | None, decision: Decision, state: RolloutState | None, revision: str,
+                   now: float) -> JSON | None:
+    """`status.steer` once the request is handled (in the decision's write), or None while it waits (a promote
+    of a wave still running takes effect when the wave finishes)."""
+    if request is None:
+        return None
+    new = decision.state
+    if request.verb == VERB_PROMOTE:
+        if STEER_PROMOTE not in decision.remove:
+            return None
+        moved = new is not None and state is not None and (new.wave != state.wave or new.phase == PHASE_COMPLETE)
+        if moved:
+            return steer_record(request, RESULT_DONE, f"wave {request.wave} promoted", now)
+        return steer_record(request, RESULT_IGNORED,
+                            f"nothing to promote at wave {request.wave} of revision {request.revision}", now)
+    if request.verb == VERB_ABORT:
+        if decision.aborted:
+            return steer_record(request, RESULT_DONE, f"rollout of revision {revision} aborted", now)
+        return steer_record(request, RESULT_IGNORED, f"revision {request.revision} is not rolling", now)
+    if request.verb == VERB_RETRY:
+        return steer_record(request, RESULT_DONE, f"revision {revision} rolled again from the wave it stopped in",
+                            now)
+    return None
 
 
 __all__ = ["Controller", "ReconcileError"]

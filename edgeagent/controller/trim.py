@@ -169,11 +169,3 @@ def strip_managed_fields(obj: JSON) -> JSON:
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
     return {**obj, "metadata": _metadata(obj)}
-
-
-def event(obj: JSON) -> JSON:
-    """An agent's UpgradeFailed Event: who it is about, who reported it, and the message naming the revision."""
-    kept: JSON = {k: obj[k] for k in ("reason", "message", "involvedObject", "source", "reportingComponent")
-                  if k in obj}
-    kept["metadata"] = {k: v for k, v in _metadata(obj).items() if k in ("name", "namespace", "uid")}
-    return kept

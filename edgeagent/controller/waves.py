@@ -6,7 +6,7 @@ caches and the clock:
 
 - `observe`: one pass over the DaemonSet's pods, per node: upgraded (new revision, available), deferred
   (node NotReady, or its old pod's `UpgradeHeld` is True), failed (a new pod not available within
-  `progress-deadline-seconds`, or an agent's `UpgradeFailed` Event naming the new revision), or pending.
+  `progressDeadlineSeconds`, or its node's agent reported the failure on the pod's status), or pending.
   The `Observation` it returns is what `rollout.machine.decide` asks (`rollout.machine.Observed`).
 - `RankCache`: one ranking per DaemonSet and revision, kept while the node set only shrinks.
 - `NodePods`: the pods by node, kept current from the pods that changed.
@@ -14,18 +14,16 @@ caches and the clock:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 from edgeagent.contract import (
-    COMPONENT_AGENT,
     CONDITION_UPGRADE_HELD,
-    EVENT_UPGRADE_FAILED,
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
+    reported_failure,
 )
 from edgeagent.controller.pod_index import Digest, Tracker, ready_now, revision_keys
 from edgeagent.controller.pods import available_at, created_at, node_of, node_ready_changed_at
@@ -134,7 +132,7 @@ class Observation:
     counts) ask `status` only of the nodes that are not clean (below)."""
 
     pods: PodsByNode
-    # node -> (namespace/pod, reason): failures seen now (timeouts and agents' Events), by node.
+    # node -> (namespace/pod, reason): failures seen now (deadlines and failures reported on pod status), by node.
     failures: dict[str, tuple[str, str]]
     # When the next not-yet-available new pod reaches its progress deadline (a wake-up), if any.
     next_deadline: float | None
@@ -557,39 +555,19 @@ def failure_deadline(pod: JSON, node: JSON | None, progress_deadline: float) -> 
     return deadline
 
 
-_WORD = re.compile(r"[A-Za-z0-9]+")
-
-
-def event_names_revision(event: JSON, revision: str) -> bool:
-    return revision in _WORD.findall(str(event.get("message") or ""))
-
-
-def agent_failures(ds: JSON, revision: str, events: Iterable[JSON]) -> dict[str, tuple[str, str]]:
-    """node -> (pod, message) of the agents' `UpgradeFailed` Events for `revision` on this DaemonSet's pods.
-
-    The Event is on the pod the agent deleted (its name starts with the DaemonSet's, as every DaemonSet pod's
-    does) and names the revision it waited for in its message; a node counts once however many Events, or
-    repeats of one Event, say so."""
-    prefix = name_of(ds) + "-"
-    namespace = namespace_of(ds)
-    found: dict[str, tuple[str, str]] = {}
-    for event in events:
-        involved = event.get("involvedObject") or {}
-        source = event.get("source") or {}
-        if (event.get("reason") != EVENT_UPGRADE_FAILED
-                or (source.get("component") or event.get("reportingComponent")) != COMPONENT_AGENT
-                or involved.get("kind") != "Pod" or involved.get("namespace") != namespace
-                or not str(involved.get("name") or "").startswith(prefix)
-                or not event_names_revision(event, revision)):
-            continue
-        node = str(source.get("host") or "")
-        if node and node not in found:
-            found[node] = (f"{namespace}/{involved.get('name')}", f"agent: {event.get('message') or ''}")
-    return found
+def reported(pod: JSON) -> tuple[str, str] | None:
+    """(namespace/pod, reason) of the failure the pod's own node reported on its status (`contract.reported_failure`:
+    a condition naming the revision the pod runs), or None. The pod's status is the only channel the API server
+    authenticates to its node; an `UpgradeFailed` Event, which any credential may create naming any node, never
+    counts."""
+    found = reported_failure(pod)
+    if found is None:
+        return None
+    return f"{namespace_of(pod)}/{name_of(pod)}", f"agent: {found.reason}: {found.message}"
 
 
 def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision: str, progress_deadline: float,
-            now: float, events: Iterable[JSON] = (), min_ready_seconds: int = 0,
+            now: float, min_ready_seconds: int = 0,
             by_node: PodsByNode | None = None, not_ready: AbstractSet[str] | None = None) -> Observation:
     """`min_ready_seconds` (the DaemonSet's `minReadySeconds`): a new pod counts as upgraded only once it has
     been Ready that long; the observation's `next_deadline` then includes that moment (a wake-up).
@@ -613,6 +591,10 @@ def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision:
                     next_deadline = at if next_deadline is None else min(next_deadline, at)
             continue
         if name in excess or not obs.ready(name):
+            continue  # a NotReady node is deferred, never failed, whatever its pod shows
+        failure = reported(pod)
+        if failure is not None:
+            failures[name] = failure
             continue
         deadline = failure_deadline(pod, nodes.get(name), progress_deadline)
         if now >= deadline:
@@ -620,9 +602,6 @@ def observe(ds: JSON, pods: Iterable[JSON], nodes: Mapping[str, JSON], revision:
                               f"not available within {progress_deadline:g}s: {not_ready_reason(pod)}")
         elif next_deadline is None or deadline < next_deadline:
             next_deadline = deadline
-    for name, failure in agent_failures(ds, revision, events).items():
-        if obs.ready(name):  # a NotReady node is deferred, never failed, whatever is said of its pod
-            failures.setdefault(name, failure)
     obs.next_deadline = next_deadline
     return obs
 

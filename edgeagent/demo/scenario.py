@@ -31,17 +31,12 @@ import yaml
 
 from edgeagent import log
 from edgeagent.config import LogConfig, SimConfig
-from edgeagent.contract import (
-    ANNOTATION_ROLLED_BACK_FROM,
-    ANNOTATION_ROLLOUT_STATE,
-    CONDITION_POD_IMAGE_READY,
-    CONDITION_POD_NEED_UPGRADE,
-    CONDITION_UPGRADE_HELD,
-)
-from edgeagent.demo.cluster import CONTAINER, Cluster, PodView, by_node, daemonset, summary
+from edgeagent.contract import CONDITION_POD_IMAGE_READY, CONDITION_POD_NEED_UPGRADE, CONDITION_UPGRADE_HELD
+from edgeagent.demo.cluster import CONTAINER, NAMESPACE, Cluster, PodView, by_node, daemonset, summary
 from edgeagent.demo.narration import Narrator, StepFailed
 from edgeagent.demo.processes import AgentHttp, Proc, Ran, child_env, free_port, run_command
 from edgeagent.kube.client import KubeClient, Timeouts
+from edgeagent.rollout.state import state_from_status
 
 JSON = dict[str, Any]
 
@@ -51,6 +46,8 @@ NEW = "nginx:1.19.5"
 OTA_NEW = "nginx:1.19.6"
 # A slow site link: pulling OTA_NEW takes this long on every node (the sim's registry setting).
 SLOW_PULL = 4.0
+# The RolloutPlan CRD the rollout-plan part applies (the repository's deploy/).
+CRD_FILE = Path(__file__).resolve().parents[2] / "deploy" / "crd-rolloutplan.yaml"
 # The rollout-plan part rolls nginx on to a version whose container exits at once (the sim's registry says so).
 BAD = "nginx:1.19.7"
 # How long a new pod may take to become available before it counts as failed (short, for the demo).
@@ -612,33 +609,44 @@ class Demo:
 
     async def plan_bad_version(self) -> None:
         self.n.step(f"Give {ARU_DS} a rollout plan and roll out {BAD}, a version that never starts",
-                    f"Steps 1,100%: one canary node first, then the rest, after a 30 s bake. {BAD}'s container "
-                    f"exits at once (so the simulated registry is told). With max-failed 1, a new pod not "
-                    f"available within {PLAN_DEADLINE} s stops the rollout, and on-failure: rollback restores "
-                    "the previous template by itself: no pod outside the canary wave is touched, and the bad "
-                    "revision is marked so that it is not rolled again.")
+                    f"A RolloutPlan (a custom resource: deploy/crd-rolloutplan.yaml) names {ARU_DS}: steps 1,100%, "
+                    f"one canary node first, then the rest, after a 30 s bake. {BAD}'s container exits at once (so "
+                    f"the simulated registry is told). With maxFailed 1, a new pod not available within "
+                    f"{PLAN_DEADLINE} s stops the rollout, and onFailure: Rollback restores the last completed "
+                    "template by itself: no pod outside the canary wave is touched, and the bad revision is marked "
+                    "RolledBack in the plan's status so that it is not rolled again.")
         before = {p.node: p for p in await self.cluster.pods(ARU_DS) if p.live}
         await self.curl("-sS", "--fail-with-body", "-X", "POST", f"{self.sim.url}/sim/v1/images", "-d",
                         json.dumps({"image": BAD, "crash": True}))
-        await self.kubectl("annotate", f"ds/{ARU_DS}", "edgeagent.io/rollout-steps=1,100%",
-                           "edgeagent.io/rollout-bake=30s", "edgeagent.io/on-failure=rollback",
-                           "edgeagent.io/max-failed=1", f"edgeagent.io/progress-deadline-seconds={PLAN_DEADLINE}")
+        await self.kubectl("apply", "-f", str(CRD_FILE))
+        await self.kubectl("wait", "--for", "condition=established", "--timeout=60s",
+                           "crd/rolloutplans.edgeagent.io")
+        plan = {"apiVersion": "edgeagent.io/v1alpha1", "kind": "RolloutPlan",
+                "metadata": {"name": ARU_DS, "namespace": NAMESPACE},
+                "spec": {"daemonSet": ARU_DS, "steps": [1, "100%"], "bake": "30s", "onFailure": "Rollback",
+                         "maxFailed": 1, "progressDeadlineSeconds": PLAN_DEADLINE}}
+        path = self.workdir / f"{ARU_DS}-rolloutplan.yaml"
+        path.write_text(yaml.safe_dump(plan, sort_keys=False), encoding="utf-8")
+        await self.show([self.tools["cat"], str(path)], f"cat {path}")
+        await self.kubectl("apply", "-f", str(path))
+        await self.plan_state_until(lambda st: st.get("phase") == "complete",
+                                    "the controller to take the plan up (its status: the current revision complete)")
         await self.kubectl("set", "image", f"ds/{ARU_DS}", f"{CONTAINER}={BAD}")
         state = await self.plan_state_until(lambda st: st.get("phase") == "rolledBack",
                                             "the controller to roll the bad version back")
         pods = await self.pods_until(ARU_DS, lambda ps: _one_ready_per_node(ps, NEW),
                                      f"every node back on a Ready {NEW} pod")
-        await self.edgeagent("rollout", "status", ARU_DS, expect=1)
+        await self.kubectl("get", "rolloutplans")
         await self.kubectl("get", "events", "--field-selector",
-                           f"involvedObject.kind=DaemonSet,involvedObject.name={ARU_DS}",
+                           f"involvedObject.kind=RolloutPlan,involvedObject.name={ARU_DS}",
                            "--sort-by=.lastTimestamp", "-o", f"custom-columns={EVENT_COLUMNS}")
         self.n.ok(f"the rollout stopped in wave {state.get('wave')}/{state.get('waves')} and rolled back by itself")
         ds = await self.cluster.daemonset(ARU_DS)
         image = ds["spec"]["template"]["spec"]["containers"][0]["image"]
-        marked = (ds["metadata"].get("annotations") or {}).get(ANNOTATION_ROLLED_BACK_FROM)
-        self.n.check(image == NEW and marked == state.get("revision"),
-                     f"the template is {NEW} again and the bad revision {marked} is marked rolled-back-from",
-                     f"template image {image}, rolled-back-from {marked!r}, state {state}")
+        marked = [h.get("revision") for h in state.get("history") or [] if h.get("phase") == "rolledBack"]
+        self.n.check(image == NEW and marked == [state.get("revision")],
+                     f"the template is {NEW} again and the bad revision {state.get('revision')} is marked RolledBack "
+                     "in the plan's status.history", f"template image {image}, rolled back {marked!r}, state {state}")
         canary = {p.node for p in pods if p.uid != before[p.node].uid}
         untouched = {node for node in before if node not in canary}
         self.n.check(len(canary) == 1 and not self.deletes_of({before[node].uid for node in untouched}),
@@ -646,11 +654,14 @@ class Demo:
                      f"{', '.join(sorted(untouched))}", f"replaced: {sorted(canary)}; pods {summary(pods)}")
 
     async def plan_state_until(self, condition: Callable[[JSON], bool], what: str) -> JSON:
+        """The plan's status (in the state machine's spelling) once `condition` holds."""
         async def probe() -> tuple[JSON | None, str]:
-            ds = await self.cluster.daemonset(ARU_DS)
-            raw = (ds["metadata"].get("annotations") or {}).get(ANNOTATION_ROLLOUT_STATE)
-            state = json.loads(raw) if raw else {}
-            return (state if state and condition(state) else None), f"rollout-state {raw}"
+            plan = await self.cluster.client.get(
+                f"/apis/edgeagent.io/v1alpha1/namespaces/{NAMESPACE}/rolloutplans/{ARU_DS}")
+            status = plan.get("status") or {}
+            parsed = state_from_status(status)[0] if status.get("phase") else None
+            state: JSON = json.loads(parsed.to_json()) if parsed is not None else {}
+            return (state if state and condition(state) else None), f"status {status}"
 
         return await self.n.wait_for(probe, timeout=WAIT, what=what)
 

@@ -98,6 +98,9 @@ class Informer:
         self.items: dict[str, JSON] = {}
         self.resource_version: str = ""
         self.synced = asyncio.Event()
+        # The server answered the first list, with the objects or with an error status (`last_code`): a caller
+        # that can do without this kind (e.g. a custom resource whose CRD is not installed: 404) stops waiting.
+        self.answered = asyncio.Event()
         self.healthy: bool = False
         # The last list/watch was refused (401 or 403) and none has worked since: what readyz and the link
         # monitor need to know (a kick repeats the refusal; a 403 is a missing grant, not a dead link).
@@ -174,6 +177,8 @@ class Informer:
                 # A refusal is logged once per episode (a 401 by the client's CredentialHealth, a 403 by
                 # _note_refused), not per try here.
                 self._mark_unhealthy(exc, quiet=rejected)
+                if isinstance(exc, KubeError):
+                    self.answered.set()
                 failures += 1
                 answered = answered + 1 if isinstance(exc, KubeError) else 0
                 if not need_list and (
@@ -296,6 +301,7 @@ class Informer:
         self._log.info("listed", items=len(self.items), resource_version=list_rv)
         self._mark_healthy()
         self.synced.set()
+        self.answered.set()
 
     async def _watch_once(self) -> None:
         """One watch stream from `resource_version`; returns when the server ends it cleanly."""

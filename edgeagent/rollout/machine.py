@@ -24,10 +24,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from edgeagent.contract import (
-    ANNOTATION_PAUSED,
-    ANNOTATION_ROLLED_BACK_FROM,
-    ANNOTATION_ROLLOUT_ABORT,
-    ANNOTATION_ROLLOUT_PROMOTE,
     EVENT_NORMAL,
     EVENT_ROLLOUT_ABORTED,
     EVENT_ROLLOUT_COMPLETE,
@@ -36,7 +32,6 @@ from edgeagent.contract import (
     EVENT_WAVE_FINISHED,
     EVENT_WAVE_STARTED,
 )
-from edgeagent.kube.objects import annotations_of
 from edgeagent.kube.timeutil import format_time
 from edgeagent.rollout.plan import Plan, Ranking, format_duration
 from edgeagent.rollout.state import (
@@ -58,6 +53,10 @@ from edgeagent.rollout.state import (
 )
 
 JSON = dict[str, Any]
+
+# The steering a decision consumed (`Decision.remove`): the controller records those requests handled.
+STEER_PROMOTE = "promote"
+STEER_ABORT = "abort"
 
 # Names listed in one Event message.
 _NAMES_IN_EVENT = 10
@@ -195,26 +194,12 @@ class Steering:
     retry: str | None = None
 
 
-def steering_of(ds: JSON) -> Steering:
-    annotations = annotations_of(ds)
-
-    def text(name: str) -> str | None:
-        value = annotations.get(name)
-        return str(value).strip() if value is not None and str(value).strip() else None
-
-    return Steering(
-        paused=str(annotations.get(ANNOTATION_PAUSED) or "").strip().lower() == "true",
-        promote=text(ANNOTATION_ROLLOUT_PROMOTE),
-        abort=text(ANNOTATION_ROLLOUT_ABORT),
-        rolled_back_from=text(ANNOTATION_ROLLED_BACK_FROM),
-    )
-
-
 @dataclass
 class Decision:
-    """What one reconcile does about the plan. `state` None: nothing to write. `remove`: steering annotations
-    consumed (removed in the same write as the state). `rollback`: restore the template of
-    `state.stable_revision` (the state written then says rolledBack). Applied only once written: `outcome`."""
+    """What one reconcile does about the plan. `state` None: nothing to write. `remove`: the steering consumed
+    (`STEER_PROMOTE`, `STEER_ABORT`; recorded handled in the same write as the state). `rollback`: restore the
+    template of `state.stable_revision` (the state written then says rolledBack).
+    Applied only once written: `outcome`."""
 
     gate: Gate
     state: RolloutState | None = None
@@ -372,8 +357,8 @@ def decide(
     if _held(state, revision, steering):
         # The template is back on a revision that was rolled back: never roll it again by itself. Steering has
         # nothing to act on; the hold is written once (a condition naming the revision, a Warning Event).
-        remove = [a for a, v in ((ANNOTATION_ROLLOUT_PROMOTE, steering.promote),
-                                 (ANNOTATION_ROLLOUT_ABORT, steering.abort)) if v]
+        remove = [a for a, v in ((STEER_PROMOTE, steering.promote),
+                                 (STEER_ABORT, steering.abort)) if v]
         gate = Gate(ranking, 0, frozen=True)
         shown = _shown(revision, images)
         message = (f"{shown} was rolled back and is the template again: no pod is moved to it until the template "
@@ -431,13 +416,13 @@ def decide(
 
     # Steering that names another revision or wave is stale: removed, no effect.
     if steering.abort is not None:
-        remove.append(ANNOTATION_ROLLOUT_ABORT)
+        remove.append(STEER_ABORT)
     promote_now = False
     if steering.promote is not None:
         if steering.promote == f"{revision}/{k}" and state.phase in (PHASE_PROGRESSING, PHASE_BAKING):
             promote_now = True  # consumed below once it takes effect
         else:
-            remove.append(ANNOTATION_ROLLOUT_PROMOTE)
+            remove.append(STEER_PROMOTE)
 
     if state.phase not in ACTIVE_PHASES:
         gate = Gate(ranking, n) if state.phase == PHASE_COMPLETE else Gate(ranking, k, frozen=True)
@@ -504,7 +489,7 @@ def decide(
         return _next_wave(summary, ranking, obs, revision, k, n, started_at, remove, events, wake, images)
 
     if phase in (PHASE_PROGRESSING, PHASE_BAKING) and finished and promote_now:
-        remove.append(ANNOTATION_ROLLOUT_PROMOTE)
+        remove.append(STEER_PROMOTE)
         events = []
         if phase == PHASE_PROGRESSING:
             summary = _counts(current, ranking, obs, k)
@@ -547,3 +532,23 @@ def _next_wave(state: RolloutState, ranking: Ranking, obs: Observed, revision: s
     message = f"wave {k + 1}/{n} of revision {revision} started: {len(nodes)} node(s) ({_names(nodes)})"
     return Decision(Gate(ranking, k + 1), state=started, remove=remove,
                     events=[*events, (EVENT_NORMAL, EVENT_WAVE_STARTED, message)], requeue_after=wake)
+
+
+def undo(state: RolloutState | None, revision: str, target: str | None, now: float) -> RolloutState | str:
+    """`rollout undo [--to-revision R]`: the state once the template is back on `target` (the stable revision
+    when None), or why the request moves nothing. Only a revision whose rollout completed is a target, never the
+    one being rolled: the rolled-away revision is marked RolledBack in the history (held if set again)."""
+    if state is None:
+        return "no rollout recorded yet"
+    target = target or state.stable_revision
+    if not target:
+        return "no completed revision to go back to"
+    if target == revision:
+        return f"revision {target} is the template already"
+    if not any(h.revision == target and h.phase == PHASE_COMPLETE for h in state.history):
+        return f"revision {target} is not a completed revision of the history"
+    at = float(math.floor(now))
+    history = state.history if any(h.revision == revision for h in state.history) else _begin(
+        state, revision, (), at)
+    return replace(state, revision=revision, phase=PHASE_ROLLED_BACK, stable_revision=target, bake_started_at=None,
+                   history=_end(history, revision, PHASE_ROLLED_BACK, at))

@@ -224,19 +224,23 @@ def parse_plan(ds: JSON) -> tuple[Plan | None, list[PlanProblem]]:
         else:
             bad(ANNOTATION_ON_FAILURE, str(raw), "unknown value", ON_FAILURE_ACCEPTS)
 
-    canary: LabelSelector | None = None
-    raw = annotations.get(ANNOTATION_NODE_SELECTOR)
-    if raw is not None and str(raw).strip():
-        try:
-            canary = parse_label_selector(str(raw))
-        except ValueError:
-            # Reported by the roll settings already (the roll itself stops on it); rank without a canary.
-            canary = None
-
+    canary = canary_of(ds)
     if problems:
         return None, problems
     return Plan(steps=steps, bake_seconds=bake, group_label=group_label, on_failure=on_failure,
                 canary=canary), []
+
+
+def canary_of(ds: JSON) -> LabelSelector | None:
+    """The DaemonSet's canary nodes (`edgeagent.io/node-selector`), ranked first; None without one, or when it does
+    not parse (reported by the roll settings already: the roll itself stops on it)."""
+    raw = annotations_of(ds).get(ANNOTATION_NODE_SELECTOR)
+    if raw is None or not str(raw).strip():
+        return None
+    try:
+        return parse_label_selector(str(raw))
+    except ValueError:
+        return None
 
 
 # ------------------------------------------------------------------------------------------------ ranking

@@ -122,9 +122,29 @@ def pod_state(store: Store, pod: JSON) -> JSON:
         # Every node and whether it is Ready: a node whose pod is gone (not yet recreated) has no sibling entry.
         "nodes": {str(meta(n.obj).get("name")): is_node_ready(n.obj) for n in store.list_page(NODES, None).items},
     }
-    if any(k.startswith("edgeagent.io/rollout-") for k in annotations):
+    plan = _rollout_plan(store, namespace, str(ds_meta.get("name")))
+    if plan is not None:
+        # The RolloutPlan rolling this DaemonSet, as it stands at this instant (its spec and the controller's
+        # status): what a checker compares a deletion with (the wave it had reached).
+        state["daemonset"]["rolloutPlan"] = plan
+    if plan is not None or any(k.startswith("edgeagent.io/rollout-") for k in annotations):
         # A rollout plan ranks nodes by their labels (canary selector, group label): keep them for the checker.
         state["nodeLabels"] = {
             str(meta(n.obj).get("name")): labels_of(n.obj) for n in store.list_page(NODES, None).items
         }
     return state
+
+
+def _rollout_plan(store: Store, namespace: str, daemonset: str) -> JSON | None:
+    """{name, spec, status} of the RolloutPlan naming `daemonset` (the oldest, as the controller picks), or None
+    (no such plan, or the CRD not installed)."""
+    res = store.registry.resource_for("edgeagent.io", "v1alpha1", "rolloutplans")
+    if res is None:
+        return None
+    found = [item.obj for item in store.list_page(res, namespace).items
+             if (item.obj.get("spec") or {}).get("daemonSet") == daemonset]
+    if not found:
+        return None
+    found.sort(key=lambda p: (str(meta(p).get("creationTimestamp") or ""), str(meta(p).get("name") or "")))
+    first = found[0]
+    return {"name": meta(first).get("name"), "spec": first.get("spec") or {}, "status": first.get("status") or {}}

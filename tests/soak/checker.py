@@ -52,7 +52,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from edgeagent.rollout.plan import parse_plan, rank
+from edgeagent.rollout.api import parse_spec
+from edgeagent.rollout.plan import Plan, canary_of, parse_plan, rank
+from edgeagent.rollout.state import state_from_status
 
 JSON = dict[str, Any]
 
@@ -174,19 +176,37 @@ def parse_budget(raw: str | None, total: int) -> int:
     return math.ceil(10 * total / 100)
 
 
-def _plan_position(ds: JSON, node_labels: Mapping[str, Mapping[str, str]], node: str
-                   ) -> tuple[str | None, int | None, int | None, str | None]:
-    """(phase, wave reached, the node's wave, state revision) of a DaemonSet with a valid plan and state."""
+def plan_and_state(ds: JSON) -> tuple[Plan | None, JSON | None]:
+    """The plan and the rollout state (the state machine's JSON shape) a DaemonSet snapshot of the audit carries:
+    its RolloutPlan's spec and status (`rolloutPlan`, recorded by the sim), or, in records of older controllers,
+    the round-3 annotations."""
     annotations = ds.get("annotations") or {}
+    recorded = ds.get("rolloutPlan")
+    if isinstance(recorded, dict):
+        spec, _ = parse_spec(recorded.get("spec"))
+        status = recorded.get("status")
+        state = None
+        if isinstance(status, dict) and status.get("phase"):
+            parsed, _ = state_from_status(status)
+            state = json.loads(parsed.to_json()) if parsed is not None else None
+        return (spec.plan(canary_of({"metadata": {"annotations": annotations}})) if spec is not None else None,
+                state)
     plan, problems = parse_plan({"metadata": {"annotations": annotations}})
     raw_state = annotations.get("edgeagent.io/rollout-state")
     if plan is None or problems or not raw_state:
-        return None, None, None, None
+        return None, None
     try:
-        state = json.loads(raw_state)
+        found = json.loads(raw_state)
     except ValueError:
-        return None, None, None, None
-    if not isinstance(state, dict):
+        return plan, None
+    return plan, found if isinstance(found, dict) else None
+
+
+def _plan_position(ds: JSON, node_labels: Mapping[str, Mapping[str, str]], node: str
+                   ) -> tuple[str | None, int | None, int | None, str | None]:
+    """(phase, wave reached, the node's wave, state revision) of a DaemonSet with a valid plan and state."""
+    plan, state = plan_and_state(ds)
+    if plan is None or state is None:
         return None, None, None, None
     nodes = {s["node"] for s in ds.get("siblings") or [] if s.get("node")}
     ranking = rank(plan, {n: node_labels.get(n, {}) for n in nodes})
@@ -337,13 +357,7 @@ def rollout_states(audit: Iterable[JSON]) -> list[tuple[float, str, JSON]]:
     for entry in [*pod_deletes(audit), *pod_patches(audit)]:
         record = _record(entry)
         ds = ((record.get("state") or {}).get("daemonset") or {})
-        raw = (ds.get("annotations") or {}).get("edgeagent.io/rollout-state")
-        if not raw:
-            continue
-        try:
-            state = json.loads(raw)
-        except ValueError:
-            continue
+        _, state = plan_and_state(ds)
         if isinstance(state, dict):
             out.append((float(record.get("time") or entry.get("time") or 0.0),
                         f"{record.get('namespace')}/{ds.get('name')}", state))

@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from edgeagent.rollout.state import state_from_status
 from edgeagent.sim.files import write_private
 from tests.soak.checker import History, Result, check, credential_episodes, credential_summary, report
 from tests.soak.processes import Proc, clean_env
@@ -52,6 +53,7 @@ PROGRESS_DEADLINE = "90"
 # How long an auto-pause on a good version lasts before the soak's operator resumes the roll.
 OPERATOR_RESUME_AFTER = 20.0
 # Rollout phases in which a plan has nothing more to do (`rollout status` exits 0 or 1, not 3).
+PLANS_PATH = f"/apis/edgeagent.io/v1alpha1/namespaces/{NS}/rolloutplans"
 PLAN_SETTLED = frozenset({"complete", "rolledBack", "aborted"})
 # Rollout plans in the controller (either home: before and after edgeagent/rollout/): plan DaemonSets join once present.
 PLAN_MODULES = ("edgeagent/rollout/machine.py", "edgeagent/controller/waves.py")
@@ -109,15 +111,25 @@ class _DsState:
         return f"registry.local/soak/{self.name}:{version or self.version}" + ("-bad" if bad else "")
 
 
-def plan_phase(ds: JSON) -> str | None:
-    """The phase in a DaemonSet's rollout-state annotation (None: no plan, or no state yet)."""
-    raw = ((ds.get("metadata") or {}).get("annotations") or {}).get("edgeagent.io/rollout-state")
-    if not raw:
+def plan_phase(plan: JSON | None) -> str | None:
+    """The phase in a RolloutPlan's status, in the state machine's spelling (None: no plan, or no status yet)."""
+    status = (plan or {}).get("status") or {}
+    phase = status.get("phase")
+    if not phase:
         return None
-    with contextlib.suppress(ValueError, AttributeError):
-        phase = json.loads(raw).get("phase")
-        return str(phase) if phase else None
-    return None
+    state, _ = state_from_status(status)
+    return state.phase if state is not None else None
+
+
+def plan_spec(ds: JSON) -> JSON:
+    """The soak's plan for a DaemonSet (a RolloutPlan object named after it): four waves, a 5 s bake, rollback on
+    failure; the AdvancedRollingUpdate one by zone."""
+    spec: JSON = {"daemonSet": ds["metadata"]["name"], "steps": [1, "10%", "50%", "100%"], "bake": "5s",
+                  "onFailure": "Rollback", "maxFailed": 1, "progressDeadlineSeconds": int(PROGRESS_DEADLINE)}
+    strategy = (ds["metadata"].get("annotations") or {}).get("apps.openyurt.io/update-strategy")
+    if strategy == "AdvancedRollingUpdate":
+        spec["groupLabel"] = ZONE_LABEL
+    return spec
 
 
 def controller_has_plans(root: Path) -> bool:
@@ -407,12 +419,6 @@ class Soak:
                                 "edgeagent.io/progress-deadline-seconds": PROGRESS_DEADLINE})
         if ds.name == "aru-pp":
             annotations.update({"edgeagent.io/pre-pull": "true", "apps.openyurt.io/max-unavailable": "5%"})
-        if ds.plan:
-            annotations.update({"edgeagent.io/rollout-steps": "1,10%,50%,100%", "edgeagent.io/rollout-bake": "5s",
-                                "edgeagent.io/on-failure": "rollback", "edgeagent.io/max-failed": "1",
-                                "edgeagent.io/progress-deadline-seconds": PROGRESS_DEADLINE})
-            if ds.model == "AdvancedRollingUpdate":
-                annotations["edgeagent.io/rollout-group-label"] = ZONE_LABEL
         spec: JSON = {"terminationGracePeriodSeconds": 1, "containers": [{"name": "main", "image": ds.image()}]}
         if ds.model == "OTA":
             spec["nodeSelector"] = {AGENT_LABEL: "true"}
@@ -439,10 +445,16 @@ class Soak:
             await self.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": "edgeagent-system"}})
         for doc in load_deploy():
-            if doc["kind"] in RBAC_KINDS:
+            if doc["kind"] in RBAC_KINDS or doc["kind"] == "CustomResourceDefinition":
                 await self.api("POST", collection_path(doc), doc, ok=(200, 201, 409))
+        await self.wait_for("RolloutPlans served", self.plans_served, 60)
         for ds in self.ds.values():
-            await self.api("POST", f"/apis/apps/v1/namespaces/{NS}/daemonsets", self.daemonset(ds))
+            manifest = self.daemonset(ds)
+            if ds.plan:
+                await self.api("POST", PLANS_PATH, {"apiVersion": "edgeagent.io/v1alpha1", "kind": "RolloutPlan",
+                                                    "metadata": {"name": ds.name, "namespace": NS},
+                                                    "spec": plan_spec(manifest)})
+            await self.api("POST", f"/apis/apps/v1/namespaces/{NS}/daemonsets", manifest)
         await self.wait_for("every pod running", self.pods_current, 300)
         self.creds.mkdir(mode=0o700, exist_ok=True)
         for ident in ("ctl-a", "ctl-b"):
@@ -514,6 +526,17 @@ class Soak:
     async def pods_current(self) -> bool:
         return await self.all_current(requests=False)
 
+    async def plans_served(self) -> bool:
+        try:
+            await self.api("GET", PLANS_PATH, timeout=10)
+        except RuntimeError:
+            return False
+        return True
+
+    async def plans_by_name(self) -> dict[str, JSON]:
+        """The RolloutPlans (named after their DaemonSets)."""
+        return {p["metadata"]["name"]: p for p in (await self.api("GET", PLANS_PATH, timeout=10))["items"]}
+
     async def all_current(self, requests: bool = True) -> bool:
         """Every DaemonSet's pods are on its current revision, Ready, none terminating, every node Ready (and
         every agent's requests terminal)."""
@@ -523,6 +546,7 @@ class Soak:
             if not ready or ready[0].get("status") != "True":
                 self.unconverged = f"node {node['metadata']['name']} not Ready"
                 return False
+        plans = await self.plans_by_name()
         for ds in (await self.api("GET", f"/apis/apps/v1/namespaces/{NS}/daemonsets", timeout=10))["items"]:
             status, meta = ds.get("status") or {}, ds["metadata"]
             desired = status.get("desiredNumberScheduled")
@@ -536,7 +560,7 @@ class Soak:
                     == status.get("currentNumberScheduled"):
                 return False
             # A plan is done when its phase says so: the last wave bakes after its pods are all current.
-            phase = plan_phase(ds)
+            phase = plan_phase(plans.get(meta["name"]))
             if phase is not None and phase not in PLAN_SETTLED:
                 self.unconverged = f"daemonset {meta['name']}: rollout phase {phase}"
                 return False
@@ -948,6 +972,7 @@ class Soak:
         out: list[JSON] = []
         daemonsets = {d["metadata"]["name"]: d for d in
                       (await self.api("GET", f"/apis/apps/v1/namespaces/{NS}/daemonsets"))["items"]}
+        plans = await self.plans_by_name()
         for name in self.ds:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "edgeagent.cli", "rollout", "status", name, "-n", NS, "--kubeconfig",
@@ -956,7 +981,7 @@ class Soak:
             text, _ = await proc.communicate()
             ds = daemonsets.get(name) or {}
             status = ds.get("status") or {}
-            phase = plan_phase(ds)
+            phase = plan_phase(plans.get(name))
             out.append({"name": name, "exit": proc.returncode, "phase": phase,
                         "updated": status.get("updatedNumberScheduled"), "total": status.get("desiredNumberScheduled"),
                         "output": text.decode(errors="replace")[-3000:]})

@@ -45,12 +45,12 @@ def pod(name: str, revision: str, *, ready: bool = True, held: bool = False, cre
 
 
 def world(upgraded: set[str], *, not_ready: set[str] = frozenset(), held: set[str] = frozenset(),  # type: ignore[assignment]
-          unready_new: set[str] = frozenset(), now: float = T0, events: list[JSON] | None = None,  # type: ignore[assignment]
+          unready_new: set[str] = frozenset(), now: float = T0,  # type: ignore[assignment]
           ) -> Observation:
     pods = [pod(n, NEW if n in upgraded else OLD, held=n in held, ready=n not in unready_new) for n in NAMES]
     nodes = {n: node(n, ready=n not in not_ready) for n in NAMES}
     ds = {"metadata": {"name": "app", "namespace": "default"}}
-    return observe(ds, pods, nodes, NEW, 600, now, events or [])
+    return observe(ds, pods, nodes, NEW, 600, now)
 
 
 def state(wave: int, phase: str, **extra: Any) -> RolloutState:
@@ -142,15 +142,15 @@ def test_steering() -> None:
     baking = state(1, "baking", bake_started_at=T0)
     promoted = run(baking, world(wave(1)), now=T0 + 5, steering=Steering(promote=f"{NEW}/1"))
     assert promoted.state is not None and promoted.state.wave == 2
-    assert promoted.remove == ["edgeagent.io/rollout-promote"]
+    assert promoted.remove == ["promote"]
     stale = run(baking, world(wave(1)), now=T0 + 5, steering=Steering(promote=f"{NEW}/2"))
-    assert stale.state is not None and stale.state.wave == 1 and stale.remove == ["edgeagent.io/rollout-promote"]
+    assert stale.state is not None and stale.state.wave == 1 and stale.remove == ["promote"]
     # Promoting a wave that is not finished yet waits for it (and skips its bake then).
     waiting = run(state(1, "progressing"), world(set()), steering=Steering(promote=f"{NEW}/1"))
     assert waiting.state is None and waiting.remove == []
     aborted = run(baking, world(wave(1)), steering=Steering(abort=NEW))
     assert aborted.state is not None and aborted.state.phase == "aborted"
-    assert aborted.remove == ["edgeagent.io/rollout-abort"]
+    assert aborted.remove == ["abort"]
     paused = run(baking, world(wave(1)), now=T0 + 120, steering=Steering(paused=True))
     assert paused.state is not None and paused.state.phase == "paused" and paused.state.wave == 1
     resumed = run(paused.state, world(wave(1)), now=T0 + 121)
@@ -240,11 +240,11 @@ def test_min_ready_seconds_a_new_pod_counts_once_it_has_been_ready_that_long() -
     pods = [pod(n, NEW if n == first else OLD) for n in NAMES]
     nodes = {n: node(n) for n in NAMES}
     ds = {"metadata": {"name": "app", "namespace": "default"}}
-    early = observe(ds, pods, nodes, NEW, 600, T0 + 10, [], min_ready_seconds=30)
+    early = observe(ds, pods, nodes, NEW, 600, T0 + 10, min_ready_seconds=30)
     assert early.status(first) == PENDING and early.next_deadline == T0 + 30
     d = run(state(1, "progressing"), early, now=T0 + 10)
     assert d.state is None and d.requeue_after is not None and abs(d.requeue_after - 20) < 1e-3
-    later = observe(ds, pods, nodes, NEW, 600, T0 + 31, [], min_ready_seconds=30)
+    later = observe(ds, pods, nodes, NEW, 600, T0 + 31, min_ready_seconds=30)
     assert later.status(first) == UPGRADED
 
 

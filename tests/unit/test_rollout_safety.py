@@ -12,7 +12,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgeagent.contract import COMPONENT_AGENT, EVENT_ROLLOUT_ABORTED, EVENT_ROLLOUT_HELD, EVENT_WAVE_STARTED
+from edgeagent.contract import (
+    CONDITION_UPGRADE_FAILED,
+    EVENT_ROLLOUT_ABORTED,
+    EVENT_ROLLOUT_HELD,
+    EVENT_WAVE_STARTED,
+    failure_message,
+)
 from edgeagent.controller.waves import observe, previous_revision
 from edgeagent.kube.selectors import parse_label_selector
 from edgeagent.kube.timeutil import format_time
@@ -140,20 +146,34 @@ def test_a_not_ready_node_is_deferred_never_failed_whatever_its_pod_shows() -> N
 
 
 def test_observe_counts_no_agent_failure_of_a_not_ready_node() -> None:
+    """The node's own report on its pod's status counts; the same report of a NotReady node does not (deferred)."""
     def node(name: str, ready: bool) -> JSON:
         return {"metadata": {"name": name}, "status": {"conditions": [
             {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": format_time(T0)}]}}
 
+    reported = {"type": CONDITION_UPGRADE_FAILED, "status": "True", "reason": "CrashLoopBackOff",
+                "message": failure_message("c", "upgrade request r-1: not Ready within 30s")}
     pod = {"metadata": {"name": "app-x", "namespace": "default", "uid": "u", "creationTimestamp": format_time(T0),
                         "labels": {"controller-revision-hash": "c"}},
-           "spec": {"nodeName": "edge-1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
-    event = {"reason": "UpgradeFailed", "message": "upgrade to c failed", "source": {"component": COMPONENT_AGENT,
-             "host": "edge-1"}, "involvedObject": {"kind": "Pod", "namespace": "default", "name": "app-x"}}
+           "spec": {"nodeName": "edge-1"}, "status": {"conditions": [{"type": "Ready", "status": "False"}, reported]}}
     ds = {"metadata": {"name": "app", "namespace": "default"}}
-    seen = observe(ds, [pod], {"edge-1": node("edge-1", True)}, "c", 600, T0, [event])
-    assert "edge-1" in seen.failures
-    cut = observe(ds, [pod], {"edge-1": node("edge-1", False)}, "c", 600, T0, [event])
+    seen = observe(ds, [pod], {"edge-1": node("edge-1", True)}, "c", 600, T0)
+    assert seen.failures["edge-1"][0] == "default/app-x" and "CrashLoopBackOff" in seen.failures["edge-1"][1]
+    cut = observe(ds, [pod], {"edge-1": node("edge-1", False)}, "c", 600, T0)
     assert cut.failures == {}
+
+
+def test_observe_counts_no_report_naming_another_revision_than_the_pods() -> None:
+    """A condition naming a revision the pod does not run says nothing about this pod, whoever wrote it."""
+    other = {"type": CONDITION_UPGRADE_FAILED, "status": "True", "reason": "CrashLoopBackOff",
+             "message": failure_message("d", "upgrade request r-1: not Ready within 30s")}
+    pod = {"metadata": {"name": "app-x", "namespace": "default", "uid": "u", "creationTimestamp": format_time(T0),
+                        "labels": {"controller-revision-hash": "c"}},
+           "spec": {"nodeName": "edge-1"}, "status": {"conditions": [{"type": "Ready", "status": "False"}, other]}}
+    ready = {"metadata": {"name": "edge-1"}, "status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": format_time(T0)}]}}
+    seen = observe({"metadata": {"name": "app", "namespace": "default"}}, [pod], {"edge-1": ready}, "c", 600, T0)
+    assert seen.failures == {}
 
 
 def test_failures_never_go_down_within_a_revision_past_the_twenty_listed() -> None:

@@ -25,7 +25,7 @@ from tests.integration.controller.conftest import (
     image_of,
     set_image,
 )
-from tests.support.rollout_plans import new_hash, plan_state
+from tests.support.rollout_plans import ds_annotations, new_hash, plan_state, with_plan
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -45,7 +45,8 @@ async def test_version_ready_briefly_before_each_crash_is_rolled_back_within_the
     sim.set_image(BAD, crash=True, ready_seconds=1.0)
     async with admin_client(sim) as admin:
         await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=OLD,
-                                                         annotations=PLAN))
+                                                         annotations=ds_annotations(PLAN)))
+        await with_plan(admin, "web", PLAN)
         await eventually(lambda: all_running(admin, "web", 4), timeout=20, what="4 pods running")
         await controllers.start(sim)
         await eventually(lambda: plan_state(admin, "web"), what="initial state")

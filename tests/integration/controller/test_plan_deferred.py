@@ -26,7 +26,14 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.support.rollout_plans import PlanRecorder, documented_order, plan_events_through, plan_state
+from tests.support.rollout_plans import (
+    PlanRecorder,
+    documented_order,
+    ds_annotations,
+    plan_events_through,
+    plan_state,
+    with_plan,
+)
 from tests.support.rollout_plans import new_hash as wait_new_hash
 from tests.support.waiting import eventually
 
@@ -62,7 +69,8 @@ async def test_not_ready_and_held_nodes_are_deferred_and_caught_up(
     wave2 = order[3:]
     async with admin_client(sim) as admin:
         await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=OLD,
-                                                         annotations=PLAN))
+                                                         annotations=ds_annotations(PLAN)))
+        await with_plan(admin, "web", PLAN)
         await eventually(lambda: all_running(admin, "web", 6), timeout=20, what="6 pods running")
         await controllers.start(sim)
         await eventually(lambda: plan_state(admin, "web"), what="initial state")

@@ -31,7 +31,7 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.support.rollout_plans import documented_order, new_hash
+from tests.support.rollout_plans import documented_order, ds_annotations, new_hash, with_plan
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -61,7 +61,8 @@ async def condition(admin: KubeClient, node: str) -> tuple[str, str] | None:
 async def wave_one_gated(sim: SimCluster, admin: KubeClient, controllers: Controllers) -> tuple[list[str], str]:
     """An OTA DaemonSet with a plan, rolled to a new revision by a controller that is then gone (a crash):
     wave 1 (the first node) True/WaveReached, the others False/WaitingForWave."""
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=PLAN))
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=ds_annotations(PLAN)))
+    await with_plan(admin, "ota", PLAN)
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     order = documented_order(list(sim.node_names))
     app = await controllers.start(sim)

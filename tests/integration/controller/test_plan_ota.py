@@ -22,11 +22,14 @@ from tests.integration.controller.conftest import (
     set_image,
 )
 from tests.support.rollout_plans import (
-    annotate,
     documented_order,
+    ds_annotations,
+    get_plan,
     new_hash,
     plan_reasons,
     plan_state,
+    steer,
+    with_plan,
 )
 from tests.support.waiting import eventually
 
@@ -69,7 +72,8 @@ async def upgrade(agent_url: str, pod: JSON) -> tuple[int, str]:
 
 async def test_ota_pods_wait_for_their_wave_and_are_refused_until_promoted(
         sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=PLAN))
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=ds_annotations(PLAN)))
+    await with_plan(admin, "ota", PLAN)
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     order = documented_order(list(sim.node_names))
     first, rest = order[0], order[1:]
@@ -110,8 +114,8 @@ async def test_ota_pods_wait_for_their_wave_and_are_refused_until_promoted(
     assert state["wave"] == 1 and state["waves"] == 2
     assert (await conditions_by_node(admin))[rest[0]][1] == "WaitingForWave"
 
-    # Promotion (what `edgeagent rollout promote` writes): wave 2 starts now, the annotation is consumed.
-    await annotate(admin, "ota", {"edgeagent.io/rollout-promote": f"{hash_}/1"})
+    # Promotion (what `edgeagent rollout promote` writes): wave 2 starts now, the request recorded Done.
+    ident = await steer(admin, "ota", "promote", wave=1)
 
     async def promoted() -> bool:
         conds = await conditions_by_node(admin)
@@ -120,8 +124,8 @@ async def test_ota_pods_wait_for_their_wave_and_are_refused_until_promoted(
     await eventually(promoted, what="the other nodes see PodNeedUpgrade True")
     state = await eventually(lambda: plan_state(admin, "ota"), what="state")
     assert state["wave"] == 2 and state["phase"] == "progressing", state
-    ds_annotations = (await admin.get("/apis/apps/v1/namespaces/default/daemonsets/ota"))["metadata"]["annotations"]
-    assert "edgeagent.io/rollout-promote" not in ds_annotations
+    handled = (await get_plan(admin, "ota"))["status"]["steer"]
+    assert handled["id"] == ident and handled["verb"] == "promote" and handled["result"] == "Done", handled
 
     # Now the agent accepts the same request.
     pod = await pod_on(admin, rest[0])
@@ -139,20 +143,22 @@ async def test_ota_pods_wait_for_their_wave_and_are_refused_until_promoted(
 
 async def test_a_stale_promotion_is_removed_without_effect(
         sim: SimCluster, admin: KubeClient, controllers: Controllers) -> None:
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=PLAN))
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=ds_annotations(PLAN)))
+    await with_plan(admin, "ota", PLAN)
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     await controllers.start(sim)
     old_hash = await current_hash(admin, "ota")
     await set_image(admin, "ota", NEW)
     hash_ = await new_hash(admin, "ota", old_hash)
     await eventually(lambda: plan_state(admin, "ota"), what="state written")
-    await annotate(admin, "ota", {"edgeagent.io/rollout-promote": "0123456789/1"})
+    ident = await steer(admin, "ota", "promote", wave=2)
 
-    async def removed() -> bool:
-        ds = await admin.get("/apis/apps/v1/namespaces/default/daemonsets/ota")
-        return "edgeagent.io/rollout-promote" not in ds["metadata"]["annotations"]
+    async def ignored() -> JSON | None:
+        found = ((await get_plan(admin, "ota")).get("status") or {}).get("steer")
+        return found if found and found["id"] == ident else None
 
-    await eventually(removed, what="the stale promotion removed")
+    handled = await eventually(ignored, what="the stale promotion recorded")
+    assert handled["result"] == "Ignored" and "nothing to promote at wave 2" in handled["message"], handled
     state = await plan_state(admin, "ota")
     assert state is not None and state["revision"] == hash_ and state["wave"] == 1
     assert state["phase"] == "progressing"

@@ -27,7 +27,7 @@ from tests.integration.controller.conftest import (
     set_image,
 )
 from tests.integration.controller.test_plan_ota import conditions_by_node
-from tests.support.rollout_plans import annotate, documented_order, new_hash, plan_state
+from tests.support.rollout_plans import documented_order, ds_annotations, new_hash, plan_state, steer, with_plan
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -61,7 +61,8 @@ async def test_a_wave_change_re_derives_only_the_pods_it_moves_and_writes_exactl
         sim_factory: SimFactory, controllers: Controllers) -> None:
     sim: SimCluster = await sim_factory(nodes=NODES)
     async with admin_client(sim) as admin:
-        await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=PLAN))
+        await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=ds_annotations(PLAN)))
+        await with_plan(admin, "ota", PLAN)
         await eventually(lambda: all_running(admin, "ota", NODES), timeout=30, what=f"{NODES} pods running")
         app = await controllers.start(sim)
         order = documented_order(list(sim.node_names))
@@ -94,7 +95,7 @@ async def test_a_wave_change_re_derives_only_the_pods_it_moves_and_writes_exactl
             await eventually(lambda k=k: conditions_are(expected(k, k)), timeout=30,  # type: ignore[misc]
                              what=f"wave {k}'s new pods False")
             starts, derived = facts.starts, facts.derived
-            await annotate(admin, "ota", {"edgeagent.io/rollout-promote": f"{hash_}/{k}"})
+            await steer(admin, "ota", "promote", wave=k)
             await eventually(lambda k=k: conditions_are(expected(k + 1, k)), timeout=30,  # type: ignore[misc]
                              what=f"wave {k + 1} True/WaveReached, the rest waiting")
             # Wave k+1's pods were derived again (and once more as their written conditions came back); no
@@ -105,7 +106,7 @@ async def test_a_wave_change_re_derives_only_the_pods_it_moves_and_writes_exactl
 
         # An abort freezes the rollout: every outdated pod waits again (a start over: see Gate.moved_since).
         starts = facts.starts
-        await annotate(admin, "ota", {"edgeagent.io/rollout-abort": hash_})
+        await steer(admin, "ota", "abort")
         await eventually(lambda: conditions_are(expected(3, 2, frozen=True)), timeout=30,
                          what="after the abort, every outdated pod False/WaitingForWave")
         assert facts.starts == starts + 1
@@ -125,7 +126,8 @@ async def test_after_an_ota_rollback_the_conditions_send_the_bad_wave_back_and_l
             "edgeagent.io/on-failure": "rollback", "edgeagent.io/max-failed": "1",
             "edgeagent.io/progress-deadline-seconds": "2"}
     async with admin_client(sim) as admin:
-        await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=plan))
+        await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=ds_annotations(plan)))
+        await with_plan(admin, "ota", plan)
         await eventually(lambda: all_running(admin, "ota", 6), timeout=30, what="6 pods running")
         await controllers.start(sim)
         order = documented_order(list(sim.node_names))

@@ -1,4 +1,4 @@
-"""Issue 19, must-show 6: the rollout continues from `edgeagent.io/rollout-state`.
+"""Issue 19, must-show 6 (issue 35: the state in the RolloutPlan's status): the rollout continues from the status.
 
 - `kill -9` of the controller process in the middle of a bake: the next process continues the same wave, and
   the bake ends at the original time (not a fresh bake from the restart).
@@ -41,7 +41,15 @@ from tests.integration.controller.conftest import (
     events_for,
     set_image,
 )
-from tests.support.rollout_plans import PlanRecorder, new_hash, plan_events_through, plan_state
+from tests.support.rollout_plans import (
+    PlanRecorder,
+    ds_annotations,
+    get_plan,
+    new_hash,
+    plan_events_through,
+    plan_state,
+    with_plan,
+)
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -86,7 +94,9 @@ async def test_kill_9_mid_bake_keeps_the_wave_and_the_bake_clock(
             "apps.openyurt.io/max-unavailable": "100%"}
     log = tmp_path / "controller.log"
     async with admin_client(sim) as admin:
-        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate",
+                                                     annotations=ds_annotations(plan)))
+        await with_plan(admin, "web", plan)
         await eventually(lambda: all_running(admin, "web", 6), timeout=20, what="6 pods running")
         async with PlanRecorder(sim, "web") as recorder:
             async with controller_process(sim, log) as first:
@@ -131,7 +141,9 @@ async def test_leader_change_mid_wave_continues_the_same_wave(
     plan = {"edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1s",
             "apps.openyurt.io/max-unavailable": "1"}
     async with admin_client(sim) as admin:
-        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate",
+                                                     annotations=ds_annotations(plan)))
+        await with_plan(admin, "web", plan)
         await eventually(lambda: all_running(admin, "web", 10), timeout=20, what="10 pods running")
         a = await controllers.start(sim, leader_elect=True, release_lease=False)
         b = await controllers.start(sim, leader_elect=True, release_lease=False)
@@ -171,13 +183,16 @@ async def test_leader_change_mid_wave_continues_the_same_wave(
 
 async def test_a_decision_from_a_stale_state_is_not_written(sim: SimCluster, admin: KubeClient,
                                                             controllers: Controllers) -> None:
-    """The state write is a compare-and-swap on the state annotation: a controller whose cache still shows an
-    older state (a new leader behind its predecessor's last write) writes nothing and records no Event."""
+    """The status write carries the plan's resourceVersion as precondition: a controller whose cache still shows an
+    older plan (a new leader behind its predecessor's last write) writes nothing and records no Event."""
     plan = {"edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1h"}
-    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate",
+                                                     annotations=ds_annotations(plan)))
+    await with_plan(admin, "web", plan)
     await eventually(lambda: all_running(admin, "web", 3), what="3 pods running")
     app = await controllers.start(sim)
-    first = await eventually(lambda: plan_state(admin, "web"), what="initial state")
+    await eventually(lambda: plan_state(admin, "web"), what="initial state")
+    first_rv = (await get_plan(admin, "web"))["metadata"]["resourceVersion"]
     old = await current_hash(admin, "web")
     await set_image(admin, "web", NEW)
     revision = await new_hash(admin, "web", old)
@@ -189,15 +204,16 @@ async def test_a_decision_from_a_stale_state_is_not_written(sim: SimCluster, adm
     current = await eventually(started, what="wave 1 started")
     controller = app.controller
     assert controller is not None
-    # What a controller that missed the last write would hold: the DaemonSet with the initial state.
-    stale = await admin.get("/apis/apps/v1/namespaces/default/daemonsets/web")
-    stale["metadata"]["annotations"]["edgeagent.io/rollout-state"] = json.dumps(first, separators=(",", ":"))
+    # What a controller that missed the last write would hold: the plan as it was with the initial status.
+    stale = await get_plan(admin, "web")
+    stale["metadata"]["resourceVersion"] = first_rv
+    ds = await admin.get("/apis/apps/v1/namespaces/default/daemonsets/web")
     state = RolloutState.from_json(json.dumps(current))[0]
     assert state is not None
     decision = Decision(OPEN_GATE, state=dataclasses.replace(state, wave=2),
                         events=[("Normal", "WaveStarted", "a duplicate")])
     story: list[tuple[str, str, str]] = []
-    assert await controller._write_plan(stale, decision, revision, story) is False
+    assert await controller._write_status(stale, ds, decision.state, None, story, decision.events, decision) is False
     assert story == []  # no Event held back to be recorded either
     assert await plan_state(admin, "web") == current
     assert not [e for e in await events_for(admin, "web") if e["message"] == "a duplicate"]

@@ -18,15 +18,17 @@ from tests.integration.controller.conftest import (
     get_daemonset,
     image_of,
     images_by_node,
+    patch_daemonset,
     set_image,
 )
 from tests.support.rollout_plans import (
     PlanRecorder,
-    annotate,
     documented_order,
+    ds_annotations,
     new_hash,
     plan_events,
     plan_state,
+    with_plan,
 )
 from tests.support.waiting import eventually
 
@@ -49,7 +51,8 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
     wave1 = order[:2]
     async with admin_client(sim) as admin:
         await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=OLD,
-                                                         annotations=PLAN))
+                                                         annotations=ds_annotations(PLAN)))
+        await with_plan(admin, "web", PLAN)
         await eventually(lambda: all_running(admin, "web", 6), timeout=20, what="6 pods running")
         app = await controllers.start(sim)
         await eventually(lambda: plan_state(admin, "web"), what="initial state")
@@ -68,7 +71,11 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
             assert all(f["node"] in wave1 for f in state["failures"]), state
             ds = await get_daemonset(admin, "web")
             assert image_of(ds["spec"]["template"]) == OLD
-            assert ds["metadata"]["annotations"]["edgeagent.io/rolled-back-from"] == bad
+            # Nothing of the rollout is written onto the DaemonSet but the template: the bad revision is marked in
+            # the plan's history.
+            assert not any(a.startswith("edgeagent.io/roll") for a in ds["metadata"].get("annotations") or {})
+            assert [(h["revision"], h["phase"]) for h in state["history"]][:2] == [(bad, "rolledBack"),
+                                                                                  (good, "complete")], state
             # The restored template is the old revision again (the DaemonSet controller renumbers it).
             await eventually(lambda: all_running(admin, "web", 6, OLD), timeout=30, what="wave 1 back on the old image")
             assert await current_hash(admin, "web") == good
@@ -111,7 +118,7 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
             # One more reconcile (poked by a harmless annotation) ends after the one that warned: a DaemonSet is
             # never reconciled twice at once.
             seen = reconciles(app)
-            await annotate(admin, "web", {"example.com/poke": "1"})
+            await patch_daemonset(admin, "web", {"metadata": {"annotations": {"example.com/poke": "1"}}})
             await eventually(lambda: reconciles(app) > seen, what="the reconcile that warned has finished")
             assert recorder.terminations == []
             assert set((await images_by_node(admin, "web")).values()) == {FIXED}

@@ -1,4 +1,5 @@
-"""Issue 19, must-show 1: a 20-node DaemonSet with steps `1,25%,100%` and bake `3s` (AdvancedRollingUpdate):
+"""Issue 19, must-show 1 (issue 35: the plan a RolloutPlan object): a 20-node DaemonSet with steps `1,25%,100%` and
+bake `3s` (AdvancedRollingUpdate):
 each wave starts only after the previous one is finished and has stayed healthy for the bake, and the nodes
 go in the documented order (sha256 of the name, no canary or group)."""
 
@@ -18,7 +19,16 @@ from tests.integration.controller.conftest import (
     daemonset_manifest,
     set_image,
 )
-from tests.support.rollout_plans import PlanRecorder, documented_order, plan_events_through, plan_state
+from tests.support.rollout_plans import (
+    PlanRecorder,
+    create_plan,
+    documented_order,
+    ds_annotations,
+    install_plan_crd,
+    plan_events_through,
+    plan_state,
+    spec_of,
+)
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -37,7 +47,10 @@ async def test_waves_wait_for_the_bake_and_follow_the_documented_order(
 async def run_waves(sim: object, admin: KubeClient, controllers: Controllers) -> None:
     from edgeagent.sim.cluster import SimCluster
     assert isinstance(sim, SimCluster)
-    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=PLAN))
+    await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate",
+                                                     annotations=ds_annotations(PLAN)))
+    await install_plan_crd(admin)
+    await create_plan(admin, "web", spec_of("web", PLAN))
     await eventually(lambda: all_running(admin, "web", 20), timeout=30, what="20 pods running")
     await controllers.start(sim)
     # A DaemonSet whose pods all run the current revision is complete at once, with no waves.

@@ -53,6 +53,7 @@ from tests.support.identities import (
     mint_token,
 )
 from tests.support.inprocess_agent import start_in_process
+from tests.support.rollout_plans import plan_state
 from tests.support.rolloutplan_crd import create_plan, install_crd, write_status
 from tests.support.rolloutplan_crd import status as plan_status
 from tests.support.waiting import eventually
@@ -191,14 +192,16 @@ async def agent_scenario(sim: SimCluster, kubeconfig: Path, state_dir: Path) -> 
 
 
 async def controller_scenario(sim: SimCluster, kubeconfig: Path, args: dict[str, str]) -> None:
-    """The controller's calls: leader election, informers, OTA patches, an image pre-pull Job, and an
-    AdvancedRollingUpdate that pauses."""
+    """The controller's calls: leader election, informers, OTA patches under a RolloutPlan (its status written),
+    an image pre-pull Job, and an AdvancedRollingUpdate that pauses."""
     nodes = len(sim.node_names)
     annotations = {"apps.openyurt.io/max-unavailable": "1", "edgeagent.io/max-failed": "1",
                    "edgeagent.io/progress-deadline-seconds": "1"}
     controllers = Controllers()
     async with admin_of(sim) as admin:
         await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA"))
+        await install_crd(admin)
+        await create_plan(admin, daemonset="ota", steps=["100%"])
         await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate",
                                                          annotations=annotations, min_ready=3))
         await eventually(lambda: all_running(admin, "ota", nodes), what="ota pods running")
@@ -227,6 +230,8 @@ async def controller_scenario(sim: SimCluster, kubeconfig: Path, args: dict[str,
                 return await lease_rv() not in (None, first)
 
             await eventually(renewed, what="the leader renewed its Lease (update)")
+            await eventually(lambda: plan_state(admin, "ota"),
+                             what="the plan's status written (rolloutplans list/watch, rolloutplans/status update)")
             async with pods_never_ready(sim, BAD):
                 await set_image(admin, "ota", "nginx:1.19.5")
                 await set_image(admin, "web", BAD)

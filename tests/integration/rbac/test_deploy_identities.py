@@ -82,16 +82,7 @@ def test_every_role_of_deploy_is_bound_to_a_component_the_tests_run() -> None:
 
 # Each case starts its own rbac-mode sim, applies deploy/ minus one grant and runs the scenario of the identity
 # holding it only until the sim records the 403 for it: well under a second per grant (about 8 s for 21).
-def _pending(atom: RuleAtom) -> list[Any]:
-    """The controller's RolloutPlan grants are in deploy/ ahead of the controller reading RolloutPlans (issue 35,
-    phase 2 wires it): no call makes them yet. Strict, so the mark must go once the calls are made. (The agent's
-    list of rolloutplans is made: its plan check reads the plan.)"""
-    if any(r.startswith("rolloutplans") for r in atom.resources) and AGENT_USER not in atom.subjects:
-        return [pytest.mark.xfail(strict=True, reason="the controller does not read RolloutPlans yet (issue 35)")]
-    return []
-
-
-@pytest.mark.parametrize("atom", [pytest.param(a, marks=_pending(a), id=a.id) for a in ATOMS])
+@pytest.mark.parametrize("atom", [pytest.param(a, id=a.id) for a in ATOMS])
 async def test_dropping_any_deploy_rule_makes_a_call_fail_with_403(
         atom: RuleAtom, sim_factory: SimFactory, tmp_path: Path, rbac_dir: Path) -> None:
     sim = await rbac_sim(sim_factory)
