@@ -7,11 +7,12 @@ traceback on stderr, one per request. Here each becomes at most one line, rate-l
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sys
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import structlog
@@ -103,6 +104,21 @@ def configure(config: LogConfig | None = None, stream: Any = None) -> None:
     server.handlers = [_ServerLog(RateLimit())]
     server.setLevel(logging.DEBUG)  # aiohttp logs a first request that is not HTTP at debug: one line, like any
     server.propagate = False
+
+
+@contextlib.contextmanager
+def quiet(stream: Any) -> Iterator[None]:
+    """Only critical lines, to `stream`, while a command runs; the caller's configuration back afterwards.
+
+    A command's stdout and stderr carry its own lines (the kube client's warnings would mix in), and whoever runs
+    it in-process (a test, another command) keeps its own logging: a command that left the log at `critical`
+    silenced every later test in the same worker that reads the log."""
+    saved = structlog.get_config()
+    configure(LogConfig(level="critical"), stream=stream)
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
 
 
 def get(name: str) -> Any:

@@ -28,10 +28,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-import structlog
-
 from edgeagent import log
-from edgeagent.config import ROLLOUT_SUMMARY_ABOVE, LogConfig, RolloutConfig
+from edgeagent.config import ROLLOUT_SUMMARY_ABOVE, RolloutConfig
 from edgeagent.fleet import command as fleet_command
 from edgeagent.fleet import model, plan_source
 from edgeagent.fleet import state as rules
@@ -381,24 +379,21 @@ def run_reporting_errors(command: Callable[[RolloutConfig, TextIO], Coroutine[An
     err = err or sys.stderr
     # stdout and stderr carry our lines only: the kube client's own log lines (a 403, a retry) stay out, for the
     # command's duration (a caller in the same process, a test, gets its logging back).
-    saved = structlog.get_config()
-    log.configure(LogConfig(level="critical"), stream=err)
-    try:
-        return asyncio.run(command(cfg, out or sys.stdout))
-    except KeyboardInterrupt:
-        return EXIT_IN_PROGRESS
-    except RolloutError as exc:
-        print(f"edgeagent: error: {exc}", file=err)
-        return exc.exit_code
-    except steering.SteerError as exc:
-        print(f"edgeagent: error: {exc}", file=err)
-    except KubeError as exc:
-        print(f"edgeagent: error: the API server refused: {exc}", file=err)
-    except KubeUnreachable as exc:
-        where = f" at {exc.server}" if exc.server else ""
-        print(f"edgeagent: error: cannot reach the API server{where}: {exc}", file=err)
-    finally:
-        structlog.configure(**saved)
+    with log.quiet(err):
+        try:
+            return asyncio.run(command(cfg, out or sys.stdout))
+        except KeyboardInterrupt:
+            return EXIT_IN_PROGRESS
+        except RolloutError as exc:
+            print(f"edgeagent: error: {exc}", file=err)
+            return exc.exit_code
+        except steering.SteerError as exc:
+            print(f"edgeagent: error: {exc}", file=err)
+        except KubeError as exc:
+            print(f"edgeagent: error: the API server refused: {exc}", file=err)
+        except KubeUnreachable as exc:
+            where = f" at {exc.server}" if exc.server else ""
+            print(f"edgeagent: error: cannot reach the API server{where}: {exc}", file=err)
     return EXIT_ERROR
 
 

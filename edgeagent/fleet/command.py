@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from edgeagent import log
-from edgeagent.config import LogConfig
 from edgeagent.durations import format_duration
 from edgeagent.fleet import model, plan_source, state, table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
@@ -370,17 +369,17 @@ def main(cfg: FleetConfig, *, out: TextIO | None = None, err: TextIO | None = No
     err = err or sys.stderr
     # stdout is the table or the JSON, nothing else; every failure is one line of ours on stderr, so the kube
     # client's own log lines (a 403 logged as a credential problem, a retry) stay out of both.
-    log.configure(LogConfig(level="critical"), stream=err)
-    try:
-        if cfg.watch:
-            asyncio.run(watch(cfg, out, err))  # until Ctrl-C
+    with log.quiet(err):
+        try:
+            if cfg.watch:
+                asyncio.run(watch(cfg, out, err))  # until Ctrl-C
+                return EXIT_OK
+            text, note = asyncio.run(run(cfg))
+        except KeyboardInterrupt:
             return EXIT_OK
-        text, note = asyncio.run(run(cfg))
-    except KeyboardInterrupt:
-        return EXIT_OK
-    except FleetError as exc:
-        print(f"edgeagent: error: {exc}", file=err)
-        return exc.exit_code
+        except FleetError as exc:
+            print(f"edgeagent: error: {exc}", file=err)
+            return exc.exit_code
     if note:
         err.write(note)
     out.write(text)
