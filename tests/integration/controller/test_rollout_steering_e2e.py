@@ -1,14 +1,12 @@
 """`edgeagent rollout promote|pause|resume|abort` steering a real controller on the simulated cluster.
 
 Each command is run as the CLI runs it (main() in a thread, over HTTP with the admin kubeconfig); the
-controller runs in this event loop. What is checked is what the rollout plan contract promises: promote
-ends the bake now and the next wave starts; pause stops every further move until resume; abort stops the
-rollout and, with on-failure: rollback, restores the previous template.
+controller runs in this event loop; the plan is a RolloutPlan object. What is checked is what the rollout plan
+contract promises: promote ends the bake now and the next wave starts; pause stops every further move until
+resume; abort stops the rollout and, with onFailure: Rollback, restores the previous template.
 """
 
 from __future__ import annotations
-
-import json
 
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import annotations_of, is_terminating
@@ -25,6 +23,7 @@ from tests.integration.controller.conftest import (
     rollout,
     set_image,
 )
+from tests.support.rollout_plans import ds_annotations, get_plan, plan_state, with_plan
 from tests.support.waiting import eventually
 
 JSON = dict[str, object]
@@ -34,8 +33,7 @@ OLD, NEW = "nginx:1.19.4", "nginx:2"
 
 
 async def state_of(kube: KubeClient) -> dict[str, object]:
-    raw = annotations_of(await get_daemonset(kube, "web")).get("edgeagent.io/rollout-state")
-    return dict(json.loads(raw)) if raw else {}
+    return dict(await plan_state(kube, "web") or {})
 
 
 async def until_state(kube: KubeClient, what: str, **want: object) -> dict[str, object]:
@@ -50,7 +48,9 @@ async def started(kube: KubeClient, controllers: Controllers, sim: SimCluster, *
     """A 6-node AdvancedRollingUpdate DaemonSet with plan 1,50%,100%, rolled to NEW; returns the new hash."""
     plan = {"edgeagent.io/rollout-steps": "1,50%,100%", "edgeagent.io/rollout-bake": "1h",
             "apps.openyurt.io/max-unavailable": "100%", **annotations}
-    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations=plan))
+    await create_daemonset(kube, daemonset_manifest("web", strategy="AdvancedRollingUpdate",
+                                                    annotations=ds_annotations(plan)))
+    await with_plan(kube, "web", plan)
     await eventually(lambda: all_running(kube, "web", 6), what="6 pods running")
     await controllers.start(sim)
     old = await current_hash(kube, "web")
@@ -67,7 +67,7 @@ async def test_promote_ends_the_bake_now_and_the_next_wave_starts(
     code, out, _ = await rollout(six, "promote")
     assert code == 0, out
     await until_state(kube, "wave 2", revision=new, wave=2)
-    await eventually(lambda: _promote_gone(kube), what="the promote annotation consumed")
+    await eventually(lambda: _request_done(kube, "promote"), what="the promote request handled (status.steer)")
     await eventually(lambda: _count_on_new(kube, 3), what="wave 2 (3 nodes in all) on the new revision")
     code, out, _ = await rollout(six, "status")
     assert code == 3 and "wave 2/3: " in out
@@ -80,9 +80,9 @@ async def test_pause_holds_the_rollout_until_resume(
     assert code == 0, out
     await until_state(kube, "paused", revision=new, wave=1, phase="paused")
     code, out, _ = await rollout(six, "status")
-    assert code == 3 and "wave 1/3: paused (edgeagent.io/paused)" in out
+    assert code == 3 and "wave 1/3: Paused (spec.paused: true)" in out
     code, _, err = await rollout(six, "promote")  # the controller would drop it: the CLI says so instead
-    assert code == 1 and "is paused: `edgeagent rollout resume web` first" in err
+    assert code == 1 and "is paused; `edgeagent rollout resume` first" in err
     await rollout(six, "resume")
     await until_state(kube, "baking again", revision=new, wave=1, phase="baking")
     await rollout(six, "promote")
@@ -97,11 +97,13 @@ async def test_abort_stops_the_rollout_and_rolls_back(
     await until_state(kube, "rolled back", revision=new, phase="rolledBack")
     ds = await get_daemonset(kube, "web")
     assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == OLD
-    assert annotations_of(ds).get("edgeagent.io/rolled-back-from") == new
-    assert "edgeagent.io/rollout-abort" not in annotations_of(ds)
+    assert not [k for k in annotations_of(ds) if k.startswith("edgeagent.io/roll")]  # nothing on the DaemonSet
+    history = (await get_plan(kube, "web"))["status"]["history"]
+    assert [h["phase"] for h in history if h["revision"] == new] == ["RolledBack"]
     await eventually(lambda: _all_on(kube, OLD), what=f"every node back on {OLD}")
     code, out, _ = await rollout(six, "status")
-    assert code == 1 and out.rstrip().endswith(f"rollout rolled back (revision {new} failed)")
+    assert code == 1 and out.rstrip().endswith(f"rollout rolled back (revision {new})")
+    assert "by the operator (rollout abort)" in out
     code, _, err = await rollout(six, "abort")  # nothing left to abort
     assert code == 1 and "nothing to abort" in err
 
@@ -120,8 +122,10 @@ async def _count_on_new(kube: KubeClient, count: int) -> bool:
     return sum(1 for p in pods if p["spec"]["containers"][0]["image"] == NEW) >= count
 
 
-async def _promote_gone(kube: KubeClient) -> bool:
-    return "edgeagent.io/rollout-promote" not in annotations_of(await get_daemonset(kube, "web"))
+async def _request_done(kube: KubeClient, verb: str) -> bool:
+    status = (await get_plan(kube, "web")).get("status") or {}
+    steer = status.get("steer") or {}
+    return bool(steer.get("verb") == verb and steer.get("result") == "Done")
 
 
 async def _all_on(kube: KubeClient, image: str) -> bool:
