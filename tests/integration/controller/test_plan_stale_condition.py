@@ -1,8 +1,9 @@
-"""Issue 23 (soak seed 1): a plan DaemonSet's template changes while its controller cannot keep up. A pod whose
-`PodNeedUpgrade` is still `True` for the previous revision must not be deleted by its agent: its node would get
-the new revision before its wave. The agent reads the DaemonSet and compares the rollout state's generation and
-revision with the DaemonSet and the pod's condition (403 while they lag). And a change of the DaemonSet's spec
-that keeps the revision rewrites the state's generation without starting the wave or the bake again."""
+"""Issue 23 (soak seed 1): the template of a DaemonSet with a RolloutPlan changes while its controller cannot keep
+up. A pod whose `PodNeedUpgrade` is still `True` for the previous revision must not be deleted by its agent: its
+node would get the new revision before its wave. The agent reads the DaemonSet and its RolloutPlan and compares the
+plan status's generation (`observedGeneration`) and revision with the DaemonSet and the pod's condition (403 while
+they lag). And a change of the DaemonSet's spec that keeps the revision rewrites the status's generation without
+starting the wave or the bake again."""
 
 from __future__ import annotations
 
@@ -26,7 +27,18 @@ from tests.integration.controller.conftest import (
     pods_of,
     set_image,
 )
-from tests.support.rollout_plans import documented_order, new_hash, plan_reasons, plan_state
+from tests.support.rollout_plans import (
+    PLANS_PATH,
+    documented_order,
+    get_plan,
+    new_hash,
+    patch_plan,
+    plan_reasons,
+    plan_state,
+    spec_of,
+    steer,
+    with_plan,
+)
 from tests.support.waiting import eventually
 
 __all__ = ["agent_factory"]  # the fixture, imported so that pytest finds it here
@@ -34,7 +46,10 @@ __all__ = ["agent_factory"]  # the fixture, imported so that pytest finds it her
 JSON = dict[str, Any]
 # A bake far longer than the test: the rollout only moves past wave 1 when promoted.
 PLAN = {"edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1h"}
+ONE_WAVE = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
 CONTROLLER = "edgeagent-controller/"
+# The controller's only write of the rollout state: a PUT of the plan's status subresource.
+PLAN_STATUS = f"{PLANS_PATH}/ota/status"
 
 
 async def pod_on(admin: KubeClient, node: str) -> JSON:
@@ -55,10 +70,10 @@ async def upgrade(agent_url: str, pod: JSON) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
-async def add_fault(sim: SimCluster, path: str) -> str:
-    """The controller's PATCHes under `path` are answered 429 (it is kept from catching up)."""
+async def add_fault(sim: SimCluster, path: str, verb: str = "PATCH") -> str:
+    """The controller's `verb` requests under `path` are answered 429 (it is kept from catching up)."""
     async with aiohttp.ClientSession() as http, http.post(f"{sim.url}/sim/v1/faults", json={
-            "codes": [429], "retryAfterSeconds": 1, "durationSeconds": 120, "verbs": ["PATCH"], "path": path,
+            "codes": [429], "retryAfterSeconds": 1, "durationSeconds": 120, "verbs": [verb], "path": path,
             "userAgent": CONTROLLER}) as resp:
         assert resp.status == 201, await resp.text()
         return str((await resp.json())["id"])
@@ -89,10 +104,11 @@ async def roll_to_a_new_revision(admin: KubeClient, order: list[str]) -> tuple[s
 
 async def one_wave_everywhere(sim: SimCluster, admin: KubeClient, controllers: Controllers,
                               agent_factory: AgentFactory) -> tuple[list[str], Agent, str, tuple[str, str, str], JSON]:
-    """An OTA plan DaemonSet rolled in one wave to a new revision r1, an agent on the second node of the documented
-    order whose cache shows its pod `True`: (order, agent, r1, the condition every pod shows, that pod)."""
-    one_wave = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=one_wave))
+    """An OTA DaemonSet whose RolloutPlan rolled it in one wave to a new revision r1, an agent on the second node of
+    the documented order whose cache shows its pod `True`: (order, agent, r1, the condition every pod shows, that
+    pod)."""
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA"))
+    await with_plan(admin, "ota", ONE_WAVE)
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     order = documented_order(list(sim.node_names))
     agent = await agent_factory(kubeconfig=sim.node_kubeconfig(order[1]), node_name=order[1])
@@ -110,28 +126,28 @@ async def test_a_stale_pod_need_upgrade_after_a_template_change_is_refused_until
     order, agent, r1, want_r1, pod = await one_wave_everywhere(sim, admin, controllers, agent_factory)
     first, later = order[0], order[1]
 
-    # The controller is kept from reacting: its DaemonSet and pod PATCHes are answered 429. A new template r2,
-    # now in two waves (the later node in wave 2).
-    ds_rule = await add_fault(sim, "/apis/apps/v1/namespaces/default/daemonsets/ota")
+    # The controller is kept from reacting: its plan status writes and pod PATCHes are answered 429. The plan now
+    # has two waves (the later node in wave 2), and a new template r2.
+    plan_rule = await add_fault(sim, PLAN_STATUS, "PUT")
     pods_rule = await add_fault(sim, "/api/v1/namespaces/default/pods/")
     generation_before = (await get_daemonset(admin, "ota"))["metadata"]["generation"]
+    await patch_plan(admin, "ota", {"spec": spec_of("ota", PLAN)})
     await patch_daemonset(admin, "ota", {
-        "metadata": {"annotations": PLAN},
         "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:1.21"}]}}}})
     r2 = await new_hash(admin, "ota", r1)
     assert (await get_daemonset(admin, "ota"))["metadata"]["generation"] == generation_before + 1
     assert await condition_on(admin, later) == want_r1  # stale: r1, though the template is r2
 
-    # The state is still r1's, for the previous generation: refused, the pod is not deleted.
+    # The plan status is still r1's, for the previous generation: refused, the pod is not deleted.
     status, body = await upgrade(agent.url, pod)
     assert status == 403, body
     assert "changed" in body and "has not caught up" in body and "generation" in body, body
     assert (await pod_on(admin, later))["metadata"]["uid"] == pod["metadata"]["uid"]
     assert deletes_of(sim, pod["metadata"]["name"]) == []
 
-    # The controller writes r2's state (wave 1: another node), its condition flips are still refused: the state
+    # The controller writes r2's status (wave 1: another node), its condition flips are still refused: the status
     # is current but the pod's condition names r1. Refused again (the soak's case).
-    await remove_fault(sim, ds_rule)
+    await remove_fault(sim, plan_rule)
 
     async def r2_planned() -> JSON | None:
         state = await plan_state(admin, "ota")
@@ -174,7 +190,8 @@ async def _is(value: Any, want: object) -> bool:
 
 async def test_a_generation_only_change_rewrites_the_state_without_restarting_the_wave(
         sim: SimCluster, admin: KubeClient, controllers: Controllers) -> None:
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=PLAN))
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA"))
+    await with_plan(admin, "ota", PLAN)
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     await controllers.start(sim)
     r0 = await current_hash(admin, "ota")
@@ -206,8 +223,8 @@ async def test_a_generation_only_change_rewrites_the_state_without_restarting_th
 
 async def test_queued_and_automatic_upgrades_wait_while_the_state_lags_and_go_on_once_it_catches_up(
         sim: SimCluster, admin: KubeClient, controllers: Controllers, agent_factory: AgentFactory) -> None:
-    one_wave = {**PLAN, "edgeagent.io/rollout-steps": "100%"}
-    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA", annotations=one_wave))
+    await create_daemonset(admin, daemonset_manifest("ota", strategy="OTA"))
+    await with_plan(admin, "ota", ONE_WAVE)
     await eventually(lambda: all_running(admin, "ota", 3), what="3 pods running")
     order = documented_order(list(sim.node_names))
     queued_node, auto_node = order[1], order[2]
@@ -257,7 +274,7 @@ async def test_queued_and_automatic_upgrades_wait_while_the_state_lags_and_go_on
         assert deletes_of(sim, queued_pod["metadata"]["name"]) == []
         assert deletes_of(sim, auto_pod["metadata"]["name"]) == []
 
-        # The controller catches up (the state gets the new generation): both go on, nothing was lost.
+        # The controller catches up (the plan status gets the new generation): both go on, nothing was lost.
         await controllers.start(sim)
         await eventually(lambda: deletes_of(sim, queued_pod["metadata"]["name"]), timeout=30,
                          what="the queued request applied")
@@ -271,22 +288,24 @@ async def test_a_pod_need_upgrade_that_outlived_an_abort_is_refused(
     order, agent, r1, want_r1, pod = await one_wave_everywhere(sim, admin, controllers, agent_factory)
     node = order[1]
 
-    # The operator aborts while the controller is kept from writing anything (429): the abort is only asked for.
-    ds_rule = await add_fault(sim, "/apis/apps/v1/namespaces/default/daemonsets/ota")
+    # The operator aborts (a steering request on the plan) while the controller is kept from writing anything
+    # (429): the abort is only asked for.
+    plan_rule = await add_fault(sim, PLAN_STATUS, "PUT")
     pods_rule = await add_fault(sim, "/api/v1/namespaces/default/pods/")
-    await patch_daemonset(admin, "ota", {"metadata": {"annotations": {"edgeagent.io/rollout-abort": r1}}})
+    ident = await steer(admin, "ota", "abort")
     status, body = await upgrade(agent.url, pod)
     assert status == 403 and f"the rollout of revision {r1}" in body and "was aborted" in body, (status, body)
 
-    # The controller records the abort (and takes the request off) but cannot withdraw the conditions yet.
-    await remove_fault(sim, ds_rule)
+    # The controller records the abort (and the request as handled) but cannot withdraw the conditions yet.
+    await remove_fault(sim, plan_rule)
 
     async def aborted() -> JSON | None:
         state = await plan_state(admin, "ota")
         return state if state is not None and state["phase"] == "aborted" else None
 
     await eventually(aborted, what="the rollout of r1 aborted in the state")
-    assert "edgeagent.io/rollout-abort" not in (await get_daemonset(admin, "ota"))["metadata"].get("annotations", {})
+    handled = ((await get_plan(admin, "ota")).get("status") or {}).get("steer") or {}
+    assert handled.get("id") == ident and handled.get("result") == "Done", handled
     assert await condition_on(admin, node) == want_r1  # outlived the abort
     status, body = await upgrade(agent.url, pod)
     assert status == 403 and "was aborted" in body, (status, body)
