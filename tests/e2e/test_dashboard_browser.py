@@ -48,6 +48,7 @@ from tests.support.fleet_scenario import (
     set_condition,
 )
 from tests.support.hook_proxy import HookProxy
+from tests.support.rollout_plans import PLANS_PATH, get_plan, plan_state, with_plan
 from tests.support.waiting import eventually
 
 __all__ = ["controllers"]  # the fixture, imported so that pytest finds it here
@@ -241,13 +242,13 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
     async with await KubeClient.connect(sim.admin_kubeconfig) as admin:
         await controllers.start(sim)
         await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", annotations={
-            "edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1h",
             "apps.openyurt.io/max-unavailable": "4"}))
+        await with_plan(admin, "web", {"edgeagent.io/rollout-steps": "1,100%", "edgeagent.io/rollout-bake": "1h"})
         await eventually(lambda: all_running(admin, "web", 4), timeout=30, what="4 pods running")
         await set_image(admin, "web", "nginx:1.20")
 
         async def baking() -> bool:
-            found = plan_source.status_of(await admin.get(f"/apis/apps/v1/namespaces/{NS}/daemonsets/web"))
+            found = await plan_state(admin, "web")
             return found is not None and found["wave"] == 1 and found["phase"] == "baking"
 
         await eventually(baking, timeout=30, what="wave 1 finished and baking")
@@ -258,7 +259,7 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
                             == "4", "the grid of four nodes")
                 await js(driver, "window.sameDocument = true;")
                 card = await asyncio.to_thread(lambda: driver.find_element("css selector", ".rollout").text)
-                assert "wave 1/2" in card and "phase baking" in card
+                assert "wave 1/2" in card and "phase baking" in card.lower()
                 # The bake left reads as `rollout status` and `fleet -o wide` print it (issue 38 item 10).
                 assert re.search(r"bake left (59m(\d{1,2}s)?|1h)\b", card), card
                 samples = [-3, 0, 0.4, 0.5, 1.5, 59, 60, 61, 3599.5, 3600, 5400, 86399, 86400, 90061, 10**7]
@@ -350,20 +351,20 @@ async def test_names_filter_grouping_by_wave_and_a_rolled_back_version_named(sim
         for name, site in sites.items():
             await admin.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {"site": site}}}, CONTENT_MERGE_PATCH)
         web = manifest()
-        web["metadata"]["annotations"].update({"edgeagent.io/rollout-steps": "1,50%,100%",
-                                               "edgeagent.io/rollout-group-label": "site"})
         await admin.create(f"/apis/apps/v1/namespaces/{NS}/daemonsets", web)
+        await with_plan(admin, "web", {"edgeagent.io/rollout-steps": "1,50%,100%",
+                                       "edgeagent.io/rollout-group-label": "site"})
+        plan_status = f"{PLANS_PATH}/web/status"
         await eventually(lambda: _pods_on(admin, len(names)), timeout=30, what="a web pod on every node")
         old = await current_hash(admin)
         ds_path = f"/apis/apps/v1/namespaces/{NS}/daemonsets/web"
         await admin.patch(ds_path, {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": V2}]}}}},
                           CONTENT_MERGE_PATCH)
         new = await eventually(lambda: _new_hash(admin, old), timeout=20, what="the second revision")
-        rolling: JSON = {"revision": new, "stableRevision": old, "wave": 1, "waves": 2, "phase": "progressing",
+        rolling: JSON = {"revision": new, "stableRevision": old, "wave": 1, "waves": 2, "phase": "Progressing",
                    "counts": {"nodes": len(names), "upgraded": 0, "deferred": 0, "failed": 0}, "failures": []}
-        await admin.patch(ds_path, {"metadata": {"annotations": {"edgeagent.io/rollout-state": json.dumps(rolling)}}},
-                          CONTENT_MERGE_PATCH)
-        plan = plan_source.plan_of(await admin.get(ds_path))
+        await admin.patch(plan_status, {"status": rolling}, CONTENT_MERGE_PATCH)  # as the controller writes it
+        plan = plan_source.plan_of(await admin.get(ds_path), plan_source.index([await get_plan(admin, "web")]))
         assert plan is not None
         ranking = plan_source.ranking(plan, rolling, {n: {"site": s} for n, s in sites.items()})
         # By site: a whole site per wave, so 1,50%,100% gives two waves of four (the planner's rule).
@@ -435,10 +436,9 @@ async def test_names_filter_grouping_by_wave_and_a_rolled_back_version_named(sim
                 await admin.patch(ds_path, {"spec": {"template": {"spec": {"containers": [
                     {"name": "main", "image": V1}]}}}}, CONTENT_MERGE_PATCH)
                 await eventually(lambda: _is_current(admin, old), timeout=20, what="the old revision current again")
-                back = {**rolling, "phase": "rolledBack", "failures": [{"node": first, "reason": "CrashLoopBackOff"}],
+                back = {**rolling, "phase": "RolledBack", "failures": [{"node": first, "reason": "CrashLoopBackOff"}],
                         "counts": {**rolling["counts"], "failed": 1}}
-                await admin.patch(ds_path, {"metadata": {"annotations": {
-                    "edgeagent.io/rollout-state": json.dumps(back)}}}, CONTENT_MERGE_PATCH)
+                await admin.patch(plan_status, {"status": back}, CONTENT_MERGE_PATCH)
                 verdict = await until(driver, lambda d: d.find_element("css selector", ".rollout .verdict").text,
                                       "the rolled-back verdict")
                 assert verdict == (f"Rolled back: revision {new} ({V2}) failed on 1 node ({first}: CrashLoopBackOff);"
