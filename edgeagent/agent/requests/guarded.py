@@ -198,6 +198,7 @@ def plan_lag(ds: JSON, plan: JSON | None, pod: JSON) -> str | None:
 
 
 # DaemonSets whose plan could not be checked (no RBAC to read them, or gone), logged once until a read works.
+# Keyed by the DaemonSet object (namespace/name and UID): a DaemonSet deleted and created again is a new episode.
 _unchecked: set[str] = set()
 
 
@@ -276,6 +277,7 @@ class GuardedDelete:
             return None
         namespace = str(meta(pod).get("namespace") or "")
         ds_key = f"{namespace}/{owner.get('name', '')}"
+        episode = f"{ds_key} {owner.get('uid', '')}"
         what = "the DaemonSet"
         try:
             left = self._timeout()
@@ -287,14 +289,14 @@ class GuardedDelete:
             async with asyncio.timeout(left + 1.0):
                 listed = await self._client.get(plans_path(namespace), timeout=left)
         except (Forbidden, NotFound) as exc:
-            self._note_unchecked(ds_key, f"{what}: {exc.code} {type(exc).__name__}")
+            self._note_unchecked(ds_key, episode, f"{what}: {exc.code} {type(exc).__name__}")
             return None
         except (KubeError, KubeUnreachable, TimeoutError) as exc:
             return self._failed("GET", f"reading {what} ({ds_key}) of", exc, pod)
         if uid_of(ds) != owner.get("uid"):
-            self._note_unchecked(ds_key, "the DaemonSet was replaced")
+            self._note_unchecked(ds_key, episode, "the DaemonSet was replaced")
             return None
-        _unchecked.discard(ds_key)
+        _unchecked.discard(episode)
         plan, ambiguous = plan_of(list(listed.get("items") or []), ds)
         lag = (f"pod {key_of_pod(pod)} is not upgraded now: DaemonSet {ds_key}: {ambiguous}" if ambiguous
                else plan_lag(ds, plan, pod))
@@ -303,9 +305,9 @@ class GuardedDelete:
         return Deletion(Result.REFUSED, lag, pod=pod, refusal=Refusal.PLAN_NOT_CAUGHT_UP)
 
     @staticmethod
-    def _note_unchecked(ds_key: str, why: str) -> None:
-        if ds_key not in _unchecked:
-            _unchecked.add(ds_key)
+    def _note_unchecked(ds_key: str, episode: str, why: str) -> None:
+        if episode not in _unchecked:
+            _unchecked.add(episode)
             _log.info("plan_check_skipped", daemonset=ds_key, why=why,
                       hint="upgrading on PodNeedUpgrade alone: the agent cannot read the DaemonSet's RolloutPlan")
 
