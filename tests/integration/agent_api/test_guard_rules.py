@@ -122,14 +122,15 @@ async def test_entries_a_pass_had_not_started_when_the_link_dropped_keep_attempt
 
     hangs = [hook_proxy.hang(hung_read(name), times=1) for name in names[:4]]
     await world.sim.connect(NODE)
-    await eventually(lambda: all(h.hits == 1 for h in hangs), what="the first four reads under way")
+    await eventually(lambda: all(h.hits == 1 for h in hangs), timeout=60, what="the first four reads under way")
     await world.sim.disconnect(NODE, "refuse")  # mid-pass
 
     async def pass_over() -> list[JSON] | None:
         entries = [await _entry(http, agent, request_id) for request_id in ids]
         return entries if all(e["attempts"] == 1 and e["state"] == "queued" for e in entries[:4]) else None
 
-    entries = await eventually(pass_over, what="the four started entries back in the queue")
+    # The hung reads end by the agent's own call timeout: a loaded machine may take a while (a deadline, not a budget).
+    entries = await eventually(pass_over, timeout=60, what="the four started entries back in the queue")
     assert [(e["state"], e["attempts"]) for e in entries[4:]] == [("queued", 0), ("queued", 0)], entries
 
     await world.sim.connect(NODE)
@@ -139,5 +140,5 @@ async def test_entries_a_pass_had_not_started_when_the_link_dropped_keep_attempt
         return last if all(e["state"] not in ("queued", "running") for e in last) else None
 
     # The four that failed wait out their backoff; the two that never started go at once, on their first attempt.
-    last = await eventually(applied, what="the two untouched entries applied")
+    last = await eventually(applied, timeout=60, what="the two untouched entries applied")
     assert [e["attempts"] for e in last] == [1, 1], last
