@@ -853,9 +853,9 @@ def _dispatch(args: argparse.Namespace) -> int:
                                     action=args.rollout_command, context=args.context or None,
                                     output=getattr(args, "output", ""), all_nodes=getattr(args, "all", False),
                                     to_revision=getattr(args, "to_revision", None) or "")
-        from edgeagent import rollout_cli
+        from edgeagent.rollout import command as rollout_command
 
-        return rollout_cli.main(rollout_cfg)
+        return rollout_command.main(rollout_cfg)
     if command == "fleet":
         from edgeagent.fleet import command as fleet_command
 

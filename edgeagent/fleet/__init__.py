@@ -1,5 +1,7 @@
-"""Read-only views of the fleet: the `fleet` tables and the `dashboard` page.
+"""Read-only views of the fleet: the `fleet` tables and the `dashboard` page, kept current by `live`.
 
-Imports only the contract and kube layers (never agent, controller or sim): everything shown is read from
-the objects the agents and the controller already publish.
+They format; they do not decide. Each node's state, the lists they are computed from and the rollout plan's
+reading are `edgeagent.rollout`'s (`node_state`, `model`, `listing`, `plan_source`), which `rollout status`
+shares. Never imports the agent, the controller or the sim: everything shown is read from the objects the
+agents and the controller already publish.
 """

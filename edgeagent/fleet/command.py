@@ -12,18 +12,19 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from edgeagent import log
 from edgeagent.durations import format_duration
-from edgeagent.fleet import model, plan_source, state, table
+from edgeagent.fleet import table
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.errors import Forbidden, NotFound
 from edgeagent.kube.kubeconfig import DEFAULT_NAMESPACE, load_problem
-from edgeagent.kube.objects import name_of
 from edgeagent.kube.timeutil import human_duration
+from edgeagent.rollout import listing, model
+from edgeagent.rollout import node_state as state
+from edgeagent.rollout.listing import Listed
 
 JSON = dict[str, Any]
 EXIT_OK = 0
@@ -45,6 +46,10 @@ class FleetConfig:
     request_timeout: float = 15.0  # seconds for each list call (not a flag; tests shorten it)
     context: str | None = None  # a kubeconfig context instead of its current-context
 
+    def query(self) -> listing.Query:
+        return listing.Query(namespace=self.namespace, all_namespaces=self.all_namespaces,
+                             daemonset=self.daemonset, selector=self.selector, nodes=self.nodes)
+
 
 class FleetError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
@@ -52,115 +57,16 @@ class FleetError(Exception):
         self.exit_code = exit_code
 
 
-@dataclass(frozen=True)
-class Listed:
-    daemonsets: list[JSON]
-    pods: list[JSON]
-    nodes: list[JSON]
-    events: list[JSON]
-    revisions: list[JSON]
-    leases: list[JSON] = field(default_factory=list)
-    # `fleet nodes -l SEL`: the names of the nodes the selector picks (the states need every node).
-    selected: set[str] | None = None
-    notes: tuple[str, ...] = ()
-    plans: list[JSON] = field(default_factory=list)  # the RolloutPlans (fleet.plan_source reads them)
-
-
-PAGE_SIZE = 500
 WATCH_INTERVAL = 2.0  # seconds between two reads of `--watch`
-NODE_LEASE_NAMESPACE = "kube-node-lease"
-
-
-@dataclass(frozen=True)
-class Resource:
-    """What a list reads, to name the permission a 403 says is missing."""
-
-    path: str
-    resource: str  # as RBAC names it: `daemonsets.apps`, `pods`
-    namespace: str | None  # None: every namespace (or cluster-scoped)
-
-    def permission(self) -> str:
-        where = f'in namespace "{self.namespace}"' if self.namespace else "at cluster scope (all namespaces)"
-        return f"list {self.resource} {where}"
-
-
-def forbidden(resource: Resource, exc: KubeError) -> FleetError:
-    """A 403 is a missing permission, not a rejected credential: say which one (the server's words follow)."""
-    return FleetError(f"not allowed to {resource.permission()}: the API server accepted your credentials but "
-                      f"refused this (403): {exc.message}; a read-only viewer needs list and watch on "
-                      f"{resource.resource}")
-
-
-async def _items(client: KubeClient, resource: Resource, query: dict[str, str | int | bool] | None = None) \
-        -> list[JSON]:
-    """Every item of a list, page by page through `limit`/`continue` (a 10,000-node fleet must not be one
-    response, and a list cut after its first page would leave nodes out unnoticed)."""
-    items: list[JSON] = []
-    token = ""
-    while True:
-        params: dict[str, str | int | bool] = {**(query or {}), "limit": PAGE_SIZE}
-        if token:
-            params["continue"] = token
-        try:
-            page = await client.get(resource.path, query=params)
-        except Forbidden as exc:
-            raise forbidden(resource, exc) from exc
-        items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
-        token = str((page.get("metadata") or {}).get("continue") or "")
-        if not token:
-            return items
 
 
 async def fetch(client: KubeClient, cfg: FleetConfig) -> Listed:
-    """One list of each kind the state rules read; only lists (never a `get`), so list+watch rights do."""
-    ns = None if cfg.all_namespaces else cfg.namespace
-    scope = "" if ns is None else f"/namespaces/{ns}"
-
-    def res(path: str, resource: str, namespace: str | None = ns) -> Resource:
-        return Resource(path, resource, namespace)
-
-    if cfg.daemonset:
-        one = res(f"/apis/apps/v1/namespaces/{cfg.namespace}/daemonsets", "daemonsets.apps", cfg.namespace)
-        daemonsets = await _items(client, one, {"fieldSelector": f"metadata.name={cfg.daemonset}"})
-        if not daemonsets:
-            raise FleetError(f'daemonset "{cfg.daemonset}" not found in namespace "{cfg.namespace}"')
-        if not model.is_managed(daemonsets[0]):
-            raise FleetError(f'daemonset "{cfg.daemonset}" in namespace "{cfg.namespace}" is not managed by '
-                             "edgeagent (it has no apps.openyurt.io/update-strategy annotation)")
-    else:
-        ds_query: dict[str, str | int | bool] = {"labelSelector": cfg.selector} if cfg.selector and not cfg.nodes \
-            else {}
-        daemonsets = await _items(client, res(f"/apis/apps/v1{scope}/daemonsets", "daemonsets.apps"), ds_query)
-    nodes_res = res("/api/v1/nodes", "nodes", None)
-    pods, nodes, events, revisions = await asyncio.gather(
-        _items(client, res(f"/api/v1{scope}/pods", "pods")),
-        _items(client, nodes_res),
-        _items(client, res(f"/api/v1{scope}/events", "events"), {"fieldSelector": f"source={model.AGENT_COMPONENT}"}),
-        _items(client, res(f"/apis/apps/v1{scope}/controllerrevisions", "controllerrevisions.apps")),
-    )
-    plans = await _plans(client, res(f"{plan_source.GROUP_PATH}{scope}/{plan_source.PLURAL}", plan_source.RESOURCE))
-    selected = None
-    if cfg.selector and cfg.nodes:
-        picked = await _items(client, nodes_res, {"labelSelector": cfg.selector})
-        selected = {name_of(n) for n in picked}
-    notes: tuple[str, ...] = ()
-    leases: list[JSON] = []
+    """The lists the view reads (`rollout.listing`, shared with `rollout status`); a list it cannot read is
+    one line of ours."""
     try:
-        if cfg.nodes:
-            leases = await _items(client, res(f"/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases",
-                                              "leases.coordination.k8s.io", NODE_LEASE_NAMESPACE))
-    except FleetError as exc:
-        # LAST SEEN only: the states do not need it, so a viewer without it still sees the fleet.
-        notes = (f"edgeagent: warning: LAST SEEN unknown: {exc}",)
-    return Listed(daemonsets, pods, nodes, events, revisions, leases, selected, notes, plans)
-
-
-async def _plans(client: KubeClient, resource: Resource) -> list[JSON]:
-    """The RolloutPlans; none when the cluster does not serve the kind (its CRD is not installed)."""
-    try:
-        return await _items(client, resource)
-    except NotFound:
-        return []
+        return await listing.fetch(client, cfg.query())
+    except listing.ListError as exc:
+        raise FleetError(str(exc)) from exc
 
 
 def _wave(view: model.DaemonSetView) -> str:

@@ -32,13 +32,13 @@ from prometheus_client.core import GaugeMetricFamily
 
 from edgeagent import log
 from edgeagent.aio import wait_event
-from edgeagent.fleet import model, plan_source
 from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_event, slim_node, slim_pod, slim_revision
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
 from edgeagent.kube.informer import Informer
 from edgeagent.kube.kubeconfig import load_problem
 from edgeagent.kube.timeutil import format_time
+from edgeagent.rollout import model, plan_source
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

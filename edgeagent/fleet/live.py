@@ -25,8 +25,6 @@ from edgeagent.contract import (
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
-from edgeagent.fleet import model, placement, plan_source
-from edgeagent.fleet import state as rules
 from edgeagent.kube.informer import DELETED
 from edgeagent.kube.objects import (
     controller_owner,
@@ -40,6 +38,8 @@ from edgeagent.kube.objects import (
     node_name_of,
     uid_of,
 )
+from edgeagent.rollout import model, placement, plan_source
+from edgeagent.rollout import node_state as rules
 
 JSON = dict[str, Any]
 

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import strategies as hs
 
 from edgeagent.durations import format_duration
-from edgeagent.fleet import plan_source
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient
+from edgeagent.rollout import plan_source
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from edgeagent.fleet.state import MEANING, State
+from edgeagent.rollout.node_state import MEANING, State
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fleet.md"
 ROW = re.compile(r"^\| ([^|]+?) \| ([^|]+?) \|$", re.M)

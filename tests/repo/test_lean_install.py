@@ -24,7 +24,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SIM_ONLY = ("kubernetes_asyncio", "celpy", "lightkube")  # modules
 DISTRIBUTION = {"kubernetes_asyncio": "kubernetes_asyncio", "celpy": "cel_python",
                 "lightkube": "lightkube_models"}  # module -> pip name
-PRODUCT_MODULES = "edgeagent.agent.app", "edgeagent.controller.app", "edgeagent.cli", "edgeagent.rollout_cli"
+PRODUCT_MODULES = "edgeagent.agent.app", "edgeagent.controller.app", "edgeagent.cli", "edgeagent.rollout.command"
 
 
 def _names(requirements: list[str]) -> set[str]:

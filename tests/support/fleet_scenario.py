@@ -5,7 +5,7 @@ stays as written), each node put in its state the way the cluster would show it:
 
   edge-1  held        the agent's UpgradeHeld True / OutsideMaintenanceWindow on its pod
   edge-2  offline     its link cut (POST /sim/v1/nodes/edge-2/disconnect): heartbeats stop, NotReady
-  edge-3  failed      the failure its node reported on its pod's status (fleet.state.FAILURE_CONDITION), beside
+  edge-3  failed      the failure its node reported on its pod's status (rollout.node_state.FAILURE_CONDITION), beside
                       the agent's UpgradeFailed Event (which alone would only explain, never decide)
   edge-4  waiting     PodNeedUpgrade False / WaitingForWave, as the controller writes beyond the reached waves
   edge-5  upgrading   outdated, allowed to move (PodNeedUpgrade True)
@@ -23,9 +23,9 @@ from typing import Any
 import aiohttp
 
 from edgeagent.contract import failure_message
-from edgeagent.fleet.state import FAILURE_CONDITION
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, CONTENT_STRATEGIC_MERGE_PATCH, KubeClient
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready, is_terminating, labels_of
+from edgeagent.rollout.node_state import FAILURE_CONDITION
 from edgeagent.sim.cluster import SimCluster
 from tests.support.waiting import eventually
 

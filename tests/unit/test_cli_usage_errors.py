@@ -96,9 +96,9 @@ def test_timeout_from_the_environment_only_applies_with_watch(monkeypatch: pytes
         seen.append(cfg)
         return 0
 
-    from edgeagent import rollout_cli
+    from edgeagent.rollout import command as rollout_command
 
-    monkeypatch.setattr(rollout_cli, "main", call)
+    monkeypatch.setattr(rollout_command, "main", call)
     monkeypatch.setenv("EDGEAGENT_TIMEOUT", "30")
     assert cli.main(["rollout", "status", "web"]) == 0
     assert cli.main(["rollout", "status", "web", "--watch", "--timeout", "5"]) == 0
@@ -144,12 +144,12 @@ def test_an_empty_or_malformed_daemonset_name_is_a_usage_error(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, verb: str, name: str, why: str) -> None:
     """Issue 38 item 7: `rollout status ''` printed `DaemonSet /: not managed` and exited 3 ("in progress"), so a
     script waiting on an empty variable looped forever. Every rollout verb refuses it before any request."""
-    from edgeagent import rollout_cli
+    from edgeagent.rollout import command as rollout_command
 
     def never(cfg: RolloutConfig) -> int:
         raise AssertionError("no request may be made for an invalid name")
 
-    monkeypatch.setattr(rollout_cli, "main", never)
+    monkeypatch.setattr(rollout_command, "main", never)
     line = usage_error(capsys, "rollout", verb, name)
     assert line.startswith("edgeagent: error: argument DS: ") and why in line
 
@@ -166,7 +166,7 @@ def test_an_empty_or_malformed_namespace_is_a_usage_error(
                                    "daemonsets.apps/web", "DS/web", "a.b-c"])
 def test_a_daemonset_name_and_kubectls_type_slash_name_forms_are_accepted(
         monkeypatch: pytest.MonkeyPatch, given: str) -> None:
-    from edgeagent import rollout_cli
+    from edgeagent.rollout import command as rollout_command
 
     seen: list[RolloutConfig] = []
 
@@ -174,7 +174,7 @@ def test_a_daemonset_name_and_kubectls_type_slash_name_forms_are_accepted(
         seen.append(cfg)
         return 0
 
-    monkeypatch.setattr(rollout_cli, "main", call)
+    monkeypatch.setattr(rollout_command, "main", call)
     assert cli.main(["rollout", "status", given]) == 0
     assert cli.main(["rollout", "pause", given, "-n", "edge-sites"]) == 0
     expected = given.split("/")[-1]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from edgeagent import rollout_cli
 from edgeagent.config import RolloutConfig
 from edgeagent.fleet.command import FleetConfig, main
+from edgeagent.rollout import command as rollout_command
 
 
 @pytest.mark.parametrize("command", ["fleet", "rollout"])
@@ -22,7 +22,7 @@ def test_a_command_run_in_process_gives_the_caller_its_logging_back(tmp_path: Pa
     if command == "fleet":
         code = main(FleetConfig(kubeconfig=missing), out=io.StringIO(), err=io.StringIO())
     else:
-        code = rollout_cli.main(RolloutConfig(action="status", daemonset="web", kubeconfig=missing),
+        code = rollout_command.main(RolloutConfig(action="status", daemonset="web", kubeconfig=missing),
                                 out=io.StringIO(), err=io.StringIO())
     assert code != 0
     assert structlog.get_config() == before

@@ -8,8 +8,8 @@ from typing import Any
 
 from edgeagent.controller.rolling import plan_rolling_update
 from edgeagent.controller.settings import roll_settings
-from edgeagent.fleet.command import Listed
-from edgeagent.rollout_cli import build_status
+from edgeagent.rollout.listing import Listed
+from edgeagent.rollout.status import build_status
 from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision
 
 JSON = dict[str, Any]

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from edgeagent.fleet import plan_source
 from edgeagent.fleet.live import LiveFleet, revision_images, shown_labels, slim_revision
 from edgeagent.rollout import plan as plans
+from edgeagent.rollout import plan_source
 from tests.unit.test_fleet_model import DS_UID, ds, node, pod
 
 JSON = dict[str, Any]

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from edgeagent import cli
 from edgeagent.durations import DURATION_FORM, DurationError, format_duration, parse_duration
-from edgeagent.fleet import command, model
+from edgeagent.fleet import command
+from edgeagent.rollout import model
 from tests.unit.test_fleet_model import ds, node, pod
 
 

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from edgeagent.fleet import live, model, table
+from edgeagent.fleet import live, table
 from edgeagent.fleet.live import CODES, LiveFleet
 from edgeagent.kube.selectors import parse_field_selector
+from edgeagent.rollout import model
 from edgeagent.rollout import plan as plans
 
 JSON = dict[str, Any]

@@ -54,8 +54,11 @@ def test_the_real_package_keeps_every_contract(tmp_path: Path) -> None:
     ("edgeagent.agent.requests.upgrade", "import edgeagent.controller.ota", "independence", "edgeagent.controller.ota"),
     ("edgeagent.controller.rolling", "import edgeagent.agent.policy.held", "independence",
      "edgeagent.agent.policy.held"),
-    ("edgeagent.fleet.model", "import edgeagent.agent.policy.site", "independence", "edgeagent.agent.policy.site"),
-    ("edgeagent.fleet.model", "import edgeagent.sim.store", "no-sim-in-product", "edgeagent.sim.store"),
+    ("edgeagent.fleet.live", "import edgeagent.agent.policy.site", "independence", "edgeagent.agent.policy.site"),
+    ("edgeagent.fleet.live", "import edgeagent.sim.store", "no-sim-in-product", "edgeagent.sim.store"),
+    # The rollout's one home (its state model and `rollout status` included) sits below the views that format it.
+    ("edgeagent.rollout.status", "import edgeagent.fleet.table", "layers", "edgeagent.fleet.table"),
+    ("edgeagent.rollout.model", "import edgeagent.controller.waves", "layers", "edgeagent.controller.waves"),
     # The contract sits below the components, kube below the contract.
     ("edgeagent.contract", "import edgeagent.agent.policy.held", "layers", "edgeagent.agent.policy.held"),
     ("edgeagent.kube.objects", "import edgeagent.contract", "layers", "edgeagent.contract"),

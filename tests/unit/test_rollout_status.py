@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeagent.fleet.command import Listed
-from edgeagent.fleet.state import FAILURE_CONDITION, State
-from edgeagent.rollout_cli import Status, build_status, changes
+from edgeagent.rollout.listing import Listed
+from edgeagent.rollout.node_state import FAILURE_CONDITION, State
+from edgeagent.rollout.status import Status, build_status, changes
 from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision
 
 JSON = dict[str, Any]

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from edgeagent import rollout_cli
 from edgeagent.config import ControllerConfig, RolloutConfig
 from edgeagent.controller.app import ControllerApp
 from edgeagent.kube.client import CONTENT_MERGE_PATCH, KubeClient, Timeouts
 from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready, is_terminating
+from edgeagent.rollout import command as rollout_command
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 
@@ -234,7 +234,7 @@ async def rollout(sim: SimCluster, action: str, name: str = "web") -> tuple[int,
     """`edgeagent rollout ACTION NAME` as the CLI runs it (status or a steering verb): exit code, stdout, stderr."""
     out, err = io.StringIO(), io.StringIO()
     cfg = RolloutConfig(daemonset=name, namespace="default", kubeconfig=sim.admin_kubeconfig, action=action)
-    main = rollout_cli.main
+    main = rollout_command.main
     code = await asyncio.to_thread(main, cfg, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 

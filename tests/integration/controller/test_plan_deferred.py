@@ -8,10 +8,10 @@ import io
 from datetime import UTC, datetime
 from typing import Any
 
-from edgeagent import rollout_cli
 from edgeagent.config import RolloutConfig
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import is_terminating
+from edgeagent.rollout import command as rollout_command
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
 from tests.integration.controller.conftest import (
@@ -57,7 +57,7 @@ async def set_held(admin: KubeClient, node: str, held: bool) -> None:
 async def status_text(sim: SimCluster) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     cfg = RolloutConfig(daemonset="web", namespace="default", kubeconfig=sim.admin_kubeconfig)
-    code = await asyncio.to_thread(rollout_cli.main, cfg, out=out, err=err)
+    code = await asyncio.to_thread(rollout_command.main, cfg, out=out, err=err)
     return code, out.getvalue() + err.getvalue()
 
 

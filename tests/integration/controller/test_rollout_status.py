@@ -7,10 +7,10 @@ import io
 
 import pytest
 
-from edgeagent import rollout_cli as rollout
 from edgeagent.cli import main as cli_main
 from edgeagent.config import RolloutConfig
 from edgeagent.kube.client import KubeClient
+from edgeagent.rollout import command as rollout
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.controller.conftest import (
     Controllers,

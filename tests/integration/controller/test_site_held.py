@@ -13,11 +13,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from edgeagent import rollout_cli as rollout
 from edgeagent.agent.policy.held import current
 from edgeagent.config import RolloutConfig
 from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import is_pod_ready, is_terminating
+from edgeagent.rollout import command as rollout
 from edgeagent.sim.cluster import SimCluster
 from tests.integration.agent_api.conftest import AgentFactory, agent_factory, wait_connected
 from tests.integration.controller.conftest import (

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from edgeagent.fleet.command import PAGE_SIZE
+from edgeagent.rollout.listing import PAGE_SIZE
 from tests.conftest import SimFactory
 from tests.integration.fleet.test_fleet_command import fleet
 from tests.support.dashboard_server import dashboard

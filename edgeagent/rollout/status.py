@@ -1,16 +1,12 @@
-"""`edgeagent rollout status|history|promote|pause|resume|abort|retry|undo DS`: the rollout of a DaemonSet, read
-from and steered through its RolloutPlan (`edgeagent.io/v1alpha1`).
+"""`edgeagent rollout status DS`: where a DaemonSet's rollout stands, read from its RolloutPlan
+(`edgeagent.io/v1alpha1`) and from what its nodes show.
 
-`status` shows where the rollout stands: the plan's `status` (phase, wave, bake left, failures) and each node's
-state computed by the fleet view's one state model (`edgeagent.fleet.state.node_state`, through
-`fleet.model`), read with the same lists as `edgeagent fleet` (list rights are enough): the counts are the
-fleet's, and the header is written from the same counts as the table, so the two never disagree. Above
-`ROLLOUT_SUMMARY_ABOVE` nodes it prints a summary (nodes per state, per wave, the failed and the offline or held
-nodes named) unless `--all` or `-o wide`; `--watch` prints what changes, never the table again.
-
-This module stays above the fleet package (the import layers of .importlinter): the status is a view of the
-fleet's state model, which sits above `edgeagent.rollout`. The steering rules and writes live in
-`edgeagent.rollout.steer`; this module only connects, resolves the namespace and prints.
+The plan's `status` (phase, wave, bake left, failures) and each node's state computed by the one state model
+(`node_state.node_state`, through `model`), read with the same lists as `edgeagent fleet nodes DS`
+(`listing`: list rights are enough): the counts are the fleet's, and the header is written from the same counts
+as the table, so the two never disagree. Above `ROLLOUT_SUMMARY_ABOVE` nodes it prints a summary (nodes per
+state, per wave, the failed and the offline or held nodes named) unless `--all` or `-o wide`; `--watch` prints
+what changes, never the table again (`changes`). `command` connects, runs it and prints.
 
 Exit 0 when the rollout is complete, 3 while in progress (also when `--watch` times out), 1 when it was
 aborted or rolled back, or on an error (one line on stderr).
@@ -18,26 +14,18 @@ aborted or rolled back, or on an error (one line on stderr).
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
-from edgeagent import log
-from edgeagent.config import ROLLOUT_SUMMARY_ABOVE, RolloutConfig
-from edgeagent.fleet import command as fleet_command
-from edgeagent.fleet import model, plan_source
-from edgeagent.fleet import state as rules
-from edgeagent.fleet.state import State
-from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
-from edgeagent.kube.kubeconfig import DEFAULT_NAMESPACE, load_problem
+from edgeagent.config import ROLLOUT_SUMMARY_ABOVE
+from edgeagent.kube.client import KubeClient
 from edgeagent.kube.objects import labels_of, meta, name_of
-from edgeagent.rollout import steer as steering
+from edgeagent.rollout import listing, model, plan_source
+from edgeagent.rollout import node_state as rules
+from edgeagent.rollout.node_state import State
 from edgeagent.rollout.plan import format_duration
 
 JSON = dict[str, Any]
@@ -48,8 +36,6 @@ EXIT_ERROR = 1
 EXIT_STOPPED = 1
 # Scripts tell "not yet" (3) from "broken" (1).
 EXIT_IN_PROGRESS = 3
-EXIT_USAGE = 2
-POLL_INTERVAL = 1.0
 # In a summary, at most this many nodes are named per list (the rest are counted).
 NAMED_IN_SUMMARY = 40
 SUMMARY_WIDTH = 110
@@ -252,7 +238,7 @@ def _table(columns: list[tuple[str, list[str]]]) -> list[str]:
     return out
 
 
-def build_status(listed: fleet_command.Listed, namespace: str, name: str, now: float) -> Status:
+def build_status(listed: listing.Listed, namespace: str, name: str, now: float) -> Status:
     """The DaemonSet's view through the fleet's one state model, with each node's wave when a plan rolls."""
     fleet = model.build(listed.daemonsets, listed.pods, listed.nodes, listed.events, now, listed.revisions,
                         plans=listed.plans)
@@ -281,10 +267,10 @@ def build_status(listed: fleet_command.Listed, namespace: str, name: str, now: f
 
 
 async def fetch_status(client: KubeClient, namespace: str, name: str) -> Status:
-    cfg = fleet_command.FleetConfig(namespace=namespace, nodes=True, daemonset=name)
+    """Read the lists `edgeagent fleet nodes DS` reads, and build the status from them."""
     try:
-        listed = await fleet_command.fetch(client, cfg)
-    except fleet_command.FleetError as exc:
+        listed = await listing.fetch(client, listing.Query(namespace=namespace, nodes=True, daemonset=name))
+    except listing.ListError as exc:
         raise RolloutError(str(exc)) from exc
     return build_status(listed, namespace, name, time.time())
 
@@ -302,102 +288,3 @@ def changes(before: Status, after: Status, *, every_node: bool) -> list[str]:
         tally = Counter(r.state.value for r in moved)
         lines.append(f"{len(moved)} node(s) moved: " + ", ".join(f"{n} now {s}" for s, n in tally.items()))
     return lines
-
-
-async def connect(cfg: RolloutConfig) -> tuple[KubeClient, str]:
-    """The client, and the namespace: -n, else the kubeconfig context's, else default (as kubectl)."""
-    try:
-        client = await KubeClient.connect(cfg.kubeconfig, Timeouts(connect=3, request=10), agent=user_agent("cli"),
-                                          context=cfg.context)
-    except FileNotFoundError as exc:  # a file the operator named is not there: usage, like --token-file
-        raise RolloutError(str(exc), EXIT_USAGE) from exc
-    except Exception as exc:  # malformed kubeconfig, unknown context
-        raise RolloutError(load_problem(exc, cfg.kubeconfig or "KUBECONFIG")) from exc
-    return client, cfg.namespace or client.namespace or DEFAULT_NAMESPACE
-
-
-async def run_status(cfg: RolloutConfig, out: TextIO) -> int:
-    client, namespace = await connect(cfg)
-    every_node = cfg.all_nodes or cfg.output == "wide"
-    try:
-        deadline = time.monotonic() + cfg.timeout if cfg.timeout > 0 else None
-        shown: Status | None = None
-        while True:
-            status = await fetch_status(client, namespace, cfg.daemonset)
-            if cfg.output == "json":
-                text = json.dumps(status.to_json(), indent=2)
-                if shown is None or text != json.dumps(shown.to_json(), indent=2):
-                    print(text, file=out, flush=True)
-            elif shown is None:
-                print(status.render(every_node=every_node), file=out, flush=True)
-            else:
-                lines = changes(shown, status, every_node=every_node)
-                if lines:
-                    print("\n".join(lines), file=out, flush=True)
-            shown = status
-            code = status.exit_code
-            if code != EXIT_IN_PROGRESS or not cfg.watch:
-                if cfg.watch and cfg.output != "json":
-                    print(status.verdict(), file=out, flush=True)
-                return code
-            if deadline is not None and time.monotonic() >= deadline:
-                print(f"timed out after {cfg.timeout:g}s waiting for the rollout", file=out, flush=True)
-                return EXIT_IN_PROGRESS
-            await asyncio.sleep(POLL_INTERVAL)
-    finally:
-        await client.close()
-
-
-async def run_history(cfg: RolloutConfig, out: TextIO) -> int:
-    client, namespace = await connect(cfg)
-    try:
-        plan = await steering.find_plan(client, namespace, cfg.daemonset)
-    finally:
-        await client.close()
-    if cfg.output == "json":
-        print(json.dumps({"kind": "RolloutHistory", "rolloutPlan": name_of(plan), "namespace": namespace,
-                          "items": steering.history_rows(plan)}, indent=2), file=out, flush=True)
-    else:
-        out.write(steering.history_table(plan))
-        out.flush()
-    return EXIT_COMPLETE
-
-
-async def run_steer(cfg: RolloutConfig, out: TextIO) -> int:
-    client, namespace = await connect(cfg)
-    try:
-        line = await steering.steer(client, namespace, cfg.daemonset, cfg.action, to_revision=cfg.to_revision)
-    finally:
-        await client.close()
-    print(line, file=out, flush=True)
-    return EXIT_COMPLETE
-
-
-def run_reporting_errors(command: Callable[[RolloutConfig, TextIO], Coroutine[Any, Any, int]], cfg: RolloutConfig, *,
-                         out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run one `rollout` subcommand; any error is one line on stderr and exit 1."""
-    err = err or sys.stderr
-    # stdout and stderr carry our lines only: the kube client's own log lines (a 403, a retry) stay out, for the
-    # command's duration (a caller in the same process, a test, gets its logging back).
-    with log.quiet(err):
-        try:
-            return asyncio.run(command(cfg, out or sys.stdout))
-        except KeyboardInterrupt:
-            return EXIT_IN_PROGRESS
-        except RolloutError as exc:
-            print(f"edgeagent: error: {exc}", file=err)
-            return exc.exit_code
-        except steering.SteerError as exc:
-            print(f"edgeagent: error: {exc}", file=err)
-        except KubeError as exc:
-            print(f"edgeagent: error: the API server refused: {exc}", file=err)
-        except KubeUnreachable as exc:
-            where = f" at {exc.server}" if exc.server else ""
-            print(f"edgeagent: error: cannot reach the API server{where}: {exc}", file=err)
-    return EXIT_ERROR
-
-
-def main(cfg: RolloutConfig, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    command = {"status": run_status, "history": run_history}.get(cfg.action, run_steer)
-    return run_reporting_errors(command, cfg, out=out, err=err)
-

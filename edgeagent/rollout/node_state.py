@@ -1,7 +1,8 @@
-"""One node's state for one DaemonSet: the single rule every fleet view and the fleet metrics format.
+"""One node's state for one DaemonSet: the single rule `rollout status`, every fleet view and the fleet metrics
+format.
 
-`fleet`, `fleet nodes`, the dashboard (its grid, its rollout cards, its node panel) and its `/metrics` all
-call `node_state` and `rollout_phase`; none of them decides a state by itself. Two copies of this rule
+`rollout status`, `fleet`, `fleet nodes`, the dashboard (its grid, its rollout cards, its node panel) and its
+`/metrics` all call `node_state` and `rollout_phase` (through `model`); none of them decides a state by itself. Two copies of this rule
 drifted apart before (a card said "344/1000 up to date" beside a legend saying 245), so there is one.
 
 `node_state` is a pure function of what the cluster shows about one node and one DaemonSet: the DaemonSet,

@@ -1,9 +1,9 @@
 """Where every node of every managed DaemonSet stands, computed from plain lists of objects.
 
 A pure function of plain lists (DaemonSets, pods, nodes, Leases, edgeagent Events, ControllerRevisions) and
-a clock, gathering for each node and DaemonSet what `fleet.rules.node_state` needs and keeping what it says,
-so that the `fleet` tables, the dashboard and its metrics say the same thing and can be tested without a
-cluster. No new API object is read or written: the state lives in what the agents and the controller
+a clock, gathering for each node and DaemonSet what `node_state.node_state` needs and keeping what it says,
+so that `rollout status`, the `fleet` tables, the dashboard and its metrics say the same thing and can be
+tested without a cluster. No new API object is read or written: the state lives in what the agents and the controller
 already publish (pod conditions, the rollout plan's state, the node Leases, the agents' outcome Events).
 A node's overall state is the worst over its DaemonSets, in the order of `rules.STATE_ORDER`, and its WHY
 is that same DaemonSet's.
@@ -29,8 +29,6 @@ from edgeagent.contract import (
     STRATEGY_OTA,
     version_from_message,
 )
-from edgeagent.fleet import placement, plan_source
-from edgeagent.fleet import state as rules
 from edgeagent.kube.objects import (
     annotations_of,
     controller_owner,
@@ -44,6 +42,8 @@ from edgeagent.kube.objects import (
     node_name_of,
 )
 from edgeagent.kube.timeutil import format_time, parse_time
+from edgeagent.rollout import node_state as rules
+from edgeagent.rollout import placement, plan_source
 
 JSON = dict[str, Any]
 

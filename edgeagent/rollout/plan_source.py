@@ -1,6 +1,6 @@
-"""Where the fleet views read a DaemonSet's rollout plan from: the one module that knows.
+"""Where `rollout status` and the fleet views read a DaemonSet's rollout plan from: the one module that knows.
 
-The state rules (`fleet.state`) take the plan's status as a plain mapping shaped like a RolloutPlan's
+The state rules (`node_state`) take the plan's status as a plain mapping shaped like a RolloutPlan's
 `status` (phase, wave, waves, revision, stableRevision, waveStartedAt, bakeStartedAt, counts, failures).
 A plan is a RolloutPlan object (`edgeagent.io/v1alpha1`) whose `spec.daemonSet` names the DaemonSet in its
 namespace: its `status` is that mapping and its `spec` the steps, bake and group label. `index` finds each
