@@ -12,9 +12,11 @@ from prometheus_client import Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from edgeagent.exposition import new_registry
+from edgeagent.rollout.state import STATUS_PHASES, api_phase
 
-# The phases of a rollout plan's state annotation.
-PLAN_PHASES = ("progressing", "baking", "paused", "aborted", "rolledBack", "complete")
+# The `phase` label of edgeagent_controller_rollout_phase: a RolloutPlan's phases as the API spells them
+# (`Progressing`, ..., `RolledBack`, `Complete`: the words of its status.phase, `fleet` and `rollout status`).
+PLAN_PHASES = tuple(STATUS_PHASES.values())
 # The `state` label of edgeagent_controller_rollout_nodes; the total has a gauge of its own.
 ROLLOUT_STATES = ("updated", "outdated", "unavailable")
 ROLLOUT_TOTAL = "total"
@@ -95,9 +97,11 @@ class ControllerMetrics:
             self.rollout_desired.remove(namespace, daemonset)
 
     def set_plan(self, namespace: str, daemonset: str, wave: int, waves: int, phase: str) -> None:
-        """Called on every rollout-state write; phases not current read 0 so a dashboard can stack them."""
+        """Called on every rollout-state write; phases not current read 0 so a dashboard can stack them. `phase`
+        as the state machine has it; the label is the API's spelling."""
         self.rollout_wave.labels(namespace, daemonset).set(wave)
         self.rollout_waves.labels(namespace, daemonset).set(waves)
+        phase = api_phase(phase)
         for known in PLAN_PHASES:
             self.rollout_phase.labels(namespace, daemonset, known).set(1 if known == phase else 0)
         # Touching the children exports them at 0 from the first state write on: Prometheus' increase() sees

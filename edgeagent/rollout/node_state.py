@@ -2,8 +2,9 @@
 format.
 
 `rollout status`, `fleet`, `fleet nodes`, the dashboard (its grid, its rollout cards, its node panel) and its
-`/metrics` all call `node_state` and `rollout_phase` (through `model`); none of them decides a state by itself. Two copies of this rule
-drifted apart before (a card said "344/1000 up to date" beside a legend saying 245), so there is one.
+`/metrics` all call `node_state` and `rollout_phase` (through `model`); none of them decides a state by itself.
+Two copies of this rule drifted apart before (a card said "344/1000 up to date" beside a legend saying 245), so
+there is one.
 
 `node_state` is a pure function of what the cluster shows about one node and one DaemonSet: the DaemonSet,
 its rollout plan's status (a mapping shaped like a RolloutPlan's `status`: phase, wave, waves, revision,
@@ -36,6 +37,7 @@ from typing import Any
 from edgeagent import contract
 from edgeagent.kube.objects import annotations_of, get_condition, is_pod_ready, labels_of, meta
 from edgeagent.kube.timeutil import parse_time
+from edgeagent.rollout import state as states
 
 JSON = dict[str, Any]
 PlanStatus = Mapping[str, Any]
@@ -77,12 +79,14 @@ STUCK_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull
 # may write a pod's status); `contract.reported_failure` is its one reader.
 FAILURE_CONDITION = contract.CONDITION_UPGRADE_FAILED
 
-# Plan phases (compared case-insensitively: the round-3 annotation writes `rolledBack`, a RolloutPlan's status
-# `RolledBack`).
-PHASE_ABORTED = "aborted"
-PHASE_ROLLED_BACK = "rolledback"
-PHASE_COMPLETE = "complete"
-ACTIVE_PHASES = frozenset({"progressing", "baking", "paused"})
+# Phases, as the API spells them (`rollout.state.STATUS_PHASES`): the plan's status is read as written, and a
+# DaemonSet without a plan gets the same words.
+PHASE_PROGRESSING = states.STATUS_PHASES[states.PHASE_PROGRESSING]
+PHASE_PAUSED = states.STATUS_PHASES[states.PHASE_PAUSED]
+PHASE_ABORTED = states.STATUS_PHASES[states.PHASE_ABORTED]
+PHASE_ROLLED_BACK = states.STATUS_PHASES[states.PHASE_ROLLED_BACK]
+PHASE_COMPLETE = states.STATUS_PHASES[states.PHASE_COMPLETE]
+ACTIVE_PHASES = states.STATUS_ACTIVE_PHASES
 
 # The policy of a node as its agent reported it on the pod's UpgradeHeld condition.
 POLICY_HELD = "held"
@@ -104,7 +108,7 @@ def worst(states: Iterable[State]) -> State | None:
 
 
 def phase(plan: PlanStatus | None) -> str:
-    return str((plan or {}).get("phase") or "").lower()
+    return str((plan or {}).get("phase") or "")
 
 
 def is_stopped(plan: PlanStatus | None) -> bool:
@@ -258,16 +262,17 @@ def node_state(ds: JSON, plan: PlanStatus | None, pod: JSON | None, node: JSON |
     return NodeState(State.UPGRADING, "on an older revision, allowed to move")
 
 
-def rollout_phase(plan: PlanStatus | None, states: Iterable[State], desired: int, paused: bool) -> str:
-    """The DaemonSet's PHASE: the plan's while it is about the current revision; else `paused`, `complete`
-    when every one of its `desired` nodes is up to date (a node without a pod is not), else `progressing`."""
+def rollout_phase(plan: PlanStatus | None, node_states: Iterable[State], desired: int, paused: bool) -> str:
+    """The DaemonSet's PHASE: the plan's while it is about the current revision; else `Paused`, `Complete`
+    when every one of its `desired` nodes is up to date (a node without a pod is not), else `Progressing`: the
+    plan's words, so a DaemonSet reads the same with or without a plan."""
     if plan is not None and plan.get("phase"):
         return str(plan["phase"])
     if paused:
-        return "paused"
-    found = list(states)
+        return PHASE_PAUSED
+    found = list(node_states)
     done = bool(found) and len(found) >= desired and all(s is State.UP_TO_DATE for s in found)
-    return PHASE_COMPLETE if done else "progressing"
+    return PHASE_COMPLETE if done else PHASE_PROGRESSING
 
 
 def counts(states: Iterable[State]) -> dict[str, int]:

@@ -16,7 +16,7 @@ from typing import Any
 from edgeagent.contract import ANNOTATION_NODE_SELECTOR
 from edgeagent.kube.objects import annotations_of, meta
 from edgeagent.kube.selectors import parse_label_selector
-from edgeagent.kube.timeutil import format_time, parse_time
+from edgeagent.kube.timeutil import parse_time
 from edgeagent.rollout import api
 from edgeagent.rollout import plan as plans
 from edgeagent.rollout import state as states
@@ -63,17 +63,7 @@ def status_of(ds: JSON, plans_by_ds: Plans | None = None) -> JSON | None:
             return None
         return status
     state = states.state_of(ds)[0]
-    if state is None:
-        return None
-    return {
-        "phase": state.phase, "wave": state.wave, "waves": state.waves, "revision": state.revision,
-        "stableRevision": state.stable_revision,
-        "waveStartedAt": format_time(state.wave_started_at) if state.wave_started_at is not None else None,
-        "bakeStartedAt": format_time(state.bake_started_at) if state.bake_started_at is not None else None,
-        "counts": {"nodes": state.nodes, "upgraded": state.upgraded, "deferred": state.deferred,
-                   "failed": state.failed},
-        "failures": [dict(f) for f in state.failures],
-    }
+    return state.to_status() if state is not None else None
 
 
 def plan_of(ds: JSON, plans_by_ds: Plans | None = None) -> Plan | None:
@@ -97,14 +87,13 @@ def plan_of(ds: JSON, plans_by_ds: Plans | None = None) -> Plan | None:
 def ranking(plan: Plan | None, status: Mapping[str, Any] | None,
             members: Mapping[str, Mapping[str, str]]) -> Ranking | None:
     """The planner's waves over the DaemonSet's nodes (name -> labels), while the plan is rolling."""
-    if plan is None or status is None or str(status.get("phase") or "").lower() not in ("progressing", "baking",
-                                                                                       "paused"):
+    if plan is None or status is None or status.get("phase") not in states.STATUS_ACTIVE_PHASES:
         return None
     return plans.rank(plan, members)
 
 
 def bake_left(plan: Plan | None, status: Mapping[str, Any] | None, now: float) -> float | None:
-    if plan is None or status is None or str(status.get("phase") or "").lower() != "baking":
+    if plan is None or status is None or status.get("phase") != states.STATUS_PHASES[states.PHASE_BAKING]:
         return None
     started = parse_time(status.get("bakeStartedAt"))
     return None if started is None else max(0.0, started + plan.bake_seconds - now)

@@ -29,9 +29,21 @@ PHASES = (PHASE_PROGRESSING, PHASE_BAKING, PHASE_PAUSED, PHASE_ABORTED, PHASE_RO
 # Phases in which the rollout still moves by itself (or will, once resumed).
 ACTIVE_PHASES = (PHASE_PROGRESSING, PHASE_BAKING, PHASE_PAUSED)
 
-# How each phase is spelt in a RolloutPlan's `status.phase` (the API's CamelCase).
+# The phases as the API spells them (CamelCase, as Kubernetes spells a phase): a RolloutPlan's `status.phase`, and
+# every place a person or a program reads a phase: `fleet` (and `-o json`), `rollout status`, `rollout history`,
+# the dashboard and the `phase` label of `edgeagent_controller_rollout_phase`. The constants above are the state
+# machine's own identifiers (and the round-3 annotation's spelling), never shown; this mapping is the one place
+# they become the API's words (`api_phase`).
 STATUS_PHASES = {PHASE_PROGRESSING: "Progressing", PHASE_BAKING: "Baking", PHASE_PAUSED: "Paused",
                  PHASE_ABORTED: "Aborted", PHASE_ROLLED_BACK: "RolledBack", PHASE_COMPLETE: "Complete"}
+# The phases in which the rollout still moves by itself (or will, once resumed), in the API's spelling.
+STATUS_ACTIVE_PHASES = frozenset(STATUS_PHASES[p] for p in ACTIVE_PHASES)
+
+
+def api_phase(phase: str) -> str:
+    """A phase as the API spells it (a phase already so spelt is returned as it is)."""
+    return STATUS_PHASES.get(phase, phase)
+
 
 # The state lists at most this many failing pods; the count covers all of them.
 MAX_FAILURES_LISTED = 20
@@ -222,7 +234,7 @@ def state_from_status(status: Any) -> tuple[RolloutState | None, str | None]:
         return None, None
     if not isinstance(status, dict):
         return None, "status is not an object"
-    phases = {api_phase: phase for phase, api_phase in STATUS_PHASES.items()}
+    phases = {spelt: phase for phase, spelt in STATUS_PHASES.items()}
     phase = status.get("phase")
     if phase not in phases:
         return None, f"status has an unknown phase {phase!r}"

@@ -40,7 +40,7 @@ EXIT_IN_PROGRESS = 3
 NAMED_IN_SUMMARY = 40
 SUMMARY_WIDTH = 110
 
-STOPPED_PHASES = ("aborted", "rolledback")
+STOPPED_PHASES = (rules.PHASE_ABORTED, rules.PHASE_ROLLED_BACK)
 
 
 class RolloutError(Exception):
@@ -80,7 +80,7 @@ class Status:
 
     @property
     def phase(self) -> str:
-        return rules.phase({"phase": self.view.phase})
+        return self.view.phase
 
     @property
     def stopped(self) -> bool:
@@ -156,7 +156,7 @@ class Status:
         why = ("by the operator (rollout " + str(steer.get("verb")) + ")" if by_operator and not failed
                else f"after {failed} failure(s)" if failed else "")
         lines: list[str] = []
-        if self.phase == "rolledback":
+        if self.phase == rules.PHASE_ROLLED_BACK:
             lines.append(f"revision {status.get('revision')} was rolled back to {status.get('stableRevision') or '?'}"
                          + (f" {why}" if why else "") + ": it is not rolled again by itself")
         else:
@@ -170,7 +170,7 @@ class Status:
 
     def verdict(self) -> str:
         if self.stopped:
-            word = "rolled back" if self.phase == "rolledback" else "aborted"
+            word = "rolled back" if self.phase == rules.PHASE_ROLLED_BACK else "aborted"
             return f"rollout {word} (revision {self.status.get('revision')})"
         return "rollout complete" if self.complete else "rollout in progress"
 

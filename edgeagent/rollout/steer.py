@@ -36,6 +36,7 @@ from edgeagent.rollout.state import (
     PHASE_PAUSED,
     HistoryEntry,
     RolloutState,
+    api_phase,
     state_from_status,
 )
 
@@ -184,12 +185,6 @@ def decide(plan: Mapping[str, Any], verb: str, *, to_revision: str = "", request
         line = (f"{where}: undo requested: the controller restores the DaemonSet's template from revision "
                 f"{target}")
     return {"metadata": {"annotations": {ANNOTATION_STEER: request.to_json()}}}, line
-
-
-def api_phase(phase: str) -> str:
-    from edgeagent.rollout.state import STATUS_PHASES
-
-    return STATUS_PHASES.get(phase, phase)
 
 
 async def find_plan(client: KubeClient, namespace: str, daemonset: str) -> JSON:

@@ -59,3 +59,11 @@ def test_forgetting_a_daemonset_drops_its_total_too() -> None:
     metrics.forget_rollout("default", "web")
     text = metrics.render()[0].decode()
     assert 'daemonset="web"' not in text
+
+
+def test_the_rollout_phase_label_is_spelt_as_the_api_spells_it() -> None:
+    """`phase` reads as a RolloutPlan's status.phase, `fleet` and `rollout status` write it (one spelling)."""
+    text = _controller()
+    assert re.search(r'^edgeagent_controller_rollout_phase\{[^}]*phase="Baking"[^}]*\} 1\.0$', text, re.M), text
+    labels = set(re.findall(r'^edgeagent_controller_rollout_phase\{[^}]*phase="(\w+)"', text, re.M))
+    assert labels == {"Progressing", "Baking", "Paused", "Aborted", "RolledBack", "Complete"}, labels

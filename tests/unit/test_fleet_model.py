@@ -121,7 +121,7 @@ def test_a_node_missing_from_the_node_list_is_offline_and_still_counted() -> Non
     assert view.pods["n1"].state is model.State.OFFLINE
     assert view.pods["n1"].why == "not in the node list"
     assert [(n.name, n.state) for n in fleet.nodes] == [("n1", model.State.OFFLINE)]
-    assert view.phase == "progressing"
+    assert view.phase == "Progressing"
 
 
 def test_not_complete_while_a_node_it_should_run_on_has_no_pod() -> None:
@@ -131,9 +131,9 @@ def test_not_complete_while_a_node_it_should_run_on_has_no_pod() -> None:
     fleet = model.build([the_ds], [pod(generation="2", revision="new")], [node(), node("n2")], [], now=0.0)
     view = fleet.daemonsets[0]
     assert view.pods["n2"].state is model.State.UPGRADING and view.pods["n2"].pod == ""
-    assert (view.phase, view.desired, view.up_to_date) == ("progressing", 2, 1)
+    assert (view.phase, view.desired, view.up_to_date) == ("Progressing", 2, 1)
     alone = model.build([the_ds], [pod(generation="2", revision="new")], [node()], [], now=0.0).daemonsets[0]
-    assert alone.phase == "complete"
+    assert alone.phase == "Complete"
 
 
 def test_a_node_the_daemonset_does_not_target_gets_no_cell() -> None:
@@ -216,7 +216,7 @@ def test_rollout_state_failures_count_for_the_revision_they_name() -> None:
                         [node(), node("n2")], [], now=0.0, revisions=[rev])
     view = fleet.daemonsets[0]
     assert view.pods["n1"].state is model.State.FAILED
-    assert (view.wave, view.waves, view.phase) == (1, 2, "aborted")
+    assert (view.wave, view.waves, view.phase) == (1, 2, "Aborted")
 
 
 def test_after_a_rollback_the_phase_and_the_failed_nodes_stay_visible() -> None:
@@ -228,11 +228,11 @@ def test_after_a_rollback_the_phase_and_the_failed_nodes_stay_visible() -> None:
     on_bad = pod(revision="bad")
     view = model.build([ds(**{"edgeagent.io/rollout-state": rolled})], [on_bad], [node()], [], now=0.0,
                        revisions=[rev]).daemonsets[0]
-    assert (view.phase, view.pods["n1"].state) == ("rolledBack", model.State.FAILED)
+    assert (view.phase, view.pods["n1"].state) == ("RolledBack", model.State.FAILED)
     other = json.dumps({"revision": "older", "stableRevision": "x", "wave": 1, "waves": 2, "phase": "aborted"})
     view = model.build([ds(**{"edgeagent.io/rollout-state": other})], [on_bad], [node()], [], now=0.0,
                        revisions=[rev]).daemonsets[0]
-    assert (view.phase, view.wave) == ("progressing", None)  # about another revision: not shown
+    assert (view.phase, view.wave) == ("Progressing", None)  # about another revision: not shown
 
 
 def test_worst_state_orders_offline_first() -> None:
@@ -249,7 +249,7 @@ def test_bake_left_and_garbage_state_are_never_fatal() -> None:
     fleet = model.build([the_ds], [pod(generation="2", revision="new")], [node()], [], now=1767225600.0 + 60)
     assert fleet.daemonsets[0].bake_left == 540.0
     fleet = model.build([ds(**{"edgeagent.io/rollout-state": "{not json"})], [pod()], [node()], [], now=0.0)
-    assert (fleet.daemonsets[0].wave, fleet.daemonsets[0].phase) == (None, "progressing")
+    assert (fleet.daemonsets[0].wave, fleet.daemonsets[0].phase) == (None, "Progressing")
 
 
 def test_nodes_beyond_the_reached_wave_wait_in_the_planners_order() -> None:
@@ -337,8 +337,8 @@ def test_counts_add_up_to_the_nodes_and_the_dashboards_live_fleet_agrees(spec: l
     doc = view.to_json()
     assert sum(doc["states"].values()) == doc["nodes"] == len(expected_nodes)
     assert doc["upToDate"] == doc["states"]["up to date"]
-    assert doc["phase"] == ("complete" if expected_nodes and doc["upToDate"] == len(expected_nodes)
-                            else "progressing")
+    assert doc["phase"] == ("Complete" if expected_nodes and doc["upToDate"] == len(expected_nodes)
+                            else "Progressing")
 
     fed = LiveFleet(clock=lambda: 0.0)
     fed.on_daemonset("ADDED", ds(), None)

@@ -448,11 +448,11 @@ function version(s, hash) {
 function verdict(s) {
   const failed = s.fc ? " failed on " + s.fc + (s.fc === 1 ? " node" : " nodes") + " (" +
     s.f.map(([node, why]) => node + ": " + why).join("; ") + (s.fc > s.f.length ? "; …" : "") + ")" : "";
-  if ((s.p || "").toLowerCase() === "rolledback") {
+  if (s.p === "RolledBack") {
     return "Rolled back: revision " + version(s, s.pr) + (failed || " failed") + "; nodes back on revision " +
       version(s, s.sr || s.r) + ".";
   }
-  if ((s.p || "").toLowerCase() === "aborted") return "Aborted: revision " + version(s, s.pr || s.r) + " is rolled no further" +
+  if (s.p === "Aborted") return "Aborted: revision " + version(s, s.pr || s.r) + " is rolled no further" +
     (failed ? ";" + failed : "") + ".";
   if (failed) return "Revision " + version(s, s.pr || s.r) + failed + ".";
   return "";
@@ -477,12 +477,12 @@ function renderRollout(r) {
   p.facts.textContent = facts.join(" · ");
   const versions = ["revision " + version(s, s.r)];
   if (s.sr && s.sr !== s.r) versions.push("stable " + version(s, s.sr));
-  if (s.pr && s.pr !== s.r && (s.p || "").toLowerCase() !== "rolledback") versions.push("rolling " + version(s, s.pr));
+  if (s.pr && s.pr !== s.r && s.p !== "RolledBack") versions.push("rolling " + version(s, s.pr));
   p.versions.textContent = versions.join(" · ");
   const said = verdict(s);
   p.verdict.textContent = said;
   p.verdict.hidden = !said;
-  r.card.classList.toggle("bad", (s.p || "").toLowerCase() === "rolledback" || (s.p || "").toLowerCase() === "aborted" || s.fc > 0);
+  r.card.classList.toggle("bad", s.p === "RolledBack" || s.p === "Aborted" || s.fc > 0);
   r.card.setAttribute("data-phase", s.p);
   p.done.style.width = donePct + "%";
   p.reached.style.width = reachedPct + "%";

@@ -66,7 +66,7 @@ async def test_fleet_counts_each_state_and_nodes_shows_one_row_per_node(sim_fact
     assert code == 0, err
     table = rows(out)
     assert table[0] == ["NAME", "MODEL", "REVISION", "UP-TO-DATE", "WAVE", "PHASE", "HELD", "OFFLINE", "FAILED"]
-    assert table[1:] == [["web", "OTA", world.revision, "1/6", "-", "progressing", "1", "1", "1"]]
+    assert table[1:] == [["web", "OTA", world.revision, "1/6", "-", "Progressing", "1", "1", "1"]]
     # kubectl's spacing: three spaces after the widest cell of each column.
     assert out.splitlines()[0].startswith("NAME   MODEL   REVISION")
 
