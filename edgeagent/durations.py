@@ -1,6 +1,6 @@
 """Durations as operators type and read them: `90s`, `30m`, `2h`, `1d`, `1h30m`. One parser and one formatter.
 
-`edgeagent hold --for`, a rollout plan's `edgeagent.io/rollout-bake` and every "bake left" a view prints
+`edgeagent hold --for`, a RolloutPlan's `spec.bake` and every "bake left" a view prints
 go through here, so a duration accepted in one place is accepted in every other (`1d` is a hold and a
 bake alike) and a time left reads the same in `rollout status`, `fleet -o wide` and the dashboard (whose
 script holds a port of `format_duration`, checked against this one by the browser test).

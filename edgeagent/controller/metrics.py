@@ -63,7 +63,8 @@ class ControllerMetrics:
                                    "1 for the phase a DaemonSet's rollout plan is in, 0 for the others",
                                    ["namespace", "daemonset", "phase"], registry=r)
         self.rollout_aborts = Counter("edgeagent_controller_rollout_aborts",
-                                      "Rollouts stopped at max-failed or by `rollout abort`",
+                                      "Rollouts stopped at their RolloutPlan's maxFailed or maxFailedPerWave, or by "
+                                      "`rollout abort`",
                                       ["namespace", "daemonset"], registry=r)
         self.rollout_rollbacks = Counter("edgeagent_controller_rollout_rollbacks",
                                          "Rollouts whose template the controller restored to the last good revision",

@@ -12,7 +12,7 @@ pods say comes in as an `Observed` (the controller's `Observation`, built from i
 - `Gate`: what OTA and AdvancedRollingUpdate ask: may the pod on this node move to the current revision?
 
 Writes are bounded: the state changes on a transition (wave started/finished, bake over, phase change), when a
-new failure is counted (at most max-failed times) and when steering is consumed; never per node.
+new failure is counted (at most `maxFailed` times) and when steering is consumed; never per node.
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def _counts(state: RolloutState, ranking: Ranking, obs: Observed, k: int) -> Rol
 
 
 def wave_finished(ranking: Ranking, obs: Observed, k: int) -> bool:
-    """Every node of waves 1..k is upgraded, deferred or counted failed (a failure below max-failed is tolerated,
+    """Every node of waves 1..k is upgraded, deferred or counted failed (a failure below `maxFailed` is tolerated,
     and would otherwise block the rollout forever).
 
     Wave k is read first: while it runs, one of its first nodes is usually still pending and the answer comes
@@ -316,14 +316,14 @@ def wave_finished(ranking: Ranking, obs: Observed, k: int) -> bool:
 def wave_stops(plan: Plan, ranking: Ranking, obs: Observed, k: int, failed_nodes: AbstractSet[str]) -> str | None:
     """Why the failures of wave k stop the rollout, or None: `maxFailedPerWave` of the wave's nodes reached, or
     the wave failed entirely (every node of it failed or deferred, one at least failed: a canary that fails
-    never leads to the next wave, whatever max-failed allows)."""
+    never leads to the next wave, whatever `maxFailed` allows)."""
     in_wave = [n for n in failed_nodes if ranking.wave_of(n) == k]
     if not in_wave:
         return None
     nodes = ranking.nodes_of_wave(k)
     limit = plan.max_failed_per_wave
     if limit is not None and len(in_wave) >= limit.of(len(nodes)):
-        return f"{len(in_wave)} failure(s) in wave {k}, max-failed-per-wave is {limit} of {len(nodes)} node(s)"
+        return f"{len(in_wave)} failure(s) in wave {k}, maxFailedPerWave is {limit} of {len(nodes)} node(s)"
     deferred = set(obs.deferred_in_waves(ranking, k))
     if all(n in failed_nodes or n in deferred for n in nodes):
         return f"every node of wave {k} failed ({len(in_wave)} of {len(nodes)}, the rest deferred)" if len(
@@ -447,7 +447,7 @@ def decide(
         if steering.abort == revision:
             why = "rollout abort requested"
         elif failed >= max_failed:
-            why = f"{failed} failure(s), max-failed is {max_failed}"
+            why = f"{failed} failure(s), maxFailed is {max_failed}"
         else:
             why = str(per_wave)
         listed = "; ".join(f"{f.get('pod')} on {f.get('node')}: {f.get('reason')}" for f in failures)

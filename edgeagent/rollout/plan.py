@@ -263,9 +263,9 @@ def rank_key(plan: Plan, name: str, labels: Mapping[str, str]) -> bytes:
     """The documented order, smallest first:
 
     1. canary nodes (matching `edgeagent.io/node-selector`) before the others;
-    2. with `edgeagent.io/rollout-group-label`: nodes with the label before nodes without it, groups ordered
-       by sha256 of the label value (so the first site is an arbitrary but fixed one, not the alphabetically
-       first); nodes without the label each form a group of their own;
+    2. with a group label (a RolloutPlan's `spec.groupLabel`): nodes with the label before nodes without it,
+       groups ordered by sha256 of the label value (so the first site is an arbitrary but fixed one, not the
+       alphabetically first); nodes without the label each form a group of their own;
     3. sha256 of the node name (spreads consecutive names, e.g. edge-1..edge-9, over the waves), then the name.
 
     One bytes value of fixed-width fields, so that sorting 100,000 nodes compares flat bytes, not tuples.

@@ -134,7 +134,7 @@ def test_max_failed_per_wave_stops_the_rollout_in_that_wave() -> None:
     assert one.state is not None and one.state.phase != PHASE_ABORTED
     two = run(at_wave(2), ModelObservation(pods(upgraded=done, failed=set(wave2[:2]))), plan=plan, max_failed=5)
     assert two.state is not None and two.state.phase == PHASE_ABORTED
-    assert "max-failed-per-wave is 50%" in two.events[0][2]
+    assert "maxFailedPerWave is 50%" in two.events[0][2]
 
 
 def test_a_not_ready_node_is_deferred_never_failed_whatever_its_pod_shows() -> None:

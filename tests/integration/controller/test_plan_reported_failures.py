@@ -179,5 +179,5 @@ async def test_only_the_nodes_own_report_on_its_pod_status_counts_and_once(
         assert state["counts"]["failed"] == 3 and sorted(f["node"] for f in state["failures"]) == sorted([n1, n2, n3])
         events = [e for e in await plan_events_through(admin, "ota", "RolloutAborted")
                   if e["reason"] == "RolloutAborted"]
-        assert len(events) == 1 and "3 failure(s), max-failed is 3" in events[0]["message"]
+        assert len(events) == 1 and "3 failure(s), maxFailed is 3" in events[0]["message"]
         assert all(n in events[0]["message"] for n in (n1, n2, n3))

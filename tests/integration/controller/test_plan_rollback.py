@@ -87,7 +87,7 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
         assert reasons == ["WaveStarted", "RolloutAborted", "RolloutRolledBack"], reasons
         events = {e["reason"]: e for e in await plan_events(admin, "web")}
         aborted = events["RolloutAborted"]
-        assert aborted["type"] == "Warning" and "max-failed is 1" in aborted["message"]
+        assert aborted["type"] == "Warning" and "maxFailed is 1" in aborted["message"]
         assert any(node in aborted["message"] for node in wave1), aborted["message"]
         assert "CrashLoopBackOff" in aborted["message"] or "not available" in aborted["message"]
         assert good in events["RolloutRolledBack"]["message"]
