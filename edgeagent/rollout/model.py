@@ -180,7 +180,7 @@ def current_revision(ds: JSON, pods: list[JSON], revisions: Iterable[JSON] = (),
     messages.pop(None, None)
     if messages:
         return str(messages.most_common(1)[0][0])
-    status = plan_source.status_of(ds, plans)
+    status = plan_source.status_of(ds, plans or {})
     return str(status.get("revision") or "") if status is not None else ""
 
 
@@ -322,7 +322,7 @@ def daemonset_view(ds: JSON, pods: list[JSON], nodes: dict[str, JSON], outcomes:
                    now: float, revisions: Iterable[JSON] = (), plans: plan_source.Plans | None = None) -> DaemonSetView:
     """The DaemonSet's row and its per-node cells: one per node running one of its pods (even a node missing
     from `nodes`, which is offline) and one per node it should run a pod on but does not (yet). `plans`: the
-    RolloutPlans by DaemonSet (`plan_source.index`); None reads the round-3 annotations."""
+    RolloutPlans by DaemonSet (`plan_source.index`); None: no plans."""
     uid = meta(ds).get("uid")
     owned = [p for p in pods if (daemonset_owner(p) or {}).get("uid") == uid and node_name_of(p)]
     grouped: dict[str, list[JSON]] = {}
@@ -335,8 +335,8 @@ def daemonset_view(ds: JSON, pods: list[JSON], nodes: dict[str, JSON], outcomes:
         if name not in by_node and placement.runs_on(ds, node):
             by_node[name] = None
     revision = current_revision(ds, [p for p in owned if not is_terminating(p)], revisions, plans)
-    plan = rules.relevant(plan_source.status_of(ds, plans), revision)
-    spec = plan_source.plan_of(ds, plans)
+    plan = rules.relevant(plan_source.status_of(ds, plans or {}), revision)
+    spec = plan_source.plan_of(ds, plans or {})
     view = DaemonSetView(
         namespace=namespace_of(ds), name=name_of(ds), model=strategy_of(ds) or "unknown", revision=revision,
         desired=0, wave=None, waves=None, phase="", bake_left=None, paused=False)
@@ -422,7 +422,7 @@ def build(daemonsets: list[JSON], pods: list[JSON], nodes: list[JSON], events: l
     outcomes = outcomes_by_node(events)
     renewals = lease_renewals(leases or [])
     managed = sorted((ds for ds in daemonsets if is_managed(ds)), key=lambda d: (namespace_of(d), name_of(d)))
-    by_ds = plan_source.index(plans) if plans is not None else None
+    by_ds = plan_source.index(plans or ())
     views = [daemonset_view(ds, pods, by_name, outcomes, now, revisions or (), by_ds) for ds in managed]
     names = set(by_name) | {n for v in views for n in v.pods}
     node_views = [node_view(name, by_name.get(name), views, outcomes.get(name, []), renewals.get(name))

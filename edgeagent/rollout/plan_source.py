@@ -4,8 +4,7 @@ The state rules (`node_state`) take the plan's status as a plain mapping shaped 
 `status` (phase, wave, waves, revision, stableRevision, waveStartedAt, bakeStartedAt, counts, failures).
 A plan is a RolloutPlan object (`edgeagent.io/v1alpha1`) whose `spec.daemonSet` names the DaemonSet in its
 namespace: its `status` is that mapping and its `spec` the steps, bake and group label. `index` finds each
-DaemonSet's plan in a list of them. Views not given the RolloutPlans (the dashboard until its informer
-list has them) fall back to the round-3 annotations on the DaemonSet, turned into the same shape.
+DaemonSet's plan in a list of them. Nothing else is a plan: the round-3 annotations on a DaemonSet are not read.
 """
 
 from __future__ import annotations
@@ -48,40 +47,33 @@ def index(objects: Iterable[JSON]) -> dict[tuple[str, str], JSON | None]:
     return found
 
 
-def plan_object(ds: JSON, plans_by_ds: Plans | None) -> JSON | None:
-    if plans_by_ds is None:
-        return None
+def plan_object(ds: JSON, plans_by_ds: Plans) -> JSON | None:
     return plans_by_ds.get((str(meta(ds).get("namespace") or ""), str(meta(ds).get("name") or "")))
 
 
-def status_of(ds: JSON, plans_by_ds: Plans | None = None) -> JSON | None:
-    """The DaemonSet's plan status in a RolloutPlan's `status` shape; None when absent or unreadable."""
-    if plans_by_ds is not None:
-        obj = plan_object(ds, plans_by_ds)
-        status = (obj or {}).get("status")
-        if not isinstance(status, dict) or states.state_from_status(status)[0] is None:
-            return None
-        return status
-    state = states.state_of(ds)[0]
-    return state.to_status() if state is not None else None
+def status_of(ds: JSON, plans_by_ds: Plans) -> JSON | None:
+    """The `status` of the DaemonSet's RolloutPlan; None without a plan, or one the controller has not written
+    (or that cannot be read)."""
+    status = (plan_object(ds, plans_by_ds) or {}).get("status")
+    if not isinstance(status, dict) or states.state_from_status(status)[0] is None:
+        return None
+    return status
 
 
-def plan_of(ds: JSON, plans_by_ds: Plans | None = None) -> Plan | None:
-    """The DaemonSet's plan (steps, bake, group label); None without one, or one the controller ignores."""
-    if plans_by_ds is not None:
-        spec, _ = api.parse_spec((plan_object(ds, plans_by_ds) or {}).get("spec"))
-        if spec is None:
-            return None
-        selector = annotations_of(ds).get(ANNOTATION_NODE_SELECTOR)
-        canary = None
-        if selector:
-            try:
-                canary = parse_label_selector(str(selector))
-            except ValueError:
-                canary = None
-        return spec.plan(canary)
-    plan, problems = plans.parse_plan(ds)
-    return None if problems else plan
+def plan_of(ds: JSON, plans_by_ds: Plans) -> Plan | None:
+    """The DaemonSet's plan (steps, bake, group label; its canary the DaemonSet's `edgeagent.io/node-selector`);
+    None without one, or one the controller ignores."""
+    spec, _ = api.parse_spec((plan_object(ds, plans_by_ds) or {}).get("spec"))
+    if spec is None:
+        return None
+    selector = annotations_of(ds).get(ANNOTATION_NODE_SELECTOR)
+    canary = None
+    if selector:
+        try:
+            canary = parse_label_selector(str(selector))
+        except ValueError:
+            canary = None
+    return spec.plan(canary)
 
 
 def ranking(plan: Plan | None, status: Mapping[str, Any] | None,

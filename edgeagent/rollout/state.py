@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgeagent.contract import ANNOTATION_ROLLOUT_STATE, STATE_GENERATION
-from edgeagent.kube.objects import annotations_of
 from edgeagent.kube.timeutil import format_time, parse_time
 from edgeagent.rollout.plan import Plan
 
@@ -246,12 +245,6 @@ def state_from_status(status: Any) -> tuple[RolloutState | None, str | None]:
         body[STATE_GENERATION] = status["observedGeneration"]
     state, problem = RolloutState.from_json(json.dumps(body))
     return state, problem.replace(f"annotation {ANNOTATION_ROLLOUT_STATE}", "status") if problem else None
-
-
-def state_of(ds: JSON) -> tuple[RolloutState | None, str | None]:
-    """The DaemonSet's rollout state, read as `RolloutState.from_json` does."""
-    raw = annotations_of(ds).get(ANNOTATION_ROLLOUT_STATE)
-    return RolloutState.from_json(str(raw) if raw is not None else None)
 
 
 def revision_now(state: RolloutState) -> str:

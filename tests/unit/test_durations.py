@@ -6,7 +6,6 @@ a bake left read `9m` in `fleet -o wide`, `9m5s` in `rollout status` and `9m` in
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -77,11 +76,12 @@ def test_hold_for_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_fleet_wide_prints_the_bake_left_as_every_view_does() -> None:
-    baking = json.dumps({"revision": "new", "wave": 1, "waves": 3, "phase": "baking",
-                         "bakeStartedAt": "2026-01-01T00:00:00Z"})
-    the_ds = ds(**{"edgeagent.io/rollout-state": baking, "edgeagent.io/rollout-bake": "2h",
-                   "edgeagent.io/rollout-steps": "1,50%,100%"})
-    fleet = model.build([the_ds], [pod(generation="2", revision="new")], [node()], [], now=1767225600.0 + 1800)
+    baking = {"metadata": {"name": "web", "namespace": "default"},
+              "spec": {"daemonSet": "web", "steps": [1, "50%", "100%"], "bake": "2h"},
+              "status": {"revision": "new", "wave": 1, "waves": 3, "phase": "Baking",
+                         "bakeStartedAt": "2026-01-01T00:00:00Z"}}
+    fleet = model.build([ds()], [pod(generation="2", revision="new")], [node()], [], now=1767225600.0 + 1800,
+                        plans=[baking])
     table = command.daemonsets_table(fleet, command.FleetConfig(output="wide"))
     assert table.splitlines()[1].split()[-1] == "1h30m"  # kubectl's age format said `90m`
 

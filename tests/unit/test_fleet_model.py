@@ -12,7 +12,7 @@ from hypothesis import strategies as hs
 from edgeagent.fleet import live, table
 from edgeagent.fleet.live import CODES, LiveFleet
 from edgeagent.kube.selectors import parse_field_selector
-from edgeagent.rollout import model
+from edgeagent.rollout import model, plan_source
 from edgeagent.rollout import plan as plans
 
 JSON = dict[str, Any]
@@ -24,6 +24,13 @@ def ds(**annotations: str) -> JSON:
                          "annotations": {"apps.openyurt.io/update-strategy": "OTA",
                                          "deprecated.daemonset.template.generation": "2", **annotations}},
             "status": {"desiredNumberScheduled": 1}}
+
+
+def rollout_plan(status: JSON, steps: list[object] | None = None, bake: str = "0s") -> JSON:
+    """The RolloutPlan of `ds()`, with the status the controller wrote."""
+    return {"apiVersion": "edgeagent.io/v1alpha1", "kind": "RolloutPlan",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"daemonSet": "web", "steps": steps or [1, "100%"], "bake": bake}, "status": status}
 
 
 def pod(node: str = "n1", *, generation: str = "1", revision: str = "old", ready: bool = True,
@@ -176,13 +183,13 @@ def test_policy_is_unknown_without_an_agent_and_why_comes_from_the_state_giving_
 
 
 def test_after_an_abort_nothing_waits_or_upgrades_that_nothing_will_move() -> None:
-    aborted = json.dumps({"revision": "new", "wave": 1, "waves": 2, "phase": "aborted"})
-    the_ds = ds(**{"edgeagent.io/rollout-state": aborted, "edgeagent.io/rollout-steps": "1,100%"})
+    aborted = rollout_plan({"revision": "new", "wave": 1, "waves": 2, "phase": "Aborted"})
     rev = {"metadata": {"name": "web-new", "labels": {"controller-revision-hash": "new"},
                         "ownerReferences": [{"uid": DS_UID, "controller": True}]}, "revision": 2}
     pods = [pod(), pod("n2", conditions=[WAITING])]
     pods[1]["metadata"]["name"] = "web-fghij"
-    view = model.build([the_ds], pods, [node(), node("n2")], [], now=0.0, revisions=[rev]).daemonsets[0]
+    view = model.build([ds()], pods, [node(), node("n2")], [], now=0.0, revisions=[rev],
+                       plans=[aborted]).daemonsets[0]
     assert {n: c.state for n, c in view.pods.items()} == {"n1": model.State.STOPPED, "n2": model.State.STOPPED}
 
 
@@ -207,13 +214,13 @@ def test_offline_wins_and_a_later_success_or_another_daemonsets_failure_is_not_a
 
 
 def test_rollout_state_failures_count_for_the_revision_they_name() -> None:
-    failing = json.dumps({"revision": "new", "wave": 1, "waves": 2, "phase": "aborted",
-                          "failures": [{"node": "n1", "pod": "default/web-abcde", "reason": "x"}]})
+    failing = rollout_plan({"revision": "new", "wave": 1, "waves": 2, "phase": "Aborted",
+                            "failures": [{"node": "n1", "pod": "default/web-abcde", "reason": "x"}]})
     up_to_date_elsewhere = pod("n2", generation="2", revision="new")
     rev = {"metadata": {"name": "web-new", "labels": {"controller-revision-hash": "new"},
                         "ownerReferences": [{"uid": DS_UID, "controller": True}]}, "revision": 2}
-    fleet = model.build([ds(**{"edgeagent.io/rollout-state": failing})], [pod(), up_to_date_elsewhere],
-                        [node(), node("n2")], [], now=0.0, revisions=[rev])
+    fleet = model.build([ds()], [pod(), up_to_date_elsewhere], [node(), node("n2")], [], now=0.0, revisions=[rev],
+                        plans=[failing])
     view = fleet.daemonsets[0]
     assert view.pods["n1"].state is model.State.FAILED
     assert (view.wave, view.waves, view.phase) == (1, 2, "Aborted")
@@ -221,17 +228,15 @@ def test_rollout_state_failures_count_for_the_revision_they_name() -> None:
 
 def test_after_a_rollback_the_phase_and_the_failed_nodes_stay_visible() -> None:
     """The template is back on the good revision ("new" here is the restored one); the state names the bad one."""
-    rolled = json.dumps({"revision": "bad", "stableRevision": "new", "wave": 1, "waves": 2, "phase": "rolledBack",
-                         "failures": [{"node": "n1", "pod": "default/web-abcde", "reason": "CrashLoopBackOff"}]})
+    rolled = rollout_plan({"revision": "bad", "stableRevision": "new", "wave": 1, "waves": 2, "phase": "RolledBack",
+                           "failures": [{"node": "n1", "pod": "default/web-abcde", "reason": "CrashLoopBackOff"}]})
     rev = {"metadata": {"name": "web-new", "labels": {"controller-revision-hash": "new"},
                         "ownerReferences": [{"uid": DS_UID, "controller": True}]}, "revision": 3}
     on_bad = pod(revision="bad")
-    view = model.build([ds(**{"edgeagent.io/rollout-state": rolled})], [on_bad], [node()], [], now=0.0,
-                       revisions=[rev]).daemonsets[0]
+    view = model.build([ds()], [on_bad], [node()], [], now=0.0, revisions=[rev], plans=[rolled]).daemonsets[0]
     assert (view.phase, view.pods["n1"].state) == ("RolledBack", model.State.FAILED)
-    other = json.dumps({"revision": "older", "stableRevision": "x", "wave": 1, "waves": 2, "phase": "aborted"})
-    view = model.build([ds(**{"edgeagent.io/rollout-state": other})], [on_bad], [node()], [], now=0.0,
-                       revisions=[rev]).daemonsets[0]
+    other = rollout_plan({"revision": "older", "stableRevision": "x", "wave": 1, "waves": 2, "phase": "Aborted"})
+    view = model.build([ds()], [on_bad], [node()], [], now=0.0, revisions=[rev], plans=[other]).daemonsets[0]
     assert (view.phase, view.wave) == ("Progressing", None)  # about another revision: not shown
 
 
@@ -242,30 +247,41 @@ def test_worst_state_orders_offline_first() -> None:
 
 
 def test_bake_left_and_garbage_state_are_never_fatal() -> None:
-    baking = json.dumps({"revision": "new", "wave": 1, "waves": 3, "phase": "baking",
-                         "bakeStartedAt": "2026-01-01T00:00:00Z"})
-    the_ds = ds(**{"edgeagent.io/rollout-state": baking, "edgeagent.io/rollout-bake": "10m",
-                   "edgeagent.io/rollout-steps": "1,50%,100%"})
-    fleet = model.build([the_ds], [pod(generation="2", revision="new")], [node()], [], now=1767225600.0 + 60)
+    baking = rollout_plan({"revision": "new", "wave": 1, "waves": 3, "phase": "Baking",
+                           "bakeStartedAt": "2026-01-01T00:00:00Z"}, [1, "50%", "100%"], "10m")
+    fleet = model.build([ds()], [pod(generation="2", revision="new")], [node()], [], now=1767225600.0 + 60,
+                        plans=[baking])
     assert fleet.daemonsets[0].bake_left == 540.0
-    fleet = model.build([ds(**{"edgeagent.io/rollout-state": "{not json"})], [pod()], [node()], [], now=0.0)
-    assert (fleet.daemonsets[0].wave, fleet.daemonsets[0].phase) == (None, "Progressing")
+    for garbage in ({"phase": "baking", "revision": "new", "wave": 1, "waves": 3}, {"phase": "Baking"}, "{not json"):
+        fleet = model.build([ds()], [pod()], [node()], [], now=0.0, plans=[{**baking, "status": garbage}])
+        assert (fleet.daemonsets[0].wave, fleet.daemonsets[0].phase) == (None, "Progressing"), garbage
+
+
+def test_the_round_3_annotations_are_no_plan() -> None:
+    """A DaemonSet still carrying `edgeagent.io/rollout-state` and `rollout-steps` rolls as if it had no plan: no
+    view reads them (the controller ignores them too, with one Warning Event)."""
+    state = json.dumps({"revision": "new", "wave": 1, "waves": 2, "phase": "aborted"})
+    the_ds = ds(**{"edgeagent.io/rollout-state": state, "edgeagent.io/rollout-steps": "1,100%"})
+    view = model.build([the_ds], [pod()], [node()], [], now=0.0).daemonsets[0]
+    assert (view.phase, view.wave, view.pods["n1"].state) == ("Progressing", None, model.State.UPGRADING)
 
 
 def test_nodes_beyond_the_reached_wave_wait_in_the_planners_order() -> None:
     """Ten nodes, steps 1,50%: wave 1 is one node, so nine wait while a DaemonSet without conditions rolls."""
     names = [f"n{i}" for i in range(10)]
-    state = json.dumps({"revision": "new", "wave": 1, "waves": 2, "phase": "baking"})
-    the_ds = ds(**{"edgeagent.io/rollout-state": state, "edgeagent.io/rollout-steps": "1,100%"})
-    the_ds["metadata"]["annotations"]["deprecated.daemonset.template.generation"] = "2"
+    the_plan = rollout_plan({"revision": "new", "wave": 1, "waves": 2, "phase": "Baking"})
+    the_ds = ds()
     pods = [pod(n) for n in names]
     for p in pods:
         p["metadata"]["labels"]["controller-revision-hash"] = "old"
     rev = {"metadata": {"name": "web-new", "labels": {"controller-revision-hash": "new"},
                         "ownerReferences": [{"uid": DS_UID, "controller": True}]}, "revision": 2}
-    view = model.build([the_ds], pods, [node(n) for n in names], [], now=0.0, revisions=[rev]).daemonsets[0]
+    view = model.build([the_ds], pods, [node(n) for n in names], [], now=0.0, revisions=[rev],
+                       plans=[the_plan]).daemonsets[0]
     states = {n: p.state for n, p in view.pods.items()}
-    first = plans.rank(plans.parse_plan(the_ds)[0], {n: {} for n in names}).order[0]  # type: ignore[arg-type]
+    spec = plan_source.plan_of(the_ds, plan_source.index([the_plan]))
+    assert spec is not None
+    first = plans.rank(spec, {n: {} for n in names}).order[0]
     assert states[first] is model.State.UPGRADING
     assert [n for n, s in states.items() if s is model.State.WAITING] == sorted(set(names) - {first})
     assert view.reached == 1

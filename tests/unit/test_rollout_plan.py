@@ -31,7 +31,7 @@ from edgeagent.rollout.plan import (
     stable_hash,
     wave_targets,
 )
-from edgeagent.rollout.state import PHASE_BAKING, RolloutState, state_of
+from edgeagent.rollout.state import PHASE_BAKING, RolloutState
 
 JSON = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -251,7 +251,6 @@ def test_state_round_trip() -> None:
     assert body["counts"] == {"nodes": 20, "upgraded": 5, "waiting": 0, "deferred": 1, "failed": 1}
     again, problem = RolloutState.from_json(text)
     assert problem is None and again == state
-    assert state_of(ds(**{ANNOTATION_ROLLOUT_STATE: text}))[0] == state
 
 
 def test_state_names_its_generation_and_older_states_without_it_still_read() -> None:
