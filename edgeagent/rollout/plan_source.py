@@ -9,6 +9,7 @@ DaemonSet's plan in a list of them. Nothing else is a plan: the round-3 annotati
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -84,8 +85,9 @@ def ranking(plan: Plan | None, status: Mapping[str, Any] | None,
     return plans.rank(plan, members)
 
 
-def bake_left(plan: Plan | None, status: Mapping[str, Any] | None, now: float) -> float | None:
+def bake_left(plan: Plan | None, status: Mapping[str, Any] | None, now: float) -> int | None:
+    """Whole seconds of bake left, rounded up: every view prints the same number, and 0 only once it is over."""
     if plan is None or status is None or status.get("phase") != states.STATUS_PHASES[states.PHASE_BAKING]:
         return None
     started = parse_time(status.get("bakeStartedAt"))
-    return None if started is None else max(0.0, started + plan.bake_seconds - now)
+    return None if started is None else max(0, math.ceil(started + plan.bake_seconds - now))

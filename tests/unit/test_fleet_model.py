@@ -257,6 +257,17 @@ def test_bake_left_and_garbage_state_are_never_fatal() -> None:
         assert (fleet.daemonsets[0].wave, fleet.daemonsets[0].phase) == (None, "Progressing"), garbage
 
 
+def test_bake_left_is_whole_seconds_rounded_up() -> None:
+    """`-o json` printed 592.1079123020172: every view shows the same whole number, 0 only when over."""
+    baking = rollout_plan({"revision": "new", "wave": 1, "waves": 3, "phase": "Baking",
+                           "bakeStartedAt": "2026-01-01T00:00:00Z"}, [1, "50%", "100%"], "10m")
+    for elapsed, left in ((59.2, 541), (599.01, 1), (600.0, 0), (900.0, 0)):
+        fleet = model.build([ds()], [pod(generation="2", revision="new")], [node()], [],
+                            now=1767225600.0 + elapsed, plans=[baking])
+        assert fleet.daemonsets[0].bake_left == left
+        assert isinstance(fleet.daemonsets[0].bake_left, int)
+
+
 def test_the_round_3_annotations_are_no_plan() -> None:
     """A DaemonSet still carrying `edgeagent.io/rollout-state` and `rollout-steps` rolls as if it had no plan: no
     view reads them (the controller ignores them too, with one Warning Event)."""
