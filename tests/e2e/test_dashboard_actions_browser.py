@@ -4,14 +4,18 @@ posts to the button's route (a form, a fetch with a guessed token, a no-cors fet
 
 The harness is test_dashboard_browser's: Debian's chromium and chromium-driver through selenium, every call in
 a thread while the sim, the controller and the dashboard serve in the test's event loop; waits have deadlines.
+The promoted card is saved as a picture (build/test-report/, or $EDGEAGENT_ACTIONS_SCREENSHOT, which `make
+screenshot` points at docs/img/dashboard-actions.png).
 """
 
 from __future__ import annotations
 
 import asyncio
 import html
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,6 +44,7 @@ pytestmark = [pytest.mark.skipif(bool(browser.missing()), reason=browser.missing
               pytest.mark.xdist_group("chromium")]
 
 JSON = dict[str, Any]
+SHOT = Path(os.environ.get("EDGEAGENT_ACTIONS_SCREENSHOT") or REPORT.with_name("dashboard-actions.png"))
 
 
 @asynccontextmanager
@@ -118,7 +123,7 @@ async def test_the_promote_button_moves_the_rollout_and_another_sites_post_does_
                             "const t = window.tried; return t && t.cors && t.noCors && t.form ? t : null;"),
                             "the other site's three attempts")
 
-                        def refused() -> list[JSON]:
+                        def refused() -> list[MutableMapping[str, Any]]:
                             return [e for e in logs if e.get("event") == "action_refused"]
 
                         # The form and the no-cors fetch reach the dashboard and are refused, by their Origin.
@@ -154,9 +159,11 @@ async def test_the_promote_button_moves_the_rollout_and_another_sites_post_does_
                 await eventually(second_wave, timeout=60, what="wave 2 started by the promote")
                 await until(driver, lambda d: "wave 2/2" in d.find_element("css selector", ".rollout").text,
                             "wave 2/2 on the card")
-                shot = REPORT.with_name("dashboard-actions.png")
-                await asyncio.to_thread(shot.parent.mkdir, parents=True, exist_ok=True)
-                await asyncio.to_thread(driver.save_screenshot, str(shot))
+                # The card with its buttons and the answer, for the report (and docs/fleet.md, via `make
+                # screenshot`).
+                await asyncio.to_thread(SHOT.parent.mkdir, parents=True, exist_ok=True)
+                card = await asyncio.to_thread(driver.find_element, "css selector", ".rollout")
+                assert await asyncio.to_thread(card.screenshot, str(SHOT))
 
         # Every write the dashboard made is the promote's one PATCH of the plan, made with the user's credentials.
         writes = [(e["verb"], e["path"]) for e in sim.audit.entries

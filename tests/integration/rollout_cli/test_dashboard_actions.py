@@ -13,14 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from edgeagent.fleet.actions import TOKEN_HEADER
 from edgeagent.kube.client import KubeClient
 from edgeagent.rollout.steer import ANNOTATION_STEER
 from tests.conftest import SimFactory
 from tests.integration.rbac.test_fleet_viewer import viewer, viewer_role
-from tests.integration.rollout_cli.conftest import World
+from tests.integration.rollout_cli.conftest import World, edgeagent
 from tests.support.dashboard_server import dashboard
+from tests.support.hook_proxy import HookProxy
 from tests.support.rolloutplan_crd import create_plan, install_crd, read_plan, status, write_status
 
 JSON = dict[str, Any]
@@ -77,35 +79,92 @@ def writes(world: World, agent: str, since: int) -> list[tuple[str, str, int]]:
             if e["userAgent"].startswith(agent) and e["verb"] not in ("GET", "HEAD")]
 
 
-async def test_a_press_makes_exactly_the_write_of_the_cli_verb(world: World) -> None:
-    """Two plans in the same state: the CLI steers `web`, the dashboard's buttons `api`, verb after verb. Each
-    leaves the same change (spec.paused, the request with its verb, revision and wave), by the same single
-    PATCH of the plan (never its status), and the page gets the CLI's own line."""
+class WriteRecorder:
+    """A proxy in front of the sim that records every write going through it: (client, method, path, content
+    type, body), the client being the User-Agent's product (edgeagent-cli, edgeagent-dashboard)."""
+
+    def __init__(self, world: World, kubeconfig: Path) -> None:
+        self.proxy = HookProxy(world.sim.url)
+        self.kubeconfig = kubeconfig
+        self.writes: list[tuple[str, str, str, str, JSON]] = []
+        self._requests: list[web.Request] = []
+        self.proxy.before(self._match, self._record, times=-1)
+        self._admin = world.sim.admin_kubeconfig
+
+    async def start(self) -> None:
+        await self.proxy.start()
+        self.kubeconfig.write_text(self._admin.read_text().replace(self.proxy.upstream, self.proxy.url))
+
+    def _match(self, request: web.Request) -> bool:
+        if request.method in ("GET", "HEAD"):
+            return False
+        self._requests.append(request)
+        return True
+
+    async def _record(self) -> None:
+        request = self._requests[-1]  # matched just before, with no await in between
+        self.writes.append((request.headers.get("User-Agent", "").split("/")[0], request.method, request.path,
+                            request.content_type, json.loads(await request.read())))
+
+    def taken(self) -> list[tuple[str, str, str, str, JSON]]:
+        writes, self.writes = self.writes, []
+        return writes
+
+
+def normalized(body: JSON, plan: JSON) -> JSON:
+    """A PATCH body with the plan's identity and the request's random id taken out, after checking that its
+    preconditions are the plan as it was read (its UID and resourceVersion)."""
+    body = json.loads(json.dumps(body))
+    metadata = body.setdefault("metadata", {})
+    assert (metadata.pop("uid", None), metadata.pop("resourceVersion", None)) == (
+        plan["metadata"]["uid"], plan["metadata"]["resourceVersion"]), "a write without the plan's preconditions"
+    annotations = metadata.get("annotations") or {}
+    if ANNOTATION_STEER in annotations:
+        annotations[ANNOTATION_STEER] = {k: v for k, v in json.loads(annotations[ANNOTATION_STEER]).items()
+                                         if k != "id"}
+    return dict(body)
+
+
+async def test_a_press_makes_exactly_the_write_of_the_cli_verb(world: World, tmp_path: Path) -> None:
+    """Two plans in the same state: the CLI steers `web`, the dashboard's buttons `api`, verb after verb, both
+    through a proxy that records their writes. Each verb is the same single merge PATCH of the plan (never its
+    status), with the same body (the preconditions being each plan as read, the request's id its own), it
+    leaves the same change in the plan, and the page gets the CLI's own line."""
     for name in ("web", "api"):
         await create_plan(world.admin, daemonset=name, onFailure="Rollback")
         await write_status(world.admin, name, status(REV, wave=2, stableRevision=STABLE))
-    async with dashboard(world.sim.admin_kubeconfig, allow_actions=True) as url:
-        token = await page_token(url)
-        assert len(token) >= 40
-        for verb in ("pause", "pause", "resume", "promote", "abort"):
-            mark = len(world.sim.audit.entries)
-            ran = await world.rollout(verb, "web")
-            assert ran.code == 0, ran.err
-            code, text, kind = await press(url, verb, name="api", headers=own(url, token))
-            assert (code, kind) == (200, "text/plain"), text
-            assert text == ran.out.replace('"web"', '"api"'), verb
-            web, api = await read_plan(world.admin, "web"), await read_plan(world.admin, "api")
-            assert written(api) == written(web), verb
-            cli_writes = writes(world, "edgeagent-cli/", mark)
-            assert writes(world, "edgeagent-dashboard/", mark) == [(v, p.replace("/web", "/api"), c)
-                                                                  for v, p, c in cli_writes], verb
-            if verb in ("promote", "abort"):
-                assert request_of(api) is not None and request_of(api) != request_of(web)  # each its own id
-                assert cli_writes == [("PATCH", "/apis/edgeagent.io/v1alpha1/namespaces/default/rolloutplans/web",
-                                       200)]
-                for name in ("web", "api"):
-                    await mark_handled(world, name)
-        assert written(await read_plan(world.admin, "api"))["request"] == {"verb": "abort", "revision": REV}
+    recorder = WriteRecorder(world, tmp_path / "proxied.kubeconfig")
+    await recorder.start()
+    try:
+        async with dashboard(recorder.kubeconfig, allow_actions=True) as url:
+            token = await page_token(url)
+            assert len(token) >= 40
+            for verb in ("pause", "pause", "resume", "promote", "abort"):
+                web_before, api_before = await read_plan(world.admin, "web"), await read_plan(world.admin, "api")
+                ran = await edgeagent("rollout", verb, "web", "--kubeconfig", str(recorder.kubeconfig))
+                assert ran.code == 0, ran.err
+                by_cli = recorder.taken()
+                code, text, kind = await press(url, verb, name="api", headers=own(url, token))
+                assert (code, kind) == (200, "text/plain"), text
+                assert text == ran.out.replace('"web"', '"api"'), verb
+                by_dashboard = recorder.taken()
+                assert [w[:4] for w in by_cli] == ([] if verb == "pause" and web_before["spec"].get("paused") else [
+                    ("edgeagent-cli", "PATCH", "/apis/edgeagent.io/v1alpha1/namespaces/default/rolloutplans/web",
+                     "application/merge-patch+json")]), verb
+                assert [(w[1], w[2].removesuffix("/api") + "/web", w[3]) for w in by_dashboard] == \
+                    [w[1:4] for w in by_cli], verb
+                assert all(w[0] == "edgeagent-dashboard" for w in by_dashboard)
+                assert [normalized(w[4], api_before) for w in by_dashboard] == \
+                    [normalized(w[4], web_before) for w in by_cli], verb
+                web, api = await read_plan(world.admin, "web"), await read_plan(world.admin, "api")
+                assert written(api) == written(web), verb
+                if verb in ("promote", "abort"):
+                    assert request_of(api) is not None and request_of(api) != request_of(web)  # each its own id
+                    for name in ("web", "api"):
+                        await mark_handled(world, name)
+    finally:
+        await recorder.proxy.stop()
+    assert written(await read_plan(world.admin, "api"))["request"] == {"verb": "abort", "revision": REV}
 
 
 async def test_a_refusal_of_the_steering_rules_is_the_clis_line_as_text(world: World) -> None:
