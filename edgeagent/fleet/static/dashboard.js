@@ -244,6 +244,7 @@ function groupSection(title, nodes) {
 // not 10,000.
 const EARLY_CELLS = 400;
 let filledEarly = 0;
+let gridColumns = 1;  // the grid's columns as laid out before this render (a placeholder's height)
 const nearScreen = "IntersectionObserver" in window ? new IntersectionObserver(entries => {
   for (const e of entries) if (e.isIntersecting) fillChunk(e.target);
 }, {rootMargin: "50% 0px"}) : null;
@@ -258,9 +259,7 @@ function fillChunk(chunk) {
 
 function placeholder(chunk) {
   if (!nearScreen) { fillChunk(chunk); return; }
-  const width = document.getElementById("grid").clientWidth || 1200;
-  const columns = Math.max(1, Math.floor((width + 2) / (6.5 * 16 + 2)));
-  const rows = Math.ceil(chunk.nodes.length / columns);
+  const rows = Math.ceil(chunk.nodes.length / gridColumns);
   chunk.style.height = (rows * 18) + "px";
   nearScreen.observe(chunk);
 }
@@ -283,6 +282,8 @@ function renderGroups() {
   shown = matched.size;
   const titles = [...groups.keys()].sort((a, b) => compareKeys(g.order(a), g.order(b)));
   const grid = document.getElementById("grid");
+  // Read before the grid is emptied: read after, it would force a layout in the middle of the render.
+  gridColumns = Math.max(1, Math.floor(((grid.clientWidth || 1200) + 2) / (6.5 * 16 + 2)));
   if (nearScreen) nearScreen.disconnect();
   grid.replaceChildren();  // cells are moved out of a detached tree: far cheaper than one by one from the page
   filledEarly = 0;
