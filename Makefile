@@ -63,6 +63,9 @@ screenshot: venv-test system-deps
 	EDGEAGENT_SCREENSHOT=docs/img/dashboard.png $(BIN)/pytest -q -p no:randomly \
 		tests/e2e/test_dashboard_browser.py -k shows_the_fleet_and_follows_it_live
 	@test -s docs/img/dashboard.png && echo "== docs/img/dashboard.png written"
+	EDGEAGENT_ACTIONS_SCREENSHOT=docs/img/dashboard-actions.png $(BIN)/pytest -q -p no:randomly \
+		tests/e2e/test_dashboard_actions_browser.py -k promote_button
+	@test -s docs/img/dashboard-actions.png && echo "== docs/img/dashboard-actions.png written"
 
 # constraints.txt: every package make and CI install, at one version each. Run after changing a dependency
 # in pyproject.toml, and commit the result.

@@ -704,10 +704,11 @@ def _fleet_commands(sub: Any) -> None:
         if action.option_strings and action.default is _FROM_ENV:
             action.default = argparse.SUPPRESS
 
-    dash = _command(sub, "dashboard", "serve a live, read-only web page of the fleet on loopback",
+    dash = _command(sub, "dashboard", "serve a live web page of the fleet on loopback (read-only by default)",
                     "Like `kubectl proxy`, it uses your kubeconfig and adds no credential or object in the cluster: "
                     "each managed DaemonSet's rollout, a grid of every node coloured by state, node details on "
-                    "click and the latest edgeagent Events, kept live from watches. It sends no write request.")
+                    "click and the latest edgeagent Events, kept live from watches. It sends no write request "
+                    "unless --allow-actions is given.")
     _add(dash, "--kubeconfig", help="kubeconfig file, else in-cluster config", type=_kubeconfig_file,
          fallback_env="KUBECONFIG")
     _add(dash, "--context", help="the kubeconfig context to use, instead of its current-context", default="")
@@ -716,6 +717,8 @@ def _fleet_commands(sub: Any) -> None:
     _add(dash, "--port", help="port to listen on (0: any free port)", default=8080, type=_port)
     _switch(dash, "--allow-remote", help="serve on a non-loopback --bind (a warning is printed): anyone who "
             "reaches it sees the fleet as your kubeconfig lets you")
+    _switch(dash, "--allow-actions", help="promote, pause, resume and abort buttons on each rollout, writing the "
+            "RolloutPlan as `edgeagent rollout VERB` does with your kubeconfig's credentials (loopback only)")
     _logging_flags(dash)
 
 
@@ -739,10 +742,15 @@ def _dashboard_config(args: argparse.Namespace) -> Any:
         if not args.allow_remote:
             raise UsageError(f"--bind {args.bind}: the dashboard serves only loopback (127.0.0.1, ::1, localhost) "
                              "unless --allow-remote is given")
+        if args.allow_actions:
+            # The page has no login: anyone who reached it could read its token and steer with your credentials.
+            raise UsageError(f"--allow-actions with --bind {args.bind}: anyone who reached the page could steer "
+                             "rollouts with your credentials (it has no login); the buttons are served on loopback "
+                             "only (from another machine, use an SSH tunnel: ssh -L 8080:127.0.0.1:8080)")
         warning = (f"serving the dashboard on {args.bind}: anyone who can reach it sees the fleet as your "
                    "kubeconfig lets you (no login)")
     return DashboardConfig(kubeconfig=args.kubeconfig, bind=args.bind, port=args.port, log=_log(args),
-                           warning=warning, context=args.context or None)
+                           warning=warning, context=args.context or None, allow_actions=args.allow_actions)
 
 
 def _log(args: argparse.Namespace) -> LogConfig:

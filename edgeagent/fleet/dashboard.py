@@ -1,4 +1,4 @@
-"""`edgeagent dashboard`: a live, read-only web page of the fleet, served on loopback with the user's kubeconfig.
+"""`edgeagent dashboard`: a live web page of the fleet, served on loopback with the user's kubeconfig.
 
 Like `kubectl proxy`, it acts with the credentials of the person who started it and adds nothing to the
 cluster: informers (list + watch) on DaemonSets, ControllerRevisions, pods, nodes and edgeagent Events feed
@@ -7,7 +7,10 @@ node whose state changed (`["edge-17","o"]`), a node's labels when they change (
 on them), the waves of each rolling plan when the planner's ranking changes, DaemonSet summaries (with the
 images of the revisions they name) at most four times a second, new Events, and the connection's health.
 The page is static HTML, CSS and a small script shipped in this package (no build step, no CDN). The only
-requests it sends to the API server are GETs (lists and watches).
+requests it sends to the API server are GETs (lists and watches), unless it was started with `--allow-actions`:
+then each rollout's card has promote, pause, resume and abort buttons, and a press is the CLI verb's own write
+(edgeagent.fleet.actions, which also guards that one POST route against other web sites). Without the flag
+there is no such route and the server answers GET and HEAD only.
 
 Loopback only unless `--allow-remote` (checked in cli.py): the page shows the fleet with the operator's
 rights and has no login. On loopback, requests naming another Host are refused, so a web page elsewhere
@@ -32,6 +35,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from edgeagent import log
 from edgeagent.aio import wait_event
+from edgeagent.fleet import actions
 from edgeagent.fleet.live import LiveFleet, slim_daemonset, slim_event, slim_node, slim_pod, slim_revision
 from edgeagent.fleet.settings import DashboardConfig, is_loopback
 from edgeagent.kube.client import KubeClient, KubeError, KubeUnreachable, Timeouts, user_agent
@@ -127,6 +131,10 @@ class Dashboard:
         self.node_bytes = 0  # of which node-change frames
         self.static = {name: (importlib.resources.files("edgeagent.fleet") / "static" / name).read_bytes()
                        for name in STATIC_FILES}
+        # The page's token for the action route (none without --allow-actions: the page shows no buttons).
+        self.token = actions.new_token() if cfg.allow_actions else ""
+        if self.token:
+            self.static["index.html"] = _with_token(self.static["index.html"], self.token)
         self.fleet.add_node_listener(self._on_node_change)
         self.fleet.add_event_listener(lambda ev: self._broadcast(frame("ev", ev)))
         self.fleet.add_label_listener(lambda node, labels: self._broadcast(frame("nl", [node, labels])))
@@ -270,12 +278,17 @@ class Dashboard:
         app.router.add_get("/api/stream", self._h_stream)
         app.router.add_get("/healthz", self._h_healthz)
         app.router.add_get("/metrics", self._h_metrics)
+        if self.cfg.allow_actions:
+            app.router.add_post(actions.ROUTE, self._h_action)
         return app
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.method not in ("GET", "HEAD"):
-            raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"], text="the dashboard is read-only\n")
+        steering = self.cfg.allow_actions and request.method == "POST" and request.path.startswith("/api/actions/")
+        if request.method not in ("GET", "HEAD") and not steering:
+            why = ("only the rollout actions (POST /api/actions/...) accept anything but GET" if self.cfg.allow_actions
+                   else "the dashboard is read-only (started without --allow-actions)")
+            raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"], text=why + "\n")
         host = (request.host or "").rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
         if is_loopback(self.cfg.bind) and not is_loopback(host):
             raise web.HTTPForbidden(text=f"Host {request.host!r} is not this machine's loopback address\n")
@@ -315,6 +328,21 @@ class Dashboard:
         renewed = model.lease_renewals(i for i in listed.get("items") or [] if isinstance(i, dict)).get(name)
         return format_time(renewed) if renewed is not None else None
 
+    async def _h_action(self, request: web.Request) -> web.Response:
+        """A button's press: the CLI verb's write, after the checks that the page itself sent it."""
+        refusal = actions.cross_site_refusal(request.headers, request.host, self.token)
+        if refusal is not None:
+            _log.warning("action_refused", path=request.path, origin=request.headers.get("Origin"), why=refusal)
+            return web.Response(status=403, text=refusal + "\n")
+        namespace, name, verb = (request.match_info[k] for k in ("namespace", "name", "verb"))
+        bad = actions.bad_target(namespace, name, verb)
+        if bad is not None:
+            return web.Response(status=404, text=bad + "\n")
+        assert self.client is not None
+        status, line = await actions.act(self.client, namespace, name, verb)
+        _log.info("action", verb=verb, daemonset=f"{namespace}/{name}", status=status, result=line)
+        return web.Response(status=status, text=line + "\n")
+
     async def _h_metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(_FleetCollector(self.fleet)),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -350,6 +378,16 @@ class Dashboard:
         finally:
             self._clients.discard(client)
         return response
+
+
+TOKEN_TAG = b'<meta name="edgeagent-token" content="">'
+
+
+def _with_token(page: bytes, token: str) -> bytes:
+    """The page with its token in the meta tag the script reads (only the page itself can read it)."""
+    if TOKEN_TAG not in page:
+        raise RuntimeError("static/index.html lost its edgeagent-token meta tag")
+    return page.replace(TOKEN_TAG, f'<meta name="edgeagent-token" content="{token}">'.encode())
 
 
 class DashboardError(Exception):
@@ -416,7 +454,9 @@ def main(cfg: DashboardConfig) -> int:
         def announce(url: str) -> None:
             if cfg.warning:
                 print(f"edgeagent: warning: {cfg.warning}", file=sys.stderr, flush=True)
-            print(f"edgeagent dashboard: serving {url} (read-only; Ctrl-C to stop)", flush=True)
+            mode = ("promote, pause, resume and abort buttons write with your credentials" if cfg.allow_actions
+                    else "read-only")
+            print(f"edgeagent dashboard: serving {url} ({mode}; Ctrl-C to stop)", flush=True)
 
         await serve(cfg, ready=announce, stop=stop)
 

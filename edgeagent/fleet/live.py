@@ -524,8 +524,8 @@ class LiveFleet:
     def _versions(self, uid: str, entry: _DaemonSet) -> JSON:
         """The revisions a person asks about, each with its images: `i` hash -> images (current, the plan's,
         the stable one), `pr` the plan's revision, `sr` its stable revision, `fc` the nodes the rollout
-        counted failed and `f` the first few of them ([node, reason]), `g` the plan's group label; each
-        left out when empty."""
+        counted failed and `f` the first few of them ([node, reason]), `g` the plan's group label, `pl` 1 when
+        the DaemonSet has a RolloutPlan (the page's action buttons steer it); each left out when empty."""
         images = self._images(uid)
         plan = entry.plan or {}
         wanted = [entry.revision, str(plan.get("revision") or ""), str(plan.get("stableRevision") or "")]
@@ -533,7 +533,8 @@ class LiveFleet:
         found = {"i": {h: images[h] for h in wanted if h and h in images},
                  "pr": plan.get("revision"), "sr": plan.get("stableRevision"),
                  "fc": len(failures), "f": [list(kv) for kv in failures[:SHOWN_FAILURES]],
-                 "g": entry.spec.group_label if entry.spec is not None else None}
+                 "g": entry.spec.group_label if entry.spec is not None else None,
+                 "pl": int(entry.spec is not None)}
         # Only what is there: each summary is resent with every count it moves (a few hundred bytes a change).
         return {k: v for k, v in found.items() if v}
 

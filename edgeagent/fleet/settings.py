@@ -19,6 +19,9 @@ class DashboardConfig:
     # is one line of error and nothing else.
     warning: str = ""
     context: str | None = None  # a kubeconfig context instead of its current-context
+    # `--allow-actions`: promote, pause, resume and abort buttons on each rollout's card, writing the plan with
+    # the kubeconfig's credentials (edgeagent.fleet.actions); off, the page is read-only and has no such route.
+    allow_actions: bool = False
 
 
 def is_loopback(address: str) -> bool:

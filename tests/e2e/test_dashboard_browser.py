@@ -260,6 +260,10 @@ async def test_progress_bar_moves_when_the_next_wave_is_promoted(sim_factory: Si
                 await js(driver, "window.sameDocument = true;")
                 card = await asyncio.to_thread(lambda: driver.find_element("css selector", ".rollout").text)
                 assert "wave 1/2" in card and "phase baking" in card.lower()
+                # Without --allow-actions: no token in the page and no button on the card (the plan is steered
+                # with `edgeagent rollout promote` below).
+                assert await js(driver, "return document.querySelector('meta[name=\"edgeagent-token\"]').content "
+                                        "+ document.querySelectorAll('.rollout button').length;") == "0"
                 # The bake left reads as `rollout status` and `fleet -o wide` print it (issue 38 item 10).
                 assert re.search(r"bake left (59m(\d{1,2}s)?|1h)\b", card), card
                 samples = [-3, 0, 0.4, 0.5, 1.5, 59, 60, 61, 3599.5, 3600, 5400, 86399, 86400, 90061, 10**7]

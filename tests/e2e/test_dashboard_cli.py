@@ -27,6 +27,16 @@ def test_a_non_loopback_bind_is_refused_without_allow_remote(bind: str, capsys: 
                    "unless --allow-remote is given\n")
 
 
+def test_actions_are_refused_on_a_non_loopback_bind(capsys: pytest.CaptureFixture[str]) -> None:
+    """The page has no login: served elsewhere, anyone reaching it could read its token and steer with the
+    operator's credentials. The buttons are for loopback only (issue 36)."""
+    assert cli.main(["dashboard", "--bind", "0.0.0.0", "--allow-remote", "--allow-actions"]) == 2
+    assert capsys.readouterr().err == (
+        "edgeagent: error: --allow-actions with --bind 0.0.0.0: anyone who reached the page could steer rollouts "
+        "with your credentials (it has no login); the buttons are served on loopback only (from another machine, "
+        "use an SSH tunnel: ssh -L 8080:127.0.0.1:8080)\n")
+
+
 async def stop(proc: asyncio.subprocess.Process) -> bytes:
     """SIGTERM and its stderr; a process still running 30 s later is killed (a failing test leaves none behind)
     and the test fails."""
@@ -66,6 +76,10 @@ async def serving(sim: SimCluster, *args: str) -> tuple[str, str]:
 async def test_loopback_by_default_and_a_warning_when_allowed_elsewhere(sim: SimCluster) -> None:
     line, err = await serving(sim)
     assert line.startswith("edgeagent dashboard: serving http://127.0.0.1:") and "read-only" in line
+    assert err == ""
+    line, err = await serving(sim, "--allow-actions")
+    assert line.startswith("edgeagent dashboard: serving http://127.0.0.1:")
+    assert line.endswith("(promote, pause, resume and abort buttons write with your credentials; Ctrl-C to stop)\n")
     assert err == ""
     line, err = await serving(sim, "--bind", "0.0.0.0", "--allow-remote")
     assert line.startswith("edgeagent dashboard: serving http://0.0.0.0:")

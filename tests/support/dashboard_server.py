@@ -12,11 +12,12 @@ from edgeagent.fleet.settings import DashboardConfig
 
 
 @contextlib.asynccontextmanager
-async def dashboard(kubeconfig: Path) -> AsyncIterator[str]:
-    """Serve the dashboard with `kubeconfig`'s credentials; yields its URL, stops it on exit."""
+async def dashboard(kubeconfig: Path, *, allow_actions: bool = False) -> AsyncIterator[str]:
+    """Serve the dashboard with `kubeconfig`'s credentials (with `--allow-actions`'s buttons when asked); yields
+    its URL, stops it on exit."""
     stop = asyncio.Event()
     url: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    cfg = DashboardConfig(kubeconfig=kubeconfig, bind="127.0.0.1", port=0)
+    cfg = DashboardConfig(kubeconfig=kubeconfig, bind="127.0.0.1", port=0, allow_actions=allow_actions)
     task = asyncio.create_task(serve(cfg, ready=url.set_result, stop=stop))
     try:
         yield await asyncio.wait_for(asyncio.shield(url), 20)

@@ -244,6 +244,7 @@ function groupSection(title, nodes) {
 // not 10,000.
 const EARLY_CELLS = 400;
 let filledEarly = 0;
+let gridColumns = 1;  // the grid's columns as laid out before this render (a placeholder's height)
 const nearScreen = "IntersectionObserver" in window ? new IntersectionObserver(entries => {
   for (const e of entries) if (e.isIntersecting) fillChunk(e.target);
 }, {rootMargin: "50% 0px"}) : null;
@@ -258,9 +259,7 @@ function fillChunk(chunk) {
 
 function placeholder(chunk) {
   if (!nearScreen) { fillChunk(chunk); return; }
-  const width = document.getElementById("grid").clientWidth || 1200;
-  const columns = Math.max(1, Math.floor((width + 2) / (6.5 * 16 + 2)));
-  const rows = Math.ceil(chunk.nodes.length / columns);
+  const rows = Math.ceil(chunk.nodes.length / gridColumns);
   chunk.style.height = (rows * 18) + "px";
   nearScreen.observe(chunk);
 }
@@ -283,6 +282,8 @@ function renderGroups() {
   shown = matched.size;
   const titles = [...groups.keys()].sort((a, b) => compareKeys(g.order(a), g.order(b)));
   const grid = document.getElementById("grid");
+  // Read before the grid is emptied: read after, it would force a layout in the middle of the render.
+  gridColumns = Math.max(1, Math.floor(((grid.clientWidth || 1200) + 2) / (6.5 * 16 + 2)));
   if (nearScreen) nearScreen.disconnect();
   grid.replaceChildren();  // cells are moved out of a detached tree: far cheaper than one by one from the page
   filledEarly = 0;
@@ -430,6 +431,11 @@ function rolloutCard(key) {
   parts.bar.setAttribute("role", "progressbar");
   parts.verdict.setAttribute("role", "status");
   card.append(title, parts.versions, parts.verdict, parts.bar, parts.counts);
+  if (TOKEN) {
+    parts.actions = actionButtons();
+    parts.answer = parts.actions.lastElementChild;
+    card.append(parts.actions);
+  }
   document.getElementById("rollouts").append(card);
   r = {card, parts, summary: null, at: 0};
   rollouts.set(key, r);
@@ -461,7 +467,7 @@ function verdict(s) {
 // A summary, compact on the wire: k namespace/name, m model, r revision, u up to date, d desired, w wave,
 // n waves, p phase, b bake left (s), z paused, a nodes in the waves reached, s counts in STATES order,
 // i images by revision hash, pr the plan's revision, sr its stable revision, fc/f its failed nodes
-// (count, the first few [node, reason]), g the plan's group label.
+// (count, the first few [node, reason]), g the plan's group label, pl 1 when it has a RolloutPlan.
 function renderRollout(r) {
   const s = r.summary, p = r.parts;
   const desired = Math.max(1, s.d);
@@ -494,6 +500,62 @@ function renderRollout(r) {
     s.u + "/" + s.d + " up to date",
     ...STATES.slice(1).map(([, name], i) => s.s[i + 1] + " " + name),
   ].map(t => el("span", null, t)));
+  if (p.actions) p.actions.hidden = !s.pl;  // only a DaemonSet with a RolloutPlan can be steered
+}
+
+// ------------------------------------------------------------------------------------------ actions
+// Started with `edgeagent dashboard --allow-actions`, the page carries a token (a meta tag, empty otherwise)
+// and each rollout with a plan gets promote, pause, resume and abort buttons. A press is one POST carrying
+// the token, which the server turns into the CLI verb's own write with the user's credentials; its answer
+// (the CLI's line, or why it was refused: the API server's 403, a request still pending) is shown as text.
+
+const TOKEN = (document.querySelector('meta[name="edgeagent-token"]') || {}).content || "";
+const ACTIONS = [
+  ["promote", "end the current wave's bake and start the next wave (edgeagent rollout promote)"],
+  ["pause", "no pod moves and no wave starts until resumed (edgeagent rollout pause)"],
+  ["resume", "let a paused rollout go on (edgeagent rollout resume)"],
+  ["abort", "stop the rollout; with onFailure Rollback the stable revision is restored (edgeagent rollout abort)"],
+];
+
+function actionButtons() {
+  const box = el("div", "actions");
+  for (const [verb, what] of ACTIONS) {
+    const button = el("button", null, verb);
+    button.type = "button";
+    button.title = what;
+    button.setAttribute("data-verb", verb);
+    box.append(button);
+  }
+  const answer = el("output", "answer");
+  answer.setAttribute("aria-live", "polite");
+  box.append(answer);
+  return box;
+}
+
+async function steer(key, verb) {
+  const r = rollouts.get(key);
+  if (!r) return;
+  if (verb === "abort" && !window.confirm("Abort the rollout of " + key + "?")) return;
+  const buttons = r.parts.actions.querySelectorAll("button");
+  for (const b of buttons) b.disabled = true;
+  const answer = r.parts.answer;
+  answer.className = "answer";
+  answer.removeAttribute("data-status");
+  answer.textContent = verb + "…";
+  let text, status = 0;
+  try {
+    const [namespace, name] = key.split("/");
+    const resp = await fetch("/api/actions/" + encodeURIComponent(namespace) + "/" + encodeURIComponent(name) +
+      "/" + verb, {method: "POST", headers: {"X-Edgeagent-Token": TOKEN}, cache: "no-store"});
+    status = resp.status;
+    text = (await resp.text()).trim() || (resp.status + " " + resp.statusText);
+  } catch (e) {
+    text = "the dashboard did not answer: " + e.message;
+  }
+  answer.textContent = text;  // the CLI's line or the refusal, as text (it quotes the API server's words)
+  answer.classList.add(status === 200 ? "done" : "refused");
+  answer.setAttribute("data-status", String(status));
+  for (const b of buttons) b.disabled = false;
 }
 
 function setRollouts(list, replace) {
@@ -714,6 +776,10 @@ document.addEventListener("DOMContentLoaded", () => {
     }
   });
   document.getElementById("details-close").addEventListener("click", () => select(null));
+  document.getElementById("rollouts").addEventListener("click", e => {
+    const button = e.target.closest && e.target.closest(".actions button");
+    if (button) steer(button.closest(".rollout").getAttribute("data-daemonset"), button.getAttribute("data-verb"));
+  });
   connect();
   setInterval(tick, 1000);
 });
