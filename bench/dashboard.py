@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import random
 import statistics
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -47,13 +47,16 @@ from tests.support import browser
 
 JSON = dict[str, Any]
 DS_PATH = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets"
+PLANS_PATH = f"/apis/edgeagent.io/v1alpha1/namespaces/{NAMESPACE}/rolloutplans"
+CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def manifest() -> JSON:
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "edge-app", "namespace": NAMESPACE, "annotations": {
-            "apps.openyurt.io/update-strategy": "OTA", "edgeagent.io/rollout-steps": "1,5%,25%,100%"}},
+            "apps.openyurt.io/update-strategy": "OTA"}},
         "spec": {"selector": {"matchLabels": {"app": "edge-app"}}, "updateStrategy": {"type": "OnDelete"},
                  "template": {"metadata": {"labels": {"app": "edge-app"}},
                               "spec": {"terminationGracePeriodSeconds": 1,
@@ -171,11 +174,24 @@ async def main_async(args: argparse.Namespace) -> None:
             await until(two_revisions, 60, "the second revision")
             newest = max((await sim.request("GET", path))["items"], key=lambda r: int(r.get("revision") or 0))
             revision = str(newest["metadata"]["labels"]["controller-revision-hash"])
-            state: JSON = {"revision": revision, "stableRevision": None, "waves": 4, "wave": 2, "phase": "progressing",
-                     "waveStartedAt": None, "bakeStartedAt": None,
-                     "counts": {"nodes": n, "upgraded": 0, "deferred": 0, "failed": 0}, "failures": []}
-            await sim.request("PATCH", f"{DS_PATH}/edge-app", {"metadata": {"annotations": {
-                "edgeagent.io/rollout-state": json.dumps(state)}}}, MERGE_PATCH)
+            # Its RolloutPlan (the CRD from deploy/, a plan, and the status the controller would have written).
+            crd = yaml.safe_load((ROOT / "deploy" / "crd-rolloutplan.yaml").read_text())
+            await sim.request("POST", CRDS_PATH, crd)
+
+            async def plans_served() -> bool:
+                with contextlib.suppress(Exception):
+                    await sim.request("GET", PLANS_PATH)
+                    return True
+                return False
+
+            await until(plans_served, 60, "rolloutplans served")
+            await sim.request("POST", PLANS_PATH, {
+                "apiVersion": "edgeagent.io/v1alpha1", "kind": "RolloutPlan", "metadata": {"name": "edge-app"},
+                "spec": {"daemonSet": "edge-app", "steps": [1, "5%", "25%", "100%"]}})
+            await sim.request("PATCH", f"{PLANS_PATH}/edge-app/status", {"status": {
+                "revision": revision, "phase": "Progressing", "wave": 2, "waves": 4,
+                "counts": {"nodes": n, "upgraded": 0, "waiting": n, "deferred": 0, "failed": 0},
+                "failures": [], "history": [], "conditions": []}}, MERGE_PATCH)
 
             port = free_port()
             dash = Proc("dashboard", ["dashboard", "--kubeconfig", str(sim.dir / "admin.kubeconfig"),
@@ -189,7 +205,9 @@ async def main_async(args: argparse.Namespace) -> None:
                     with contextlib.suppress(aiohttp.ClientError):
                         async with session.get(url + "api/snapshot") as response:
                             body = await response.json()
-                            return bool(body["health"]["state"] == "ok" and len(body["nodes"]) == n)
+                            # ... and the plan read: the card shows wave 2 of 4, as the RolloutPlan's status says.
+                            planned = any(d.get("w") == 2 and d.get("n") == 4 for d in body.get("daemonsets", []))
+                            return bool(body["health"]["state"] == "ok" and len(body["nodes"]) == n and planned)
                     return False
 
                 await until(synced, 300, "the dashboard's caches synced")
