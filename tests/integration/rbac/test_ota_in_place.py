@@ -132,7 +132,7 @@ def main_status(pod: JSON) -> JSON:
 async def kept_and_upgraded(site: Site, before: JSON, revision: str, request_id: str) -> JSON:
     """Until the request succeeded; then the pod is the same one, restarted once on the new image, Ready."""
     async def succeeded() -> bool:
-        return (await request_state(site.agent, request_id))["state"] == "succeeded"
+        return bool((await request_state(site.agent, request_id))["state"] == "succeeded")
 
     await eventually(succeeded, timeout=30, what="the request verified succeeded")
     pod = await pod_on(site.admin, NODE)
@@ -226,7 +226,7 @@ async def test_a_change_beyond_images_is_recreated_with_the_event(
         assert (code, body["status"]) == (200, "Started"), body
 
         async def succeeded() -> bool:
-            return (await request_state(site.agent, body["id"]))["state"] == "succeeded"
+            return bool((await request_state(site.agent, body["id"]))["state"] == "succeeded")
 
         await eventually(succeeded, timeout=30, what="the recreated pod verified")
         pod = await pod_on(site.admin, NODE)
