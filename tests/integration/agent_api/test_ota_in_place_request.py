@@ -1,17 +1,29 @@
-"""Issue 37: the agent's half of OTA in place, with no controller running. For a pod of an `InPlaceIfPossible`
+"""Issue 37: the agent's half of OTA in place (with no controller running, but in the last test). For a pod of an `InPlaceIfPossible`
 DaemonSet the agent never deletes: after the same checks as a delete (the rollout plan's included) it records the
 node's request on the pod's status, naming the revision PodNeedUpgrade asks for, and answers 200; a request the
-checks refuse writes nothing. A DaemonSet without the annotation is still deleted (the recreate OTA of today)."""
+checks refuse writes nothing. A DaemonSet without the annotation is still deleted (the recreate OTA of today). A
+restart in place that fails is reported on the kept pod's own status."""
 
 from __future__ import annotations
 
-import aiohttp
+from collections.abc import AsyncIterator
 
-from edgeagent.contract import CONDITION_IN_PLACE_UPGRADE_REQUESTED, REASON_IN_PLACE_REQUESTED, version_message
+import aiohttp
+import pytest
+
+from edgeagent.contract import (
+    CONDITION_IN_PLACE_UPGRADE_REQUESTED,
+    REASON_IN_PLACE_REQUESTED,
+    ReportedFailure,
+    reported_failure,
+    version_message,
+)
 from edgeagent.kube.objects import get_condition
 from tests.integration.agent_api.conftest import NODE, AgentFactory, World, wait_cached, wait_connected
+from tests.integration.controller.conftest import Controllers
 from tests.support.rolloutplan_crd import create_plan, install_crd, write_status
 from tests.support.rolloutplan_crd import status as plan_status
+from tests.support.waiting import eventually
 
 UPGRADE = "/openyurt.io/v1/namespaces/default/pods/{name}/upgrade"
 
@@ -89,3 +101,45 @@ async def test_without_the_annotation_the_pod_is_deleted_as_before(
     code, body = await post(http, agent.url, pod["metadata"]["name"])
     assert (code, body["status"]) == (200, "Started"), body
     assert [d["uid"] for d in world.agent_deletes()] == [pod["metadata"]["uid"]]
+
+
+@pytest.fixture
+async def controllers() -> AsyncIterator[Controllers]:
+    running = Controllers()
+    try:
+        yield running
+    finally:
+        await running.stop_all()
+
+
+async def test_a_failed_restart_in_place_is_reported_on_the_pod_itself(
+        world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession, controllers: Controllers) -> None:
+    """The new image crash-loops: the request fails with the kubelet's reason, and the node reports it on the
+    kept pod's status (the failure a rollout plan counts), naming the revision the pod now carries."""
+    await in_place(world)
+    world.sim.set_image("registry.local/app:2", crash=True)
+    await controllers.start(world.sim)
+    agent = await agent_factory(kubeconfig=world.sim.node_kubeconfig(NODE), ready_timeout=3.0)
+    await wait_connected(agent)
+    pod = await world.pod()
+    await wait_cached(agent, pod)
+    code, body = await post(http, agent.url, pod["metadata"]["name"])
+    assert (code, body["status"]) == (200, "Started"), body
+
+    async def ended() -> dict[str, str] | None:
+        async with http.get(f"{agent.url}/openyurt.io/v1/upgrades/{body['id']}") as resp:
+            found = dict(await resp.json())
+        return found if found["state"] in ("failed", "succeeded") else None
+
+    request = await eventually(ended, timeout=30, what="the request judged")
+    assert (request["state"], request["reason"]) == ("failed", "CrashLoopBackOff"), request
+    assert request["replacement"] == f"default/{pod['metadata']['name']}"
+
+    async def reported() -> ReportedFailure | None:
+        now = await world.pod()
+        assert now["metadata"]["uid"] == pod["metadata"]["uid"]  # kept: the failure is on the same pod
+        return reported_failure(now)
+
+    failure = await eventually(reported, what="the failure on the pod's status")
+    assert (failure.revision, failure.reason) == (world.new_hash, "CrashLoopBackOff")
+    assert world.agent_deletes() == []
