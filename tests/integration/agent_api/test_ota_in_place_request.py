@@ -1,8 +1,8 @@
-"""Issue 37: the agent's half of OTA in place (with no controller running, but in the last test). For a pod of an `InPlaceIfPossible`
-DaemonSet the agent never deletes: after the same checks as a delete (the rollout plan's included) it records the
-node's request on the pod's status, naming the revision PodNeedUpgrade asks for, and answers 200; a request the
-checks refuse writes nothing. A DaemonSet without the annotation is still deleted (the recreate OTA of today). A
-restart in place that fails is reported on the kept pod's own status."""
+"""Issue 37: the agent's half of OTA in place (no controller runs but in the last test). For a pod of an
+`InPlaceIfPossible` DaemonSet the agent never deletes: after the same checks as a delete (the rollout plan's
+included) it records the node's request on the pod's status, naming the revision PodNeedUpgrade asks for, and
+answers 200; a request the checks refuse writes nothing. A DaemonSet without the annotation is still deleted (the
+recreate OTA of today). A restart in place that fails is reported on the kept pod's own status."""
 
 from __future__ import annotations
 
