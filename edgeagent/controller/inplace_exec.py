@@ -1,5 +1,7 @@
-"""AdvancedRollingUpdate in place (issue 37): the pods the roll chose are patched, not deleted, when the
-DaemonSet says `edgeagent.io/update-type: InPlaceIfPossible` and the revision changes only images.
+"""In place (issue 37): pods patched instead of deleted, chosen by the roll or asked for by their node.
+
+When the DaemonSet says `edgeagent.io/update-type: InPlaceIfPossible` and the revision changes only images, the pods
+AdvancedRollingUpdate chose, and the pods of an OTA DaemonSet whose node asked for it, are patched, not deleted.
 
 The roll's plan (rolling.py) decides which pods move, within `max-unavailable` and its rollout plan's gate,
 exactly as for deletes; this module only carries a chosen pod out another way:
@@ -15,6 +17,10 @@ exactly as for deletes; this module only carries a chosen pod out another way:
   `containerID` and ready (the verified outcome), or the pod is gone; so a pod whose cached status still shows
   the old container Ready never frees the budget early. The memory is per process: after a restart, the
   readiness gate (False until the new containers run) is what keeps such a pod from counting as available.
+
+OTA in place: the node's agent may not patch a pod's spec, so it records the node's request on its own pod's
+status (`contract.CONDITION_IN_PLACE_UPGRADE_REQUESTED`); `ota_request` is the one rule of what the controller
+does about it (execute, answer once done, or wait), and the reconciler executes it with the same PATCH.
 """
 
 from __future__ import annotations
