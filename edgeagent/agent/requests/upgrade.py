@@ -503,9 +503,12 @@ def _credentials_refused(step: Deletion) -> Outcome | None:
 
 
 def _deleted_answer(deletion: Deletion) -> Outcome:
-    """The answer when the DELETE itself did not happen: gone, replaced, or refused by the cloud."""
+    """The answer when the DELETE (or the in-place request) itself did not happen: gone, replaced, refused by the
+    checks on the pod read again after a 409 (answered as at the first read), or refused by the cloud."""
     if deletion.result is Result.GONE:
         return _outcome(Answer.NOT_FOUND, deletion.message)
     if deletion.result is Result.REPLACED:
         return _outcome(Answer.CONFLICT, deletion.message)
+    if deletion.refusal is not None and deletion.refusal is not Refusal.CLOUD:
+        return _refused((deletion.refusal, deletion.message))
     return _credentials_refused(deletion) or _outcome(Answer.BAD_GATEWAY, deletion.message)

@@ -7,6 +7,7 @@ recreate OTA of today). A restart in place that fails is reported on the kept po
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -19,8 +20,17 @@ from edgeagent.contract import (
     version_message,
 )
 from edgeagent.kube.objects import get_condition
-from tests.integration.agent_api.conftest import NODE, AgentFactory, World, wait_cached, wait_connected
+from tests.integration.agent_api.conftest import (
+    NODE,
+    AgentFactory,
+    World,
+    set_condition,
+    wait_cached,
+    wait_connected,
+    write_kubeconfig,
+)
 from tests.integration.controller.conftest import Controllers
+from tests.support.hook_proxy import HookProxy, method_on
 from tests.support.rolloutplan_crd import create_plan, install_crd, write_status
 from tests.support.rolloutplan_crd import status as plan_status
 from tests.support.waiting import eventually
@@ -143,3 +153,34 @@ async def test_a_failed_restart_in_place_is_reported_on_the_pod_itself(
     failure = await eventually(reported, what="the failure on the pod's status")
     assert (failure.revision, failure.reason) == (world.new_hash, "CrashLoopBackOff")
     assert world.agent_deletes() == []
+
+
+async def test_a_pod_changed_before_the_request_is_read_again_and_checked_again(
+        tmp_path: Path, world: World, agent_factory: AgentFactory, http: aiohttp.ClientSession,
+        hook_proxy: HookProxy) -> None:
+    """The request's resourceVersion precondition: a pod whose PodNeedUpgrade turned False between the agent's read
+    and its write is refused (409), read again and checked again: 403, nothing written on it."""
+    await in_place(world)
+    pod = await world.pod()
+    name = pod["metadata"]["name"]
+    agent = await agent_factory(kubeconfig=write_kubeconfig(tmp_path / "proxy.kubeconfig", hook_proxy.url))
+    await wait_connected(agent)
+    await wait_cached(agent, pod)
+
+    async def held_published() -> bool:  # the agent's other status write is done before the hook is set
+        return get_condition(await world.pod(), "UpgradeHeld") is not None
+
+    await eventually(held_published, what="UpgradeHeld published")
+
+    async def withdrawn() -> None:
+        await set_condition(world.admin, pod, "PodNeedUpgrade", "False", version_message(world.new_hash))
+
+    hook = hook_proxy.before(method_on("PATCH", f"/pods/{name}/status"), withdrawn)
+    code, body = await post(http, agent.url, name)
+    assert (code, body["status"]) == (403, "Forbidden"), body
+    assert "does not need an upgrade" in body["message"], body
+    assert hook.hits == 1
+    assert get_condition(await world.pod(), CONDITION_IN_PLACE_UPGRADE_REQUESTED) is None
+    patches = [e for e in world.sim.audit.find("PATCH", f"/api/v1/namespaces/default/pods/{name}/status")
+               if e["userAgent"].startswith("edgeagent-agent")]
+    assert [e["code"] for e in patches][-1] == 409, patches
