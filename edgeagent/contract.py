@@ -50,6 +50,15 @@ UPDATE_TYPE_RECREATE = "Recreate"
 # The readiness gate a template may declare: False before the image patch (Services stop sending traffic),
 # True once the new containers run; the kubelet holds the pod's Ready False while it is not True.
 CONDITION_IN_PLACE_UPDATE_READY = "edgeagent.io/InPlaceUpdateReady"
+# OTA in place: the node's request, recorded by its agent on its own pod's status (the agent may write only its
+# pods' status, never their spec), executed by the controller (which may patch pods). `True`, reason
+# `REASON_IN_PLACE_REQUESTED`, message `controllerrevision: <hash>` naming the revision the node asked for. Only the
+# pod's node can write it (NodeRestriction, deploy/k8s-1.30's admission policy): the controller acts on nothing
+# but this condition on the pod itself, re-checks everything, and answers it `False` once the pod runs that
+# revision (reason `REASON_IN_PLACE_EXECUTED`), so a request is executed once.
+CONDITION_IN_PLACE_UPGRADE_REQUESTED = "edgeagent.io/InPlaceUpgradeRequested"
+REASON_IN_PLACE_REQUESTED = "RequestedByNode"
+REASON_IN_PLACE_EXECUTED = "Executed"
 
 # --- Rollout plans (waves, bake, abort, rollback) ---------------------------------------------
 # Written by the operator:
@@ -176,6 +185,14 @@ def image_not_ready(pod: JSON) -> JSON | None:
 def image_ready(pod: JSON) -> bool:
     """Nothing to wait for: no pre-pull was asked for, or the images of the wanted revision are on the node."""
     return image_not_ready(pod) is None
+
+
+def in_place_requested(pod: JSON) -> str | None:
+    """The revision a `True` `CONDITION_IN_PLACE_UPGRADE_REQUESTED` names (the node asks for it), else None."""
+    cond = get_condition(pod, CONDITION_IN_PLACE_UPGRADE_REQUESTED)
+    if cond is None or cond.get("status") != "True":
+        return None
+    return version_from_message(str(cond.get("message") or "")) or None
 
 
 def held_by(pod: JSON) -> tuple[str, str] | None:

@@ -1,5 +1,7 @@
-"""AdvancedRollingUpdate in place (issue 37): the pods the roll chose are patched, not deleted, when the
-DaemonSet says `edgeagent.io/update-type: InPlaceIfPossible` and the revision changes only images.
+"""In place (issue 37): pods patched instead of deleted, chosen by the roll or asked for by their node.
+
+When the DaemonSet says `edgeagent.io/update-type: InPlaceIfPossible` and the revision changes only images, the pods
+AdvancedRollingUpdate chose, and the pods of an OTA DaemonSet whose node asked for it, are patched, not deleted.
 
 The roll's plan (rolling.py) decides which pods move, within `max-unavailable` and its rollout plan's gate,
 exactly as for deletes; this module only carries a chosen pod out another way:
@@ -15,6 +17,10 @@ exactly as for deletes; this module only carries a chosen pod out another way:
   `containerID` and ready (the verified outcome), or the pod is gone; so a pod whose cached status still shows
   the old container Ready never frees the budget early. The memory is per process: after a restart, the
   readiness gate (False until the new containers run) is what keeps such a pod from counting as available.
+
+OTA in place: the node's agent may not patch a pod's spec, so it records the node's request on its own pod's
+status (`contract.CONDITION_IN_PLACE_UPGRADE_REQUESTED`); `ota_request` is the one rule of what the controller
+does about it (execute, answer once done, or wait), and the reconciler executes it with the same PATCH.
 """
 
 from __future__ import annotations
@@ -25,7 +31,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from edgeagent.contract import CONDITION_IN_PLACE_UPDATE_READY, LABEL_REVISION_HASH, held_by
+from edgeagent.contract import (
+    CONDITION_IN_PLACE_UPDATE_READY,
+    CONDITION_IN_PLACE_UPGRADE_REQUESTED,
+    LABEL_REVISION_HASH,
+    REASON_IN_PLACE_EXECUTED,
+    held_by,
+    image_not_ready,
+    in_place_requested,
+    needs_upgrade,
+    target_revision,
+    version_message,
+)
 from edgeagent.controller.expectations import UnobservedWrites
 from edgeagent.inplace import Fallback, InPlacePatch, decide
 from edgeagent.kube.objects import get_condition, labels_of, meta, uid_of
@@ -53,11 +70,13 @@ def gate_patch(pod: JSON, status: str, reason: str, message: str) -> JSON:
     return {"metadata": {"uid": uid_of(pod)}, "status": {"conditions": [cond]}}
 
 
-def still_movable(fresh: JSON, planned: JSON) -> bool:
+def still_movable(fresh: JSON, planned: JSON, *, hold_counts: bool = True) -> bool:
     """After our own gate write, the kubelet answers by turning the pod not Ready, so the PATCH guarded by our
     write's resourceVersion may meet 409. The pod read again may then still be patched if it is the pod the plan
     chose, as the plan saw it in all that matters: same UID, not being deleted, same revision, same images,
-    and its node's agent has not published `UpgradeHeld` meanwhile (the guarded delete's checks)."""
+    and its node's agent has not published `UpgradeHeld` meanwhile (the guarded delete's checks). A node's own
+    OTA request (`hold_counts=False`) acts hold or not, as OpenYurt's explicit upgrade does; for it the request
+    must still stand instead."""
     def images(pod: JSON) -> list[tuple[str, str]]:
         spec = pod.get("spec") or {}
         return [(str(c.get("name")), str(c.get("image"))) for key in ("initContainers", "containers")
@@ -65,7 +84,8 @@ def still_movable(fresh: JSON, planned: JSON) -> bool:
 
     return (uid_of(fresh) == uid_of(planned) and not meta(fresh).get("deletionTimestamp")
             and labels_of(fresh).get(LABEL_REVISION_HASH) == labels_of(planned).get(LABEL_REVISION_HASH)
-            and images(fresh) == images(planned) and held_by(fresh) is None)
+            and images(fresh) == images(planned)
+            and (held_by(fresh) is None if hold_counts else in_place_requested(fresh) == in_place_requested(planned)))
 
 
 def container_ids(pod: JSON, names: Iterable[str]) -> dict[str, str]:
@@ -175,3 +195,67 @@ def gate_updates(pods: Iterable[JSON], restarts: InPlaceRestarts, key: str, writ
             continue
         out.append(pod)
     return out
+
+
+# --- OTA in place: the node's request, executed here ------------------------------------------------------------
+
+EXECUTE = "execute"
+ANSWER = "answer"
+IGNORE = "ignore"
+
+
+@dataclass(frozen=True)
+class OtaRequest:
+    """What to do about the in-place request a pod's node recorded on the pod's status (`contract`
+    `CONDITION_IN_PLACE_UPGRADE_REQUESTED`): `execute` it now, `answer` it (the pod runs the revision asked for:
+    the request is done, only the condition is left to close), or `ignore` it for now, and why."""
+
+    action: str
+    why: str
+
+
+def ota_request(pod: JSON, revision: str, may_move: Callable[[str], bool] | None,
+                restarting: bool) -> OtaRequest | None:
+    """The one rule for a node's in-place request (pure): None when the pod carries no open request.
+
+    Only the condition on the pod itself counts: the API server lets only the pod's own node write a pod's status
+    (NodeRestriction for a kubelet, deploy/k8s-1.30's policy for the agent's token), so what one node writes can
+    move no other node's pod. Everything the agent checked is checked again here, on this controller's view: the
+    request names the DaemonSet's current revision (`revision`; one naming an older revision is ignored, it
+    asks for what is no longer rolled), the pod is outdated, its `PodNeedUpgrade` (this controller's own word)
+    says `True` for that revision, the images are pre-pulled when a pre-pull was asked for, the rollout plan's gate
+    lets its node move, and no restart of ours is under way there. A pod that already runs the revision asked
+    for is answered, not patched again: that is what makes a request executed once, across restarts (the PATCH
+    moved its label, and its resourceVersion precondition refuses a second one from an older view)."""
+    asked = in_place_requested(pod)
+    if asked is None:
+        return None
+    if meta(pod).get("deletionTimestamp"):
+        return OtaRequest(IGNORE, "the pod is being deleted")
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    if not node:
+        return OtaRequest(IGNORE, "the pod is not bound to a node")
+    if labels_of(pod).get(LABEL_REVISION_HASH) == asked:
+        return OtaRequest(ANSWER, f"the pod runs revision {asked}")
+    if asked != revision:
+        return OtaRequest(IGNORE, f"the request names revision {asked}, the DaemonSet's current revision is {revision}")
+    if not needs_upgrade(pod) or target_revision(pod) != revision:
+        return OtaRequest(IGNORE, f"PodNeedUpgrade is not True for revision {revision}")
+    if image_not_ready(pod) is not None:
+        return OtaRequest(IGNORE, f"the images of revision {revision} are not pre-pulled yet")
+    if may_move is not None and not may_move(node):
+        return OtaRequest(IGNORE, f"the rollout plan has not reached node {node}")
+    if restarting:
+        return OtaRequest(IGNORE, "an in-place restart is under way")
+    return OtaRequest(EXECUTE, f"node {node} asked for revision {revision}")
+
+
+def request_answer(pod: JSON, revision: str) -> JSON:
+    """The `pods/status` patch that closes a done request: `False`, reason `Executed`, naming the revision. Guarded
+    by the UID and the resourceVersion the decision saw, so a newer request its node wrote meanwhile is never
+    overwritten (409: decided again on the next view)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cond = {"type": CONDITION_IN_PLACE_UPGRADE_REQUESTED, "status": "False", "reason": REASON_IN_PLACE_EXECUTED,
+            "message": version_message(revision), "lastTransitionTime": now}
+    return {"metadata": {"uid": uid_of(pod), "resourceVersion": str(meta(pod).get("resourceVersion") or "")},
+            "status": {"conditions": [cond]}}

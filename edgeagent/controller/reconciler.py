@@ -28,6 +28,7 @@ from edgeagent.contract import (
     ANNOTATION_ROLLOUT_STATE,
     ANNOTATION_ROLLOUT_STEPS,
     ANNOTATION_UPDATE_STRATEGY,
+    ANNOTATION_UPDATE_TYPE,
     EVENT_INVALID_ANNOTATION,
     EVENT_INVALID_UPDATE_STRATEGY,
     EVENT_NORMAL,
@@ -38,12 +39,15 @@ from edgeagent.contract import (
     EVENT_WARNING,
     LABEL_PREPULL,
     UPDATE_TYPE_IN_PLACE_IF_POSSIBLE,
+    in_place_requested,
 )
 from edgeagent.controller import trim
 from edgeagent.controller.events import EventRecorder
 from edgeagent.controller.expectations import Expectations, UnobservedWrites
 from edgeagent.controller.inplace_exec import (
+    ANSWER,
     EVENT_IN_PLACE_FALLBACK,
+    EXECUTE,
     REASON_UPDATED,
     REASON_UPDATING,
     Choice,
@@ -53,6 +57,8 @@ from edgeagent.controller.inplace_exec import (
     declares_gate,
     gate_patch,
     gate_updates,
+    ota_request,
+    request_answer,
     still_movable,
 )
 from edgeagent.controller.metrics import ControllerMetrics
@@ -252,6 +258,9 @@ class Controller:
         self.pause_writes = UnobservedWrites()
         self.restarts = InPlaceRestarts()  # in-place upgrades the roll waits for (controller/inplace_exec.py)
         self.gate_writes = UnobservedWrites()
+        # OTA in place: DaemonSet UID -> keys of its pods whose node recorded an open in-place request on the pod's
+        # status (`contract.in_place_requested`), kept by the pod handler so a pass looks at those pods only.
+        self._in_place_asks: dict[str, set[str]] = {}
         # Rollout plans: the ranking per DaemonSet and revision, state writes not yet seen in the cache, and
         # the gate decided with each (reused while the cache still shows the DaemonSet before the write).
         # Every cached node by the hash of its name, so a ranking after a restart is a filter, not a sort.
@@ -317,7 +326,9 @@ class Controller:
         if old is not None:
             # An update of a pod that stays with its owner keeps the mark of a write of ours it may not include yet.
             self._unindex_pod(key, old, updating=etype != DELETED and _owner_uid(obj) == _owner_uid(old))
+            self._index_request(key, old, False)
         if etype != DELETED:
+            self._index_request(key, obj, in_place_requested(obj) is not None)
             owner_uid = _owner_uid(obj)
             owner_key = _owner_key(obj)
             if owner_uid and owner_key:
@@ -331,6 +342,19 @@ class Controller:
         owner = _owner_key(obj) or (_owner_key(old) if old else None)
         if owner:
             self.queue.add(owner)
+
+    def _index_request(self, key: str, pod: JSON, asks: bool) -> None:
+        owner_uid = _owner_uid(pod)
+        if not owner_uid:
+            return
+        if asks:
+            self._in_place_asks.setdefault(owner_uid, set()).add(key)
+            return
+        keys = self._in_place_asks.get(owner_uid)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._in_place_asks[owner_uid]
 
     def _unindex_pod(self, key: str, pod: JSON, *, updating: bool = False) -> None:
         owner_uid = _owner_uid(pod)
@@ -547,6 +571,7 @@ class Controller:
                                                      pending=owned.image_pending)
         if strategy is Strategy.OTA:
             await self._sync_conditions(ds, owned, hash_, gate)
+            await self._ota_in_place(key, ds, owned, hash_, gate)
         else:
             await self._roll(key, ds, owned, hash_, gate, story)
         await self._open_gates(key, owned)
@@ -787,9 +812,10 @@ class Controller:
         if errors:
             raise ReconcileError(f"{len(errors)} in-place patch(es) failed, first: {errors[0]}")
 
-    async def _patch_in_place(self, key: str, choice: Choice, hash_: str) -> bool:
+    async def _patch_in_place(self, key: str, choice: Choice, hash_: str, *, hold_counts: bool = True) -> bool:
         """Gate False (if declared), then the guarded image PATCH. Not a deletion: the expectation the plan
-        recorded for the pod is dropped, and the node waits in `restarts` for the kubelet's new containers."""
+        recorded for the pod is dropped, and the node waits in `restarts` for the kubelet's new containers.
+        `hold_counts=False`: a node's own OTA request, which acts hold or not (`still_movable`)."""
         pod, patch = choice.pod, choice.patch
         assert patch is not None
         uid = uid_of(pod)
@@ -815,7 +841,7 @@ class Controller:
                     if not gated or attempt == _IN_PLACE_ATTEMPTS:
                         raise
                 fresh = await self._client.get(path)  # the kubelet answered our gate: read again, check again
-                if not still_movable(fresh, pod):
+                if not still_movable(fresh, pod, hold_counts=hold_counts):
                     raise Conflict(409, message=f"pod {name_of(pod)} changed since it was planned")
                 body["metadata"]["resourceVersion"] = _rv(fresh)
         except (NotFound, Conflict, Invalid):
@@ -829,6 +855,82 @@ class Controller:
             raise
         self.restarts.record(key, node_of(pod), uid, hash_, before)
         return True
+
+    async def _ota_in_place(self, key: str, ds: JSON, owned: OwnerPods, hash_: str, gate: Gate | None) -> None:
+        """OTA in place: execute the in-place requests the DaemonSet's nodes recorded on their own pods' status.
+
+        The agent may not patch a pod's spec; it records the node's request (`contract`
+        `CONDITION_IN_PLACE_UPGRADE_REQUESTED`) and this controller carries it out with the PATCH an
+        AdvancedRollingUpdate in place makes (`_patch_in_place`: UID and resourceVersion preconditions, the readiness
+        gate), after `inplace_exec.ota_request` re-checked it. A revision that is not image-only (`inplace.decide`),
+        or a DaemonSet no longer `InPlaceIfPossible`, is recreated instead, as the node's OTA request would have
+        done: the guarded delete, and the `InPlaceUpdateFallback` Event saying why. A done request is answered
+        (`False`/`Executed`), so it is never carried out twice."""
+        asks = self._in_place_asks.get(uid_of(ds))
+        if not asks:
+            return
+        pods = owned.pods
+        self.restarts.nodes(key, {uid_of(p): p for p in pods.values()})  # forget the restarts that are done
+        may_move = gate.allows if gate is not None else None
+        errors: list[BaseException] = []
+        for pod_key in sorted(asks):
+            pod = pods.get(pod_key)
+            if pod is None:
+                continue
+            verdict = ota_request(pod, hash_, may_move, self.restarts.restarting(key, uid_of(pod)) is not None)
+            if verdict is None:
+                continue
+            try:
+                if verdict.action == ANSWER:
+                    await self._answer_request(pod, str(in_place_requested(pod)))
+                elif verdict.action == EXECUTE:
+                    await self._execute_request(key, ds, pod, hash_)
+                else:
+                    self._log.debug("in_place_request_waits", pod=pod_key, why=verdict.why)
+            except (KubeError, KubeUnreachable) as exc:
+                errors.append(exc)
+        if errors:
+            raise ReconcileError(f"{len(errors)} in-place request(s) failed, first: {errors[0]}")
+
+    async def _execute_request(self, key: str, ds: JSON, pod: JSON, hash_: str) -> None:
+        try:
+            in_place = update_type(ds) == UPDATE_TYPE_IN_PLACE_IF_POSSIBLE
+        except ValueError as exc:
+            in_place, why = False, str(exc)
+        else:
+            why = f"the DaemonSet's {ANNOTATION_UPDATE_TYPE} is no longer {UPDATE_TYPE_IN_PLACE_IF_POSSIBLE}"
+        choice = (choose([pod], hash_, lambda revision: self._template_of(ds, revision))[0] if in_place
+                  else Choice(pod, None, why))
+        if choice.patch is not None:
+            if await self._patch_in_place(key, choice, hash_, hold_counts=False):
+                self._log.info("in_place_request_executed", pod=key_of(pod), revision=hash_)
+                await self.events.emit(ds, EVENT_NORMAL, EVENT_UPGRADING_PODS,
+                                       f"OTA to revision {hash_}: patched pod {name_of(pod)} in place on the request "
+                                       f"of its node {node_of(pod)}")
+            return
+        await self.events.emit(pod, EVENT_WARNING, EVENT_IN_PLACE_FALLBACK,
+                               f"cannot upgrade in place to revision {hash_}: {choice.fallback}; recreating the pod")
+        path = f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}"
+        self.metrics.write("pod_delete")
+        try:
+            # As the agent's guarded delete: this pod, as this controller saw it, or nothing.
+            await self._client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions",
+                                             "preconditions": {"uid": uid_of(pod), "resourceVersion": _rv(pod)}})
+        except (NotFound, Conflict):
+            # Gone, or changed since: decided again on the next view.
+            self.metrics.pod_deletions.labels("replaced").inc()
+            return
+        self.metrics.pod_deletions.labels("deleted").inc()
+        self._log.info("in_place_request_recreated", pod=key_of(pod), revision=hash_, why=choice.fallback)
+
+    async def _answer_request(self, pod: JSON, revision: str) -> None:
+        path = f"/api/v1/namespaces/{namespace_of(pod)}/pods/{name_of(pod)}/status"
+        self.metrics.write("condition_patch")
+        try:
+            await self._client.patch(path, request_answer(pod, revision))
+        except (NotFound, Conflict, Invalid):
+            return  # gone, or changed since: the next view decides again
+        self._log.info("in_place_request_answered", pod=key_of(pod), revision=revision)
 
     async def _reopen_gate(self, pod: JSON) -> None:
         """The PATCH did not happen: the gate we closed must not keep a running pod out of Services."""

@@ -50,6 +50,10 @@ class OpenGate(Protocol):
     def is_open(self) -> bool: ...
 
 
+# `_decide_and_delete`'s word for a request recorded in place (it then verifies like a delete, on the same pod).
+REQUESTED_IN_PLACE = "requested-in-place"
+
+
 class _Retry(Exception):
     """A transient failure: back to `queued`, try again after a backoff."""
 
@@ -169,11 +173,12 @@ class Drainer:
             return
         self._not_before.pop(entry.id, None)
         if deleted is not None:
-            await record_deleted(self._state, entry.id, deleted, self._ready_timeout, message)
+            await record_deleted(self._state, entry.id, deleted, self._ready_timeout, message,
+                                 in_place=state == REQUESTED_IN_PLACE)
         else:
             await self._state.set_state(entry.id, state, message)
         if self._metrics is not None:
-            self._metrics.upgrade_outcome(f"queued_{state}")
+            self._metrics.upgrade_outcome(f"queued_{VERIFYING if state == REQUESTED_IN_PLACE else state}")
 
     async def _decide_and_delete(self, entry: UpgradeRequest) -> tuple[str, str, JSON | None]:
         """(state, message, the deleted pod or None); after a delete the verifier decides the outcome."""
@@ -186,6 +191,8 @@ class Drainer:
             raise _Retry(deletion.message)
         if deletion.result is Result.DELETED:
             return VERIFYING, deletion.message, deletion.pod
+        if deletion.result is Result.REQUESTED:
+            return REQUESTED_IN_PLACE, deletion.message, deletion.pod
         return _ENDS[deletion.result, deletion.refusal], deletion.message, None
 
     def _backoff(self, attempts: int) -> float:

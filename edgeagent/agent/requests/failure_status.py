@@ -38,7 +38,7 @@ from edgeagent.agent.pod_status import (
     on_this_node,
     patch_status,
 )
-from edgeagent.agent.requests.verifier import on_new_revision, replacements
+from edgeagent.agent.requests.verifier import before_restart, on_new_revision, replacements
 from edgeagent.agent.state.store import FAILED, KEEP_FINISHED, StateStore, StateUnavailable, UpgradeRequest
 from edgeagent.contract import CONDITION_UPGRADE_FAILED, LABEL_REVISION_HASH, failure_message, failure_reason
 from edgeagent.kube.client import KubeClient
@@ -73,7 +73,8 @@ def desired(request: UpgradeRequest, pod: JSON, node: str) -> Want | None:
     """
     if request.state != FAILED or not on_this_node(pod, node) or key_of(pod) != request.replacement:
         return None
-    if is_terminating(pod) or not replacements(request, [pod]) or not on_new_revision(pod, request):
+    kept = before_restart(request) is not None and uid_of(pod) == request.uid  # asked in place: the pod itself
+    if is_terminating(pod) or not (kept or replacements(request, [pod])) or not on_new_revision(pod, request):
         return None
     revision = str(labels_of(pod).get(LABEL_REVISION_HASH) or "")
     if not revision:

@@ -1,14 +1,22 @@
-"""The one way the agent deletes a pod to upgrade it: GET, checks, DELETE with the UID precondition, classify.
+"""The one way the agent upgrades a pod: GET, checks, then DELETE with the UID precondition (or, for a DaemonSet
+`InPlaceIfPossible`, the in-place request recorded on the pod's status), classify.
 
 The online request, the drainer and the auto-upgrader (which goes through the online request) all come
 here, so they apply the same checks and read the cloud's answers the same way. Between the read and the
 delete the DaemonSet controller may replace the pod under the same name; the UID precondition turns that
 race into a `409`, classified `replaced`: the replacement is never deleted.
 
-The answer is a domain result, not an HTTP status: `deleted`, `gone` (404), `replaced` (another UID, or
-409 on the precondition), `refused` (the checks said no, or the cloud refused with a 4xx it means) and
-`transient` (no answer, 5xx, 429: worth trying again). Callers map results to what they need: the upgrade
-service to its answers (their HTTP codes are one table in api/http.py), the drainer to request states.
+The answer is a domain result, not an HTTP status: `deleted`, `requested` (in place), `gone` (404), `replaced`
+(another UID, or 409 on the precondition), `refused` (the checks said no, or the cloud refused with a 4xx it
+means) and `transient` (no answer, 5xx, 429: worth trying again). Callers map results to what they need: the
+upgrade service to its answers (their HTTP codes are one table in api/http.py), the drainer to request states.
+
+OTA in place (issue 37): the agent's credential may write its pods' status, never their spec, so for a pod of an
+`edgeagent.io/update-type: InPlaceIfPossible` DaemonSet the last step is not a DELETE but a `pods/status` PATCH of
+the condition `edgeagent.io/InPlaceUpgradeRequested` (`True`, naming the revision PodNeedUpgrade asks for), with
+the same UID and resourceVersion preconditions; the controller carries it out (controller/inplace_exec.py). The
+update type is read off the DaemonSet (`get daemonsets`, the grant the plan check uses, in the same read); an
+agent that may not read it (a kubelet identity) deletes, as before.
 """
 
 from __future__ import annotations
@@ -16,18 +24,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
 from edgeagent import log
 from edgeagent.contract import (
+    CONDITION_IN_PLACE_UPGRADE_REQUESTED,
     CONDITION_POD_IMAGE_READY,
     CONDITION_POD_NEED_UPGRADE,
+    REASON_IN_PLACE_REQUESTED,
     REASON_WAVE_REACHED,
+    UPDATE_TYPE_IN_PLACE_IF_POSSIBLE,
     image_not_ready,
     target_revision,
+    version_message,
 )
-from edgeagent.kube.client import KubeClient
+from edgeagent.inplace import update_type
+from edgeagent.kube.client import CONTENT_STRATEGIC_MERGE_PATCH, KubeClient
 from edgeagent.kube.errors import Conflict, Forbidden, KubeError, KubeUnreachable, NotFound
 from edgeagent.kube.objects import (
     daemonset_owner,
@@ -48,6 +62,7 @@ _log = log.get("edgeagent.guarded")
 
 class Result(StrEnum):
     DELETED = "deleted"
+    REQUESTED = "requested"  # the in-place request is on the pod's status; the controller carries it out
     GONE = "gone"
     REPLACED = "replaced"
     REFUSED = "refused"
@@ -202,6 +217,26 @@ def plan_lag(ds: JSON, plan: JSON | None, pod: JSON) -> str | None:
 _unchecked: set[str] = set()
 
 
+def _in_place(ds: JSON) -> bool:
+    try:
+        return update_type(ds) == UPDATE_TYPE_IN_PLACE_IF_POSSIBLE
+    except ValueError:
+        return False  # a value we do not know: the controller warns about it; the node recreates as by default
+
+
+def request_patch(pod: JSON) -> JSON:
+    """The in-place request (`contract.CONDITION_IN_PLACE_UPGRADE_REQUESTED`) as a `pods/status` strategic merge
+    patch: `True`, naming the revision PodNeedUpgrade asks for, guarded by the pod's UID and resourceVersion."""
+    cond = {"type": CONDITION_IN_PLACE_UPGRADE_REQUESTED, "status": "True", "reason": REASON_IN_PLACE_REQUESTED,
+            "message": version_message(target_revision(pod) or ""),
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    metadata: JSON = {"uid": uid_of(pod)}
+    rv = meta(pod).get("resourceVersion")
+    if rv:
+        metadata["resourceVersion"] = str(rv)
+    return {"metadata": metadata, "status": {"conditions": [cond]}}
+
+
 def describe_failure(exc: BaseException) -> str:
     """A cloud call that did not get an answer, in words ("timed out" rather than an empty TimeoutError)."""
     if isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
@@ -230,6 +265,8 @@ class GuardedDelete:
         self.key = f"{namespace}/{name}"
         self._namespace, self._name = namespace, name
         self.path = pod_path(namespace, name)
+        # Set by `read`: the pod's DaemonSet says `InPlaceIfPossible`, so `delete` records the in-place request.
+        self.in_place = False
 
     async def run(self) -> Deletion:
         read = await self.read()
@@ -264,17 +301,20 @@ class GuardedDelete:
         return pod if behind is None else behind
 
     async def _plan_check(self, pod: JSON) -> Deletion | None:
-        """For a pod of a DaemonSet with a rollout plan (PodNeedUpgrade's reason `WaveReached`), read the
-        DaemonSet and the RolloutPlans of its namespace, and refuse while the plan's status lags (`plan_lag`).
-        Other pods cost no read.
+        """Read the pod's DaemonSet: its `edgeagent.io/update-type` (`self.in_place`) and, for a pod of a DaemonSet
+        with a rollout plan (PodNeedUpgrade's reason `WaveReached`), the RolloutPlans of its namespace, refusing
+        while the plan's status lags (`plan_lag`). Pods of other DaemonSets cost no plan read.
 
         An agent that may not read them (kubelet credentials: `get daemonsets` and `list rolloutplans` are the
         ServiceAccount's grants, deploy/agent-rbac.yaml), a cluster without the RolloutPlan kind, or a DaemonSet
-        that is gone: it proceeds as without the check, on the condition alone (logged once, docs/operations.md)."""
+        that is gone: it proceeds as without the check, on the condition alone, and deletes (logged once,
+        docs/operations.md)."""
         need = get_condition(pod, CONDITION_POD_NEED_UPGRADE) or {}
         owner = daemonset_owner(pod)
-        if need.get("reason") != REASON_WAVE_REACHED or owner is None:
+        self.in_place = False
+        if owner is None:
             return None
+        planned = need.get("reason") == REASON_WAVE_REACHED
         namespace = str(meta(pod).get("namespace") or "")
         ds_key = f"{namespace}/{owner.get('name', '')}"
         episode = f"{ds_key} {owner.get('uid', '')}"
@@ -284,6 +324,13 @@ class GuardedDelete:
             async with asyncio.timeout(left + 1.0):
                 ds = await self._client.get(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{owner.get('name', '')}",
                                             timeout=left)
+            if uid_of(ds) != owner.get("uid"):
+                self._note_unchecked(ds_key, episode, "the DaemonSet was replaced")
+                return None
+            self.in_place = _in_place(ds)
+            if not planned:
+                _unchecked.discard(episode)
+                return None
             what = "the RolloutPlans of the namespace"
             left = self._timeout()
             async with asyncio.timeout(left + 1.0):
@@ -293,9 +340,6 @@ class GuardedDelete:
             return None
         except (KubeError, KubeUnreachable, TimeoutError) as exc:
             return self._failed("GET", f"reading {what} ({ds_key}) of", exc, pod)
-        if uid_of(ds) != owner.get("uid"):
-            self._note_unchecked(ds_key, episode, "the DaemonSet was replaced")
-            return None
         _unchecked.discard(episode)
         plan, ambiguous = plan_of(list(listed.get("items") or []), ds)
         lag = (f"pod {key_of_pod(pod)} is not upgraded now: DaemonSet {ds_key}: {ambiguous}" if ambiguous
@@ -309,9 +353,47 @@ class GuardedDelete:
         if episode not in _unchecked:
             _unchecked.add(episode)
             _log.info("plan_check_skipped", daemonset=ds_key, why=why,
-                      hint="upgrading on PodNeedUpgrade alone: the agent cannot read the DaemonSet's RolloutPlan")
+                      hint="upgrading on PodNeedUpgrade alone, by deleting the pod: the agent cannot read the "
+                           "DaemonSet (its RolloutPlan, its update type)")
 
     async def delete(self, pod: JSON) -> Deletion:
+        """The upgrade's one write: the DELETE, or for a DaemonSet `InPlaceIfPossible` the in-place request."""
+        return await (self._request_in_place(pod) if self.in_place else self._delete(pod))
+
+    async def _request_in_place(self, pod: JSON) -> Deletion:
+        """Record the node's in-place request on the pod's status, with the UID and resourceVersion of the pod that
+        was read and checked as preconditions (as the DELETE has them: the checks hold at the moment of the write;
+        a pod that changed meanwhile is read again and re-checked). The controller executes it."""
+        for _ in range(_CHANGED_RETRIES):
+            uid = uid_of(pod)
+            target = target_revision(pod) or ""
+            body = request_patch(pod)
+            try:
+                left = self._timeout()
+                async with asyncio.timeout(left + 1.0):
+                    await self._client.patch(f"{self.path}/status", body, CONTENT_STRATEGIC_MERGE_PATCH, timeout=left)
+            except NotFound as exc:
+                return Deletion(Result.GONE, f"pod {self.key} no longer exists: it was deleted meanwhile", pod=pod,
+                                error=exc)
+            except Conflict as exc:
+                again = await self.read()
+                if isinstance(again, Deletion):
+                    return again
+                if uid_of(again) != uid:
+                    return Deletion(Result.REPLACED, (f"pod {self.key} was replaced meanwhile (uid {uid} no longer "
+                                                      f"exists); nothing was asked of the new pod: {exc.message}"),
+                                    pod=again, error=exc)
+                pod = again
+                continue
+            except (KubeError, KubeUnreachable, TimeoutError) as exc:
+                return self._failed("PATCH", "recording the in-place request on", exc, pod)
+            return Deletion(Result.REQUESTED, (f"Start updating pod {self.key} in place: the request for revision "
+                                               f"{target} is recorded on the pod (uid {uid}); the controller patches "
+                                               "its images, the pod is kept"), pod=pod)
+        return Deletion(Result.TRANSIENT, f"PATCH {self.key}/status: the pod kept changing; trying again later",
+                        pod=pod)
+
+    async def _delete(self, pod: JSON) -> Deletion:
         """DELETE with the UID and resourceVersion of the pod that was read and checked as preconditions,
         classified. The resourceVersion makes the checks hold at the moment of the delete, not only at the read:
         a pod that changed meanwhile (PodNeedUpgrade turned False, someone began deleting it, or a DELETE of
@@ -361,4 +443,4 @@ class GuardedDelete:
 
 
 __all__ = ["Deletion", "GuardedDelete", "PodLookup", "Refusal", "Result", "describe_failure", "placement_refusal",
-           "plan_lag", "refused_read", "upgrade_check"]
+           "plan_lag", "refused_read", "request_patch", "upgrade_check"]

@@ -9,6 +9,11 @@ to the state store before `202` is answered; the drainer applies it when the lin
 Every accepted request is recorded, online ones too: as `running` before the DELETE, `verifying` after it
 (the verifier decides how it ends), so that its outcome is verified and reported as Events like a queued one.
 
+For a DaemonSet `InPlaceIfPossible` the DELETE is replaced by the in-place request on the pod's status
+(guarded.py): the `200` then says the cloud accepted the node's request, exactly as it says the cloud accepted the
+delete for a recreate; in both cases the verifier decides whether the upgrade succeeded (in place: the same pod,
+restarted on the new images, Ready).
+
 Unlike YurtHub, which answers 503 while disconnected and deletes without a precondition.
 """
 
@@ -74,7 +79,7 @@ class Answer(StrEnum):
     auto-upgrader or auto-pre-puller that call this service, branches on HTTP codes.
     """
 
-    STARTED = "Started"  # the pod was deleted
+    STARTED = "Started"  # the pod was deleted, or its in-place request recorded on its status
     QUEUED = "Queued"  # stored; the drainer applies it
     IMAGE_PULL_REQUESTED = "ImagePullRequested"
     BAD_REQUEST = "BadRequest"  # never valid: bad names, not a DaemonSet pod
@@ -245,12 +250,13 @@ class UpgradeService:
         if deletion.refusal is Refusal.PLAN_NOT_CAUGHT_UP:
             # Re-read after a 409: the DaemonSet changed meanwhile. Refused as at the first read; nothing to do.
             return await self._ended(request_id, OBSOLETE, _refused((deletion.refusal, deletion.message)))
-        if deletion.result is not Result.DELETED:
+        if deletion.result not in (Result.DELETED, Result.REQUESTED):
             ended = FAILED if deletion.result is Result.REFUSED else OBSOLETE
             return await self._ended(request_id, ended, _deleted_answer(deletion))
         if request_id is not None:
             try:
-                await record_deleted(self._state, request_id, pod, self._ready_timeout, deletion.message)
+                await record_deleted(self._state, request_id, deletion.pod or pod, self._ready_timeout,
+                                     deletion.message, in_place=deletion.result is Result.REQUESTED)
             except (StateUnavailable, InvalidTransition, UnknownRequest) as exc:
                 _log.error("upgrade_verification_unrecorded", id=request_id, pod=key, error=str(exc))
         return _outcome(Answer.STARTED, f"Start updating pod {key}", request_id)
@@ -497,9 +503,12 @@ def _credentials_refused(step: Deletion) -> Outcome | None:
 
 
 def _deleted_answer(deletion: Deletion) -> Outcome:
-    """The answer when the DELETE itself did not happen: gone, replaced, or refused by the cloud."""
+    """The answer when the DELETE (or the in-place request) itself did not happen: gone, replaced, refused by the
+    checks on the pod read again after a 409 (answered as at the first read), or refused by the cloud."""
     if deletion.result is Result.GONE:
         return _outcome(Answer.NOT_FOUND, deletion.message)
     if deletion.result is Result.REPLACED:
         return _outcome(Answer.CONFLICT, deletion.message)
+    if deletion.refusal is not None and deletion.refusal is not Refusal.CLOUD:
+        return _refused((deletion.refusal, deletion.message))
     return _credentials_refused(deletion) or _outcome(Answer.BAD_GATEWAY, deletion.message)

@@ -11,6 +11,11 @@ cache (fed by the watch), never by polling the cloud. It judges in two direction
   back reports its pods' readiness only seconds after the node itself turns Ready (as measured on kube-apiserver v1.24),
   so after the link returns the verifier allows `return_grace` seconds before judging.
 
+OTA in place (issue 37): a request recorded in place keeps its pod, so the evidence of success is that pod itself:
+same UID, Ready, on the wanted revision, and each container whose image changed running again as a new container
+(a new `containerID` and `imageID`, `restartCount` + 1; `in_place_done`). The controller may still recreate the pod
+instead (a revision that is not image-only): then the replacement is judged as for a delete.
+
 Deadlines are wall-clock epoch seconds stored with the request, so a restarted agent resumes each verification
 where it was.
 """
@@ -18,6 +23,7 @@ where it was.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -56,6 +62,7 @@ JSON = dict[str, Any]
 _log = log.get("edgeagent.verifier")
 
 NO_REPLACEMENT = "no replacement pod appeared"
+NOT_EXECUTED = "in-place request not carried out"
 # After the link returns, how long the kubelet gets to report its pods' readiness before a failure verdict.
 RETURN_GRACE = 15.0
 
@@ -84,12 +91,74 @@ def identity_of(pod: JSON) -> Identity:
 
 
 async def record_deleted(state: StateStore, request_id: str, pod: JSON, ready_timeout: float,
-                         message: str) -> UpgradeRequest:
-    """The pod was deleted: the request becomes `verifying`, with the replacement's identity and deadline."""
+                         message: str, *, in_place: bool = False) -> UpgradeRequest:
+    """The pod was deleted (or asked in place): the request becomes `verifying`, with the replacement's identity
+    (in place: the pod's containers as they are now) and deadline."""
     ident = identity_of(pod)
     return await state.start_verifying(request_id, message, revision=ident.revision, generation=ident.generation,
                                        owner_uid=ident.owner_uid, target=ident.target,
-                                       deadline=time.time() + ready_timeout)
+                                       deadline=time.time() + ready_timeout,
+                                       in_place=json.dumps(containers_of(pod)) if in_place else "")
+
+
+def containers_of(pod: JSON) -> dict[str, JSON]:
+    """Each container and init container: its image, containerID, imageID and restartCount, as the kubelet reports."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    statuses = {str(s.get("name")): s for key in ("initContainerStatuses", "containerStatuses")
+                for s in status.get(key) or [] if isinstance(s, dict)}
+    out: dict[str, JSON] = {}
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            name = str(container.get("name"))
+            reported = statuses.get(name) or {}
+            out[name] = {"image": str(container.get("image") or ""),
+                         "containerID": str(reported.get("containerID") or ""),
+                         "imageID": str(reported.get("imageID") or ""),
+                         "restartCount": int(reported.get("restartCount") or 0)}
+    return out
+
+
+def before_restart(request: UpgradeRequest) -> dict[str, JSON] | None:
+    """The pod's containers at an in-place request (None: the request deleted its pod)."""
+    if not request.in_place:
+        return None
+    try:
+        found = json.loads(request.in_place)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def in_place_done(request: UpgradeRequest, pod: JSON) -> bool:
+    """The pod asked in place runs the wanted revision, restarted: same UID, not being deleted, Ready, on a newer
+    revision, and every container whose image changed since the request runs as a new container (new
+    `containerID` and `imageID`, `restartCount` at least one more), ready. At least one image must have changed:
+    an in-place upgrade is an image change."""
+    before = before_restart(request)
+    if before is None or uid_of(pod) != request.uid or is_terminating(pod) or not is_pod_ready(pod):
+        return False
+    if not on_new_revision(pod, request):
+        return False
+    now = containers_of(pod)
+    changed = [name for name, was in before.items() if name in now and now[name]["image"] != was.get("image")]
+    if not changed:
+        return False
+    ready = {str(s.get("name")): bool(s.get("ready")) for key in ("initContainerStatuses", "containerStatuses")
+             for s in (pod.get("status") or {}).get(key) or [] if isinstance(s, dict)}
+    for name in changed:
+        was, is_ = before[name], now[name]
+        if (not is_["containerID"] or is_["containerID"] == was.get("containerID")
+                or not is_["imageID"] or is_["imageID"] == was.get("imageID")
+                or is_["restartCount"] < int(was.get("restartCount") or 0) + 1 or not ready.get(name)):
+            return False
+    return True
+
+
+def the_pod(request: UpgradeRequest, pods: Iterable[JSON]) -> JSON | None:
+    """The pod an in-place request asked about, as the cache has it now (None: gone, or not asked in place)."""
+    if before_restart(request) is None:
+        return None
+    return next((p for p in pods if uid_of(p) == request.uid), None)
 
 
 @dataclass(frozen=True)
@@ -139,6 +208,13 @@ def why_not_ready(pod: JSON) -> str:
 
 
 def success(request: UpgradeRequest, pods: Iterable[JSON]) -> Verdict | None:
+    pods = list(pods)
+    kept = the_pod(request, pods)
+    if kept is not None and in_place_done(request, kept):
+        key = f"{meta(kept).get('namespace')}/{meta(kept).get('name')}"
+        revision = labels_of(kept).get(LABEL_REVISION_HASH, "?")
+        return Verdict(SUCCEEDED, f"pod {key} (uid {uid_of(kept)}) restarted in place and is Ready on revision "
+                                  f"{revision}", "", key)
     for pod in replacements(request, pods):
         if is_pod_ready(pod) and on_new_revision(pod, request):
             key = f"{meta(pod).get('namespace')}/{meta(pod).get('name')}"
@@ -150,8 +226,20 @@ def success(request: UpgradeRequest, pods: Iterable[JSON]) -> Verdict | None:
 
 def failure(request: UpgradeRequest, pods: Iterable[JSON], timeout: float) -> Verdict:
     """Why no replacement became Ready on the new revision in time, naming the most recent candidate."""
-    candidates = replacements(request, pods)
+    pods = list(pods)
     wanted = request.target or "a newer revision"
+    kept = the_pod(request, pods)
+    if kept is not None and not is_terminating(kept):
+        key = f"{meta(kept).get('namespace')}/{meta(kept).get('name')}"
+        if on_new_revision(kept, request):
+            reason = why_not_ready(kept)
+            return Verdict(FAILED, f"pod {key} did not restart in place and become Ready on revision {wanted} within "
+                                   f"{timeout:g}s: {reason}", reason, key)
+        reason = NOT_EXECUTED
+        return Verdict(FAILED, f"pod {key} still runs revision {labels_of(kept).get(LABEL_REVISION_HASH, '?')} "
+                               f"{timeout:g}s after its in-place request for {wanted}: the controller did not carry it "
+                               "out (is it running? does the rollout plan hold the node?)", reason, "")
+    candidates = replacements(request, pods)
     if not candidates:
         return Verdict(FAILED, f"{NO_REPLACEMENT} within {timeout:g}s of deleting pod {request.key}",
                        NO_REPLACEMENT, "")

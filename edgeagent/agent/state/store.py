@@ -152,7 +152,13 @@ _AUTO_PREPULL = [
     )""",
 ]
 
-_MIGRATIONS: list[list[str]] = [_SCHEMA_V1, _SITE_POLICY, _AUTO_PREPULL, _VERIFIED_OUTCOMES]
+# OTA in place (issue 37): a request carried out in place keeps its pod; the verifier needs what the pod's
+# containers were at the request (JSON: name -> image, containerID, imageID, restartCount) to see them restarted.
+_IN_PLACE = [
+    "ALTER TABLE requests ADD COLUMN in_place TEXT NOT NULL DEFAULT ''",
+]
+
+_MIGRATIONS: list[list[str]] = [_SCHEMA_V1, _SITE_POLICY, _AUTO_PREPULL, _VERIFIED_OUTCOMES, _IN_PLACE]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _log = log.get("edgeagent.state")
@@ -203,6 +209,9 @@ class UpgradeRequest:
     deadline: float | None = None
     # The replacement pod the verifier judged (namespace/name), once one was seen.
     replacement: str = ""
+    # Asked in place (the pod is kept): its containers at the request, as JSON (verifier.py `before_restart`);
+    # "" for a pod deleted and recreated.
+    in_place: str = ""
 
     @property
     def key(self) -> str:
@@ -214,7 +223,7 @@ class UpgradeRequest:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["generation"], out["owner_uid"]  # internal to the verifier
+        del out["generation"], out["owner_uid"], out["in_place"]  # internal to the verifier
         out["created"] = _rfc3339(self.created)
         out["updated"] = _rfc3339(self.updated)
         out["whenOpen"] = out.pop("when_open")
@@ -231,7 +240,7 @@ def _new_id() -> str:
 
 
 _COLUMNS = ("id, namespace, name, uid, node, state, message, attempts, created, updated, when_open, origin, "
-            "reason, revision, generation, owner_uid, target, deadline, replacement")
+            "reason, revision, generation, owner_uid, target, deadline, replacement, in_place")
 
 # A committed state change: (before, after); before is None for a new request.
 Change = tuple["UpgradeRequest | None", "UpgradeRequest"]
@@ -243,11 +252,11 @@ Listener = Callable[["UpgradeRequest | None", "UpgradeRequest"], None]
 
 def _row(row: tuple[Any, ...]) -> UpgradeRequest:
     (request_id, namespace, name, uid, node, state, message, attempts, created, updated, when_open,
-     origin, reason, revision, generation, owner_uid, target, deadline, replacement) = row
+     origin, reason, revision, generation, owner_uid, target, deadline, replacement, in_place) = row
     return UpgradeRequest(request_id, namespace, name, uid, node, state, message, attempts, created, updated,
                           when_open=bool(when_open), origin=origin, reason=reason, revision=revision,
                           generation=generation, owner_uid=owner_uid, target=target, deadline=deadline,
-                          replacement=replacement)
+                          replacement=replacement, in_place=in_place)
 
 
 def _is_corruption(exc: sqlite3.Error) -> bool:
@@ -705,16 +714,18 @@ class StateStore:
         return updated
 
     async def start_verifying(self, request_id: str, message: str, *, revision: str, generation: str,
-                              owner_uid: str, target: str, deadline: float) -> UpgradeRequest:
-        """The pod was deleted: from now on the verifier follows its replacement until `deadline`."""
+                              owner_uid: str, target: str, deadline: float, in_place: str = "") -> UpgradeRequest:
+        """The pod was deleted (or, `in_place`, asked to restart in place): from now on the verifier follows its
+        replacement (or the pod itself) until `deadline`."""
         def _tx(conn: sqlite3.Connection, changes: list[Change]) -> UpgradeRequest:
             current = self._get_for_update(conn, request_id)
             if current.state in TERMINAL_STATES:
                 raise InvalidTransition(current, VERIFYING)
             conn.execute(
                 "UPDATE requests SET state = ?, message = ?, updated = ?, revision = ?, generation = ?, "
-                "owner_uid = ?, target = ?, deadline = ? WHERE id = ?",
-                (VERIFYING, message, time.time(), revision, generation, owner_uid, target, deadline, request_id))
+                "owner_uid = ?, target = ?, deadline = ?, in_place = ? WHERE id = ?",
+                (VERIFYING, message, time.time(), revision, generation, owner_uid, target, deadline, in_place,
+                 request_id))
             return self._changed(conn, changes, current, request_id)
 
         updated = await self._transact(_tx)
