@@ -106,15 +106,19 @@ class InPlaceRestarts:
     def record(self, key: str, node: str, uid: str, revision: str, before: Mapping[str, str]) -> None:
         self._by_key.setdefault(key, {})[node] = _Restart(uid, revision, dict(before), self.clock() + self.ttl)
 
-    def nodes(self, key: str, pods_by_uid: Mapping[str, JSON]) -> set[str]:
-        """Nodes still restarting; restarts done, of pods gone, or past their time are forgotten."""
+    def nodes(self, key: str, pods_by_uid: Mapping[str, JSON], revision: str | None = None) -> set[str]:
+        """Nodes still restarting; restarts done, of pods gone, past their time, or (given the revision the roll
+        targets now) to another revision are forgotten. The last: a restart that can never finish (the image
+        cannot be pulled) to a revision a rollout plan has rolled back would otherwise keep its pod from being
+        moved back to the restored revision until its time ran out."""
         entries = self._by_key.get(key)
         if not entries:
             return set()
         now = self.clock()
         for node, entry in list(entries.items()):
             pod = pods_by_uid.get(entry.uid)
-            if pod is None or now > entry.deadline or restart_done(pod, entry.revision, entry.before):
+            if pod is None or now > entry.deadline or restart_done(pod, entry.revision, entry.before) \
+                    or (revision is not None and entry.revision != revision):
                 del entries[node]
         if not entries:
             del self._by_key[key]

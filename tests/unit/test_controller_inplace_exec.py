@@ -62,6 +62,18 @@ def test_restarts_are_forgotten_when_done_gone_or_too_old() -> None:
     assert restarts.nodes("ds", {"u1": pod("new")}) == set()
 
 
+def test_a_restart_to_a_revision_no_longer_rolled_is_forgotten() -> None:
+    """A restart stuck in ImagePullBackOff on a revision a rollout plan rolled back must not keep its node out of
+    the roll back to the restored revision until the memory's time runs out."""
+    restarts = InPlaceRestarts(ttl=300, clock=lambda: 0.0)
+    restarts.record("ds", "n1", "u1", "bad", {"main": "containerd://1"})
+    stuck = pod("bad", image="app:bad", ready=False)
+    assert restarts.nodes("ds", {"u1": stuck}, "bad") == {"n1"}
+    assert restarts.nodes("ds", {"u1": stuck}) == {"n1"}  # no revision given: kept
+    assert restarts.nodes("ds", {"u1": stuck}, "old") == set()
+    assert restarts.restarting("ds", "u1") is None
+
+
 def test_a_pod_read_again_may_be_patched_only_if_it_is_still_the_planned_pod() -> None:
     planned = pod()
     assert still_movable(copy.deepcopy(planned) | {"status": {"conditions": []}}, planned)
