@@ -827,8 +827,9 @@ class Controller:
                 await self._reopen_gate(pod)
             return False
         except (KubeError, KubeUnreachable):
-            # Sent or not, we cannot tell: wait for the kubelet's report (or the memory's time) before more.
-            self.restarts.record(key, node_of(pod), uid, hash_, before)
+            # Sent or not, we cannot tell: wait for the kubelet's report (or the memory's shorter time for an
+            # unconfirmed PATCH) before more.
+            self.restarts.record(key, node_of(pod), uid, hash_, before, confirmed=False)
             raise
         self.restarts.record(key, node_of(pod), uid, hash_, before)
         return True
