@@ -13,7 +13,9 @@ exactly as for deletes; this module only carries a chosen pod out another way:
   True once the new containers run;
 - the node counts as unavailable from the PATCH until the kubelet reports every changed container with a new
   `containerID` and ready (the verified outcome), or the pod is gone; so a pod whose cached status still shows
-  the old container Ready never frees the budget early. The memory is per process: after a restart, the
+  the old container Ready never frees the budget early. A PATCH whose answer was lost holds the node only
+  UNCONFIRMED_TTL unless the cache shows it carried out, and a restart to a revision the roll no longer targets
+  (rolled back) is forgotten. The memory is per process: after a restart, the
   readiness gate (False until the new containers run) is what keeps such a pod from counting as available.
 """
 
