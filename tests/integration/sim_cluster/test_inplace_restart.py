@@ -4,6 +4,7 @@ real Events in order, new container and image IDs, `restartCount` 1, Ready False
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -315,7 +316,7 @@ async def test_the_fleet_wide_containers_are_every_nodes_own_with_its_name(sim_f
     try:
         for node in ("edge-1", "edge-2"):
             await admin.create(PODS, {**pod(f"p-{node}"), "spec": {**pod("x")["spec"], "nodeName": node}})
-            await eventually(lambda node=node: running(admin, f"p-{node}"), what=f"p-{node} running")
+            await eventually(functools.partial(running, admin, f"p-{node}"), what=f"p-{node} running")
         fleet = (await admin.get("/sim/v1/containers"))["items"]
         expected = [{"node": node, **row} for node in ("edge-1", "edge-2", "edge-3")
                     for row in await containers(admin, node)]
