@@ -12,7 +12,8 @@ parses the budget and the DaemonSet annotations itself): a checker that shares t
 would share its bugs. Where the sim's recorded state cannot tell whether an act was wrong, the check errs
 towards silence (documented per rule), so that every report is a real defect.
 
-1. ``eligible``: no DELETE of a pod that was not eligible at that moment -- by the controller: its node held
+1. ``eligible``: no DELETE (nor, by the controller's AdvancedRollingUpdate, in-place PATCH) of a pod that was
+   not eligible at that moment -- by the controller: its node held
    (`UpgradeHeld` True), its DaemonSet paused, its rollout plan stopped, or its node in a wave not reached
    yet; by an agent: the pod not `PodNeedUpgrade` True, or bound to another node, or in a wave not reached.
    The DaemonSet's part is judged at the commit unless the DaemonSet was written while the DELETE was on its
@@ -283,9 +284,10 @@ def changed_in_flight(windows: list[tuple[float, float]], arrived: float, commit
 def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]:
     out: list[Violation] = []
     ds_writes = daemonset_writes(history.audit)
-    for entry in pod_deletes(history.audit):
-        record = entry["delete"]
-        if record.get("outcome") not in EFFECTIVE:
+    for entry in [*pod_deletes(history.audit), *pod_patches(history.audit)]:
+        record = _record(entry)
+        verb = "deleted" if entry.get("verb") == "DELETE" else "patched in place"
+        if record.get("outcome") not in (EFFECTIVE if verb == "deleted" else PATCHED):
             continue
         who, agent_node = deleter_of(entry)
         if who == "other":
@@ -293,6 +295,10 @@ def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]
         state = record.get("state")
         if not isinstance(state, dict):
             continue
+        strategy = str(((state.get("daemonset") or {}).get("annotations") or {})
+                       .get("apps.openyurt.io/update-strategy", "")).lower()
+        if verb != "deleted" and (who != "controller" or strategy != "advancedrollingupdate"):
+            continue  # an in-place move is the controller's AdvancedRollingUpdate, judged as its DELETE
         checked["eligible"] += 1
         t, node, pod = entry.get("time"), state.get("node"), _pod_name(entry)
         ds = state.get("daemonset") or {}
@@ -323,7 +329,7 @@ def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]
                 if pod_hash != revision and who == "controller" and phase in STOPPED_PHASES:
                     why.append(f"its rollout was {phase}")
         if why:
-            out.append(Violation("eligible", f"{who} deleted {pod} (uid {record.get('uid')}) on {node}: "
+            out.append(Violation("eligible", f"{who} {verb} {pod} (uid {record.get('uid')}) on {node}: "
                                  + "; ".join(why), t, node, pod))
     return out
 

@@ -92,6 +92,17 @@ def test_controller_deleting_a_held_pod_is_reported() -> None:
     assert only(clean(audit=[delete("edge-3", conditions={"UpgradeHeld": {"status": "False"}})]), "eligible") == []
 
 
+def test_controller_patching_a_held_pod_in_place_or_in_a_paused_daemonset_is_reported() -> None:
+    """An in-place PATCH moves the pod as a DELETE does: the same rules; a refused one is not judged."""
+    held = {"UpgradeHeld": {"status": "True", "reason": "HeldByOperator", "message": "site audit"}}
+    found = only(clean(audit=[in_place(delete("edge-3", conditions=held))]), "eligible")
+    assert len(found) == 1 and "controller patched in place" in found[0].message and "held" in found[0].message
+    paused = in_place(delete("edge-2", annotations={"edgeagent.io/paused": "true"}))
+    assert "paused" in only(clean(audit=[paused]), "eligible")[0].message
+    assert only(clean(audit=[in_place(delete("edge-3", conditions=held), outcome="conflict")]), "eligible") == []
+    assert check(clean(audit=[in_place(delete("edge-3"))])).checked["eligible"] == 1
+
+
 def test_controller_deleting_in_a_paused_daemonset_is_reported() -> None:
     found = only(clean(audit=[delete("edge-2", annotations={"edgeagent.io/paused": "true"})]), "eligible")
     assert len(found) == 1 and "paused" in found[0].message
