@@ -489,8 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
          choices=_AUTHORIZATION_MODES)
     _switch(sim, "--no-node-links", help="give nodes no link of their own and no kubeconfig (one socket per node "
             "otherwise): for controller benchmarks at 100,000 nodes, where no agent runs")
-    _add(sim, "--audit-log", help="append every API request (verb, path, client, status code; for a pod DELETE the "
-         "pod's state at that instant) to this file as JSON lines; kept across restarts", type=Path)
+    _add(sim, "--audit-log", help="append every API request (verb, path, client, status code; for a pod DELETE, and "
+         "a PATCH of a pod's spec (an in-place upgrade), the pod's state at that instant) to this file as JSON "
+         "lines; kept across restarts", type=Path)
     _switch(sim, "--no-control-plane-events", help="write no Scheduled, RegisteredNode or NodeNotReady Events "
             "(a real scheduler's and node controller's): for benchmarks at 10,000+ nodes, where they double the "
             "writes of creating a DaemonSet's pods")

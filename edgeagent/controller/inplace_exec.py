@@ -15,7 +15,9 @@ exactly as for deletes; this module only carries a chosen pod out another way:
   True once the new containers run;
 - the node counts as unavailable from the PATCH until the kubelet reports every changed container with a new
   `containerID` and ready (the verified outcome), or the pod is gone; so a pod whose cached status still shows
-  the old container Ready never frees the budget early. The memory is per process: after a restart, the
+  the old container Ready never frees the budget early. A PATCH whose answer was lost holds the node only
+  UNCONFIRMED_TTL unless the cache shows it carried out, and a restart to a revision the roll no longer targets
+  (rolled back) is forgotten. The memory is per process: after a restart, the
   readiness gate (False until the new containers run) is what keeps such a pod from counting as available.
 
 OTA in place: the node's agent may not patch a pod's spec, so it records the node's request on its own pod's
@@ -55,6 +57,11 @@ REASON_UPDATED = "InPlaceUpdated"
 # How long a node may stay "restarting in place" before the roll stops waiting for the kubelet's report and
 # judges the pod by its readiness like any other (a pod that never reports is then simply unavailable).
 DEFAULT_TTL = 300.0
+# A PATCH whose outcome is unknown (a 5xx, a timeout: it may or may not have been carried out, or may still be)
+# holds its node this long unless the cache shows the pod patched meanwhile. Longer than a request the server
+# holds before carrying it out; far shorter than DEFAULT_TTL, which would stall the roll for minutes on every
+# lost answer (the soak's 500 bursts: two unconfirmed patches filled a budget of two for 300 s).
+UNCONFIRMED_TTL = 30.0
 
 
 def declares_gate(pod: JSON) -> bool:
@@ -113,6 +120,7 @@ class _Restart:
     revision: str
     before: dict[str, str]
     deadline: float
+    confirmed: bool = True  # the PATCH was answered 200 (or the cache has shown the pod patched since)
 
 
 @dataclass
@@ -120,21 +128,33 @@ class InPlaceRestarts:
     """Per DaemonSet key: node → the in-place restart the roll is waiting for there."""
 
     ttl: float = DEFAULT_TTL
+    unconfirmed_ttl: float = UNCONFIRMED_TTL
     clock: Callable[[], float] = time.monotonic
     _by_key: dict[str, dict[str, _Restart]] = field(default_factory=dict)
 
-    def record(self, key: str, node: str, uid: str, revision: str, before: Mapping[str, str]) -> None:
-        self._by_key.setdefault(key, {})[node] = _Restart(uid, revision, dict(before), self.clock() + self.ttl)
+    def record(self, key: str, node: str, uid: str, revision: str, before: Mapping[str, str], *,
+               confirmed: bool = True) -> None:
+        """`confirmed=False`: the PATCH's outcome is unknown; the node is held UNCONFIRMED_TTL seconds unless the
+        cache shows the pod on `revision` by then (it was carried out: then the full time)."""
+        ttl = self.ttl if confirmed else min(self.ttl, self.unconfirmed_ttl)
+        self._by_key.setdefault(key, {})[node] = _Restart(uid, revision, dict(before), self.clock() + ttl, confirmed)
 
-    def nodes(self, key: str, pods_by_uid: Mapping[str, JSON]) -> set[str]:
-        """Nodes still restarting; restarts done, of pods gone, or past their time are forgotten."""
+    def nodes(self, key: str, pods_by_uid: Mapping[str, JSON], revision: str | None = None) -> set[str]:
+        """Nodes still restarting; restarts done, of pods gone, past their time, or (given the revision the roll
+        targets now) to another revision are forgotten. The last: a restart that can never finish (the image
+        cannot be pulled) to a revision a rollout plan has rolled back would otherwise keep its pod from being
+        moved back to the restored revision until its time ran out."""
         entries = self._by_key.get(key)
         if not entries:
             return set()
         now = self.clock()
         for node, entry in list(entries.items()):
             pod = pods_by_uid.get(entry.uid)
-            if pod is None or now > entry.deadline or restart_done(pod, entry.revision, entry.before):
+            if pod is not None and not entry.confirmed and labels_of(pod).get(LABEL_REVISION_HASH) == entry.revision:
+                entry.confirmed = True
+                entry.deadline = max(entry.deadline, now + self.ttl)
+            if pod is None or now > entry.deadline or restart_done(pod, entry.revision, entry.before) \
+                    or (revision is not None and entry.revision != revision):
                 del entries[node]
         if not entries:
             del self._by_key[key]

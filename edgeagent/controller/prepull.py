@@ -474,6 +474,12 @@ class PrePuller:
             self._inflight.pop(key, None)
             errors.append(exc)
             return
+        except BaseException:
+            # Cancelled (leadership lost, shutdown) with the request on its way: forget it, or the pod is skipped
+            # and its node's slot taken for the life of the process (the controller object outlives a leadership
+            # term). Created after all, the Job comes through the informer; asked again, the create meets 409.
+            self._inflight.pop(key, None)
+            raise
         self.metrics.jobs_created.inc()
         _log.info("prepull_job_created", pod=f"{namespace_of(pod)}/{name_of(pod)}", node=node, revision=revision,
                   images=images, attempt=attempt.failed + 1)

@@ -677,7 +677,7 @@ class Controller:
         # The views by node and the live UIDs, kept current from the pods that changed (roll_views.py).
         tracked = owned.tracker(RollViews)
         views = tracked.views(ds, owned.pods, hash_, self.nodes.items)
-        restarting = self.restarts.nodes(key, {uid_of(p): p for p in owned.pods.values()})
+        restarting = self.restarts.nodes(key, {uid_of(p): p for p in owned.pods.values()}, hash_)
         plan = plan_step(key, ds, owned.pods.values(), self.nodes.items, hash_, settings, self._clock(),
                          self.expectations,
                          pulled=(lambda pod: prepull.pulled(pod, hash_)) if prepull is not None else None,
@@ -789,7 +789,10 @@ class Controller:
         plan.delete = [c.pod for c in choices if c.patch is None]
         for choice in choices:
             if choice.fallback is not None:
-                await self.events.emit(choice.pod, EVENT_WARNING, EVENT_IN_PLACE_FALLBACK,
+                # On the pod (the cache's pods carry no kind: the recorder would name a DaemonSet, which
+                # `kubectl describe pod` does not list).
+                await self.events.emit({**choice.pod, "apiVersion": "v1", "kind": "Pod"}, EVENT_WARNING,
+                                       EVENT_IN_PLACE_FALLBACK,
                                        f"cannot upgrade in place to revision {hash_}: {choice.fallback}; "
                                        "recreating the pod")
         patched: list[JSON] = []
@@ -850,8 +853,9 @@ class Controller:
                 await self._reopen_gate(pod)
             return False
         except (KubeError, KubeUnreachable):
-            # Sent or not, we cannot tell: wait for the kubelet's report (or the memory's time) before more.
-            self.restarts.record(key, node_of(pod), uid, hash_, before)
+            # Sent or not, we cannot tell: wait for the kubelet's report (or the memory's shorter time for an
+            # unconfirmed PATCH) before more.
+            self.restarts.record(key, node_of(pod), uid, hash_, before, confirmed=False)
             raise
         self.restarts.record(key, node_of(pod), uid, hash_, before)
         return True

@@ -7,7 +7,8 @@ recorded; bodies are reduced to their `apiVersion`/`kind`).
 
 Each entry gets the answer's status `code` when the request completes (a watch's when it ends), and a pod
 DELETE gets the store's record of it (`delete`: outcome, UID precondition and, when the store captures it,
-the pod's state at that instant). With a `path`, completed entries are also appended to that file as JSON
+the pod's state at that instant); a PATCH of a pod's spec (an in-place upgrade) gets the same record as
+`patch`. With a `path`, completed entries are also appended to that file as JSON
 lines (like kube-apiserver's `--audit-log-path`): it outlives the process, so a history spanning restarts
 of the sim can be checked afterwards.
 """
@@ -39,6 +40,13 @@ def note_delete(record: JSON) -> None:
     entry = _CURRENT.get()
     if entry is not None:
         entry["delete"] = record
+
+def note_patch(record: JSON) -> None:
+    """Attach the store's record of this request's in-place pod PATCH (delete_context.patch_record)."""
+    entry = _CURRENT.get()
+    if entry is not None:
+        entry["patch"] = record
+
 
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

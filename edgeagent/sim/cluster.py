@@ -305,6 +305,7 @@ class SimCluster:
         app.router.add_post("/sim/v1/nodes/{node}/disconnect", self._h_disconnect)
         app.router.add_post("/sim/v1/nodes/{node}/connect", self._h_connect)
         app.router.add_get("/sim/v1/nodes/{node}/containers", self._h_containers)
+        app.router.add_get("/sim/v1/containers", self._h_all_containers)
         app.router.add_get("/sim/v1/deletes", self._h_deletes)
         app.router.add_get("/sim/v1/audit", self._h_audit)
         app.router.add_get("/sim/v1/images", self._h_images)
@@ -352,6 +353,10 @@ class SimCluster:
         if node not in self.nodes.kubelets:
             return _error_response(errors.not_found("nodes", node))
         return _json_response({"items": self.nodes.kubelet(node).containers()})
+
+    async def _h_all_containers(self, request: web.Request) -> web.Response:
+        """What every node really runs: the items of each node's `containers`, each with its `node`."""
+        return _json_response({"items": self.nodes.containers()})
 
     async def _h_deletes(self, request: web.Request) -> web.Response:
         return _json_response({"items": list(self.store.deletes)})

@@ -1,4 +1,4 @@
-"""What a deleted pod looked like at the instant of its DELETE, for the audit log.
+"""What a deleted (or in place patched) pod looked like at the instant of its DELETE (or PATCH), for the audit log.
 
 "Was this delete allowed?" can only be answered against the state the API server held when the DELETE
 arrived: the pod's conditions (`PodNeedUpgrade`, `UpgradeHeld`, `Ready`), its node's readiness, its
@@ -10,6 +10,7 @@ judgement is made here.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from edgeagent.contract import (
@@ -148,3 +149,27 @@ def _rollout_plan(store: Store, namespace: str, daemonset: str) -> JSON | None:
     found.sort(key=lambda p: (str(meta(p).get("creationTimestamp") or ""), str(meta(p).get("name") or "")))
     first = found[0]
     return {"name": meta(first).get("name"), "spec": first.get("spec") or {}, "status": first.get("status") or {}}
+
+
+def touches_spec(body: bytes) -> bool:
+    """Whether a pod PATCH body writes the pod's spec (an in-place image change: the only spec fields the API
+    server lets change are images, activeDeadlineSeconds, tolerations and the grace period). A merge or
+    strategic patch names `spec` at its top; a JSON patch has an operation on `/spec`."""
+    try:
+        parsed = json.loads(body) if body else None
+    except ValueError:
+        return False
+    if isinstance(parsed, dict):
+        return "spec" in parsed
+    if isinstance(parsed, list):
+        return any(isinstance(op, dict) and str(op.get("path") or "").startswith("/spec") for op in parsed)
+    return False
+
+
+def patch_record(namespace: str | None, name: str, old: JSON, state: JSON, outcome: str, code: int,
+                 at: float) -> JSON:
+    """An in-place PATCH's record for the audit log, shaped as a DELETE's (`resource`, `uid`, `outcome`, the pod's
+    `state` before the PATCH), so that a history checker judges it as it judges a deletion (the wave reached, the
+    budget). `outcome`: "patched" when it took effect, else what refused it ("conflict", "invalid", "error")."""
+    return {"resource": "pods", "namespace": namespace, "name": name, "uid": meta(old).get("uid"),
+            "precondition_uid": None, "outcome": outcome, "code": code, "time": at, "state": state}

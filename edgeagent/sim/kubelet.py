@@ -569,6 +569,15 @@ class NodeSimulator:
     def kubelet(self, node: str) -> Kubelet:
         return self.kubelets[node]
 
+    def containers(self) -> list[JSON]:
+        """What every node runs (`GET /sim/v1/containers`): each node's items with its name, from one pass over
+        the pods (a fleet-wide watcher, such as the soak's, would otherwise list the pods once per node)."""
+        by_node: dict[str, list[JSON]] = {}
+        for stored in self.store.list_page(PODS).items:
+            by_node.setdefault(node_name_of(stored.obj), []).append(stored.obj)
+        return [{"node": name, **item} for name, kubelet in self.kubelets.items()
+                for item in kubelet.runtime.items(by_node.get(name, []))]
+
     async def run(self) -> None:
         # Kubelets only read pods: the shared stored objects will do, no copy of every pod event.
         subscription = self.store.open_subscription([PODS], copy=False)

@@ -33,14 +33,15 @@ from edgeagent.sim import (
     printers,
     protobuf,
 )
-from edgeagent.sim.audit import AuditLog, note_delete
+from edgeagent.sim.audit import AuditLog, note_delete, note_patch
 from edgeagent.sim.auth_http import AuthLayer
+from edgeagent.sim.delete_context import patch_record, touches_spec
 from edgeagent.sim.errors import ApiError
 from edgeagent.sim.faults import FaultInjector
 from edgeagent.sim.patch import APPLY_PATCH, STRATEGIC_MERGE_PATCH, PatchError, apply_patch, media_type
 from edgeagent.sim.patch import CONTENT_TYPES as PATCH_CONTENT_TYPES
 from edgeagent.sim.protobuf import ProtobufError
-from edgeagent.sim.resources import EVENTS, EVENTS_V1, Registry, Resource
+from edgeagent.sim.resources import EVENTS, EVENTS_V1, PODS, Registry, Resource
 from edgeagent.sim.store import Store, StoredObject, Subscription, WatchEvent, dumps, parse_resource_version
 
 JSON = dict[str, Any]
@@ -426,9 +427,22 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
             cause = errors.field_required("fieldManager", "is required for apply patch")
             raise errors.invalid("PatchOptions", "", [cause], "meta.k8s.io")
         existed = _exists(store, target)
-        patched = store.patch(
-            res, target.namespace, target.name, body, content_type, subresource=target.subresource, dry_run=dry_run
-        )
+        before = _in_place_context(store, target, body, dry_run)
+        outcome, code = "error", 500
+        try:
+            patched = store.patch(
+                res, target.namespace, target.name, body, content_type, subresource=target.subresource,
+                dry_run=dry_run
+            )
+            outcome, code = "patched", 200
+        except ApiError as exc:
+            code = exc.code
+            outcome = {409: "conflict", 422: "invalid", 404: "not_found"}.get(exc.code, "error")
+            raise
+        finally:
+            if before is not None:
+                note_patch(patch_record(target.namespace, str(target.name), before[0], before[1], outcome, code,
+                                        time.time()))
         return _json_response(_in_version(res, patched), 200 if existed else 201)
     if method == "DELETE" and target.subresource is None:
         options = await _delete_options(request)
@@ -440,6 +454,19 @@ async def _serve(request: web.Request, state: _ServerState, target: _Target) -> 
             if len(store.deletes) > recorded:  # store.delete records synchronously: this call's own record
                 note_delete(store.deletes[recorded])
     raise errors.method_not_allowed(method.lower(), res.plural, res.group)
+
+
+def _in_place_context(store: Store, target: _Target, body: bytes, dry_run: bool) -> tuple[JSON, JSON] | None:
+    """(the pod, its state) before a PATCH of a pod's spec, when the store records states (an audit log is kept):
+    the audit judges an in-place upgrade as it judges a deletion."""
+    if (target.res is not PODS or target.subresource is not None or dry_run or store.delete_context is None
+            or not target.name or not touches_spec(body)):
+        return None
+    try:
+        pod = store.entry(PODS, target.namespace, target.name).obj
+    except ApiError:
+        return None
+    return pod, store.delete_context(pod)
 
 
 async def _scale(request: web.Request, state: _ServerState, target: _Target) -> web.Response:

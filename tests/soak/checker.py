@@ -12,7 +12,8 @@ parses the budget and the DaemonSet annotations itself): a checker that shares t
 would share its bugs. Where the sim's recorded state cannot tell whether an act was wrong, the check errs
 towards silence (documented per rule), so that every report is a real defect.
 
-1. ``eligible``: no DELETE of a pod that was not eligible at that moment -- by the controller: its node held
+1. ``eligible``: no DELETE (nor, by the controller's AdvancedRollingUpdate, in-place PATCH) of a pod that was
+   not eligible at that moment -- by the controller: its node held
    (`UpgradeHeld` True), its DaemonSet paused, its rollout plan stopped, or its node in a wave not reached
    yet; by an agent: the pod not `PodNeedUpgrade` True, or bound to another node, or in a wave not reached.
    The DaemonSet's part is judged at the commit unless the DaemonSet was written while the DELETE was on its
@@ -38,6 +39,13 @@ towards silence (documented per rule), so that every report is a real defect.
     agent created an Event before the state was seen: a report by another credential (another node's agent, an
     operator, anyone allowed to create Events) never counts.
 
+12. ``inplace``: through an in-place upgrade a node is without a running container of the DaemonSet only for the
+    container's own restart (its pull and start, with an allowance for load), never for a link outage: judged
+    on samples of what every node really runs (tests/soak/daemon_gaps.py).
+
+Rule 4 judges the controller's in-place PATCHes (the audit records the pod's state at them as for a DELETE)
+as it judges its DELETEs: moving an available pod costs availability either way.
+
 Rules 10 and 11 read the rollout states the audit recorded with each DELETE (the DaemonSet's annotations at
 that instant): a state never seen there is not judged.
 """
@@ -55,11 +63,12 @@ from typing import Any
 from edgeagent.rollout.api import parse_spec
 from edgeagent.rollout.plan import Plan, canary_of, parse_plan, rank
 from edgeagent.rollout.state import state_from_status
+from tests.soak.daemon_gaps import judge
 
 JSON = dict[str, Any]
 
 INVARIANTS = ("eligible", "delete-once", "requests", "budget", "events-once", "convergence", "processes",
-              "credentials", "wave", "stable", "forged")
+              "credentials", "wave", "stable", "forged", "inplace")
 PATCHED = frozenset({"patched"})  # an in-place PATCH of a pod's images that took effect
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "obsolete"})
 EFFECTIVE = frozenset({"deleted", "graceful"})  # a DELETE that took effect (whatever answer the client got)
@@ -93,6 +102,10 @@ class History:
     logs: dict[str, str] = field(default_factory=dict)  # process name -> log text (or its tail)
     # User-Agent -> episodes of 401s {"start", "end" (first accepted request after, or None), "rejected"}
     credentials: dict[str, list[JSON]] = field(default_factory=dict)
+    # What the in-place DaemonSets' nodes ran (daemon_gaps.ContainerLog.to_json()), and how to judge it:
+    # {"daemonsets", "restartSeconds", "slack", "maxHole", "badImages", "simGrace"}.
+    containers: JSON = field(default_factory=dict)
+    inplace: JSON = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -271,9 +284,10 @@ def changed_in_flight(windows: list[tuple[float, float]], arrived: float, commit
 def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]:
     out: list[Violation] = []
     ds_writes = daemonset_writes(history.audit)
-    for entry in pod_deletes(history.audit):
-        record = entry["delete"]
-        if record.get("outcome") not in EFFECTIVE:
+    for entry in [*pod_deletes(history.audit), *pod_patches(history.audit)]:
+        record = _record(entry)
+        verb = "deleted" if entry.get("verb") == "DELETE" else "patched in place"
+        if record.get("outcome") not in (EFFECTIVE if verb == "deleted" else PATCHED):
             continue
         who, agent_node = deleter_of(entry)
         if who == "other":
@@ -281,6 +295,10 @@ def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]
         state = record.get("state")
         if not isinstance(state, dict):
             continue
+        strategy = str(((state.get("daemonset") or {}).get("annotations") or {})
+                       .get("apps.openyurt.io/update-strategy", "")).lower()
+        if verb != "deleted" and (who != "controller" or strategy != "advancedrollingupdate"):
+            continue  # an in-place move is the controller's AdvancedRollingUpdate, judged as its DELETE
         checked["eligible"] += 1
         t, node, pod = entry.get("time"), state.get("node"), _pod_name(entry)
         ds = state.get("daemonset") or {}
@@ -311,7 +329,7 @@ def check_eligible(history: History, checked: dict[str, int]) -> list[Violation]
                 if pod_hash != revision and who == "controller" and phase in STOPPED_PHASES:
                     why.append(f"its rollout was {phase}")
         if why:
-            out.append(Violation("eligible", f"{who} deleted {pod} (uid {record.get('uid')}) on {node}: "
+            out.append(Violation("eligible", f"{who} {verb} {pod} (uid {record.get('uid')}) on {node}: "
                                  + "; ".join(why), t, node, pod))
     return out
 
@@ -504,11 +522,13 @@ def check_requests(history: History, checked: dict[str, int]) -> list[Violation]
 
 def check_budget(history: History, checked: dict[str, int]) -> list[Violation]:
     out: list[Violation] = []
-    for entry in pod_deletes(history.audit):
-        record = entry["delete"]
+    for entry in [*pod_deletes(history.audit), *pod_patches(history.audit)]:
+        record = _record(entry)
         who, _ = deleter_of(entry)
         state = record.get("state")
-        if who != "controller" or record.get("outcome") not in EFFECTIVE or not isinstance(state, dict):
+        verb = "deleted" if entry.get("verb") == "DELETE" else "patched in place"
+        took_effect = record.get("outcome") in (EFFECTIVE if verb == "deleted" else PATCHED)
+        if who != "controller" or not took_effect or not isinstance(state, dict):
             continue
         ds = state.get("daemonset") or {}
         if str(ds.get("annotations", {}).get("apps.openyurt.io/update-strategy", "")).lower() \
@@ -523,7 +543,7 @@ def check_budget(history: History, checked: dict[str, int]) -> list[Violation]:
         down = _unavailable_nodes(ds, exclude=node)
         if len(down) + 1 > budget:
             out.append(Violation(
-                "budget", f"controller deleted available pod {_pod_name(entry)} of {ds.get('name')} while "
+                "budget", f"controller {verb} available pod {_pod_name(entry)} of {ds.get('name')} while "
                 f"{len(down)} node(s) were already unavailable by the rollout (max-unavailable {budget} of "
                 f"{total}): {', '.join(sorted(down)[:10])}", entry.get("time"), node, _pod_name(entry)))
     for sample in history.prepull_samples:
@@ -683,8 +703,27 @@ def rotation_outcomes(rotations: list[JSON]) -> str:
     return text
 
 
+def check_inplace(history: History, checked: dict[str, int]) -> list[Violation]:
+    """Rule 12 (daemon_gaps.py): a node without its daemon only for the container's own restart."""
+    found, facts, _ = judge(history.containers, history.inplace, history.schedule)
+    checked["inplace"] += facts
+    return [Violation("inplace", v["message"], v["t"], v["node"], evidence=tuple(v["evidence"])) for v in found]
+
+
+def inplace_summary(history: History) -> str:
+    """What rule 12 saw: restarts, how many right after a link cut of their node, the longest gap judged."""
+    if not history.inplace.get("daemonsets"):
+        return "in place: no in-place DaemonSet"
+    _, _, summary = judge(history.containers, history.inplace, history.schedule)
+    samples = len(history.containers.get("times") or [])
+    return (f"in place ({', '.join(history.inplace['daemonsets'])}): {summary['restarts']} container restart(s) "
+            f"seen in {samples} samples, {summary['afterCut']} within 10 s of a link cut of their node; "
+            f"{summary['gaps']} gap(s) judged, longest at least {summary['longest']:.1f} s "
+            f"(bound {float(summary.get('bound') or 0.0):.1f} s)")
+
+
 CHECKS = (check_eligible, check_delete_once, check_requests, check_budget, check_events_once, check_convergence,
-          check_processes, check_credentials, check_wave, check_stable, check_forged)
+          check_processes, check_credentials, check_wave, check_stable, check_forged, check_inplace)
 
 
 def check(history: History) -> Result:

@@ -34,7 +34,16 @@ import yaml
 
 from edgeagent.rollout.state import state_from_status
 from edgeagent.sim.files import write_private
-from tests.soak.checker import History, Result, check, credential_episodes, credential_summary, report
+from tests.soak.checker import (
+    History,
+    Result,
+    check,
+    credential_episodes,
+    credential_summary,
+    inplace_summary,
+    report,
+)
+from tests.soak.daemon_gaps import ContainerLog
 from tests.soak.processes import Proc, clean_env
 from tests.soak.schedule import Sizing, agent_nodes, maintenance_windows, make_schedule, node_name
 from tests.support.identities import AGENT_SA, CONTROLLER_SA, collection_path, load_deploy
@@ -71,6 +80,15 @@ NEW_TOKEN_AFTER = (2.0, 10.0)
 ROTATION_CAP = 30.0
 POKE_EVERY = 2.0
 POKE_POD = "soak-credential-poke"
+# In-place restarts (checker rule 12): the sim's pull of a new image (`--image-pull-seconds`) and a container's
+# start (the sim's default pod start-up), the most a restart costs the node; the allowance for a loaded machine
+# (the sim's timers run late under the soak's load; a link cut lasts 2-25 s, so most outages are far beyond it);
+# how often the nodes' containers are sampled, and the longest stretch without a sample that still counts as one gap.
+PULL_SECONDS = 0.2
+START_SECONDS = 0.2
+RESTART_SLACK = 3.0
+CONTAINER_SAMPLE_EVERY = 0.5
+MAX_SAMPLE_HOLE = 2.0
 
 
 @dataclass
@@ -102,6 +120,7 @@ class _DsState:
     name: str
     model: str
     plan: bool
+    in_place: bool = False  # edgeagent.io/update-type: InPlaceIfPossible
     version: int = 1
     bad: bool = False
     bad_since: float = 0.0
@@ -279,13 +298,17 @@ class Soak:
             "aru-a": _DsState("aru-a", "AdvancedRollingUpdate", False),
             "aru-pp": _DsState("aru-pp", "AdvancedRollingUpdate", False),
         }
+        # In place (issue 37): image-only template changes patch the pods, under the same link cuts.
+        self.ds["ip-aru"] = _DsState("ip-aru", "AdvancedRollingUpdate", False, in_place=True)
         if self.plans:
             self.ds["aru-plan"] = _DsState("aru-plan", "AdvancedRollingUpdate", True)
             self.ds["ota-plan"] = _DsState("ota-plan", "OTA", True)
+            self.ds["ip-plan"] = _DsState("ip-plan", "AdvancedRollingUpdate", True, in_place=True)
         self.sizing = Sizing(nodes=cfg.nodes, agents=cfg.agents,
                              daemonsets=tuple(n for n, d in self.ds.items() if not d.plan),
                              plan_daemonsets=tuple(n for n, d in self.ds.items() if d.plan),
                              ota_daemonsets=tuple(n for n, d in self.ds.items() if d.model == "OTA"),
+                             inplace_daemonsets=tuple(n for n, d in self.ds.items() if d.in_place),
                              rate_scale=cfg.rate_scale, kind_scale=dict(cfg.kind_scale))
         self.agent_nodes = agent_nodes(self.sizing)
         self.tmpfs = _can_mount_tmpfs()
@@ -322,6 +345,8 @@ class Soak:
         self.tls: ssl.SSLContext | None = None  # trusts the sim's CA (from admin.kubeconfig)
         self.admin_token = ""
         self.rotations = 0
+        self.containers = ContainerLog()  # what the in-place DaemonSets' nodes run (checker rule 12)
+        self.bad_images: set[str] = set()  # every crashing image a template carried
         self.rotating: dict[str, asyncio.Lock] = {}  # node -> held while a rotation of its agent's token runs
 
     # ------------------------------------------------------------------------------------------ plumbing
@@ -419,6 +444,10 @@ class Soak:
                                 "edgeagent.io/progress-deadline-seconds": PROGRESS_DEADLINE})
         if ds.name == "aru-pp":
             annotations.update({"edgeagent.io/pre-pull": "true", "apps.openyurt.io/max-unavailable": "5%"})
+        if ds.in_place:
+            annotations["edgeagent.io/update-type"] = "InPlaceIfPossible"
+        if ds.in_place and ds.plan:
+            annotations["edgeagent.io/pre-pull"] = "true"  # its restarts cost no pull
         spec: JSON = {"terminationGracePeriodSeconds": 1, "containers": [{"name": "main", "image": ds.image()}]}
         if ds.model == "OTA":
             spec["nodeSelector"] = {AGENT_LABEL: "true"}
@@ -706,6 +735,7 @@ class Soak:
                 await asyncio.sleep(act["down"])
             finally:
                 await asyncio.shield(self.start_sim())
+                act["up"] = time.time()  # every kubelet restarted with it: rule 12 leaves this moment alone
 
     async def act_api_burst(self, act: JSON) -> None:
         scope = {"all": "edgeagent-", "agents": "edgeagent-agent/", "controller": "edgeagent-controller/"}.get(
@@ -840,6 +870,7 @@ class Soak:
             raise RuntimeError(f"{ds.name} is already on a bad version")
         ds.bad, ds.bad_since = True, time.time()
         bad = ds.image(ds.version + 1, bad=True)
+        self.bad_images.add(bad)
         try:
             await self.retry(f"bad version of {ds.name}", lambda: self._set_image(ds, bad), 30)
         except BaseException:
@@ -945,6 +976,23 @@ class Soak:
             n += 1
             await asyncio.sleep(1.0)
 
+    async def sample_containers(self) -> None:
+        """What every node really runs (the sim's kubelets, not the API's frozen view of a cut node), every
+        CONTAINER_SAMPLE_EVERY seconds, for the in-place DaemonSets: checker rule 12. A failed answer (the sim
+        restarting, a loaded machine) is no sample: the checker reads a long hole as not seen."""
+        names = [n for n, d in self.ds.items() if d.in_place]
+        while True:
+            sent = time.time()
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, RuntimeError, OSError, KeyError, ValueError):
+                rows = (await self.api("GET", "/sim/v1/containers", timeout=5))["items"]
+                self.containers.add(sent, time.time(), rows, names, NS)
+            await asyncio.sleep(max(0.0, sent + CONTAINER_SAMPLE_EVERY - time.time()))
+
+    def inplace_settings(self) -> JSON:
+        return {"daemonsets": [n for n, d in self.ds.items() if d.in_place],
+                "restartSeconds": PULL_SECONDS + START_SECONDS, "slack": RESTART_SLACK, "maxHole": MAX_SAMPLE_HOLE,
+                "badImages": sorted(self.bad_images), "simGrace": 10.0}
+
     # ------------------------------------------------------------------------------------------ end
 
     async def stop_faults(self) -> None:
@@ -1016,12 +1064,14 @@ class Soak:
                           convergence_bound=cfg.convergence_bound)
         sampler: asyncio.Task[None] | None = None
         sweeper: asyncio.Task[None] | None = None
+        watcher: asyncio.Task[None] | None = None
         try:
             await self.setup()
             self.running = True
             self.started_at = history.started_at = time.time()
             sampler = asyncio.create_task(self.sample(), name="sampler")
             sweeper = asyncio.create_task(self.operator_sweep(), name="operator")
+            watcher = asyncio.create_task(self.sample_containers(), name="containers")
             await self.run_schedule()
             await self.stop_faults()
             history.faults_stopped_at = time.time()
@@ -1039,7 +1089,7 @@ class Soak:
                     history.requests[node] = items
         finally:
             self.running = False
-            for task in (sampler, sweeper):
+            for task in (sampler, sweeper, watcher):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -1060,6 +1110,8 @@ class Soak:
                         [*([self.sim] if self.sim else []), *self.controllers.values(), *self.agents.values()]
                         if p.log.exists()}
         history.audit, history.credentials = self.read_audit()
+        history.containers = self.containers.to_json()
+        history.inplace = self.inplace_settings()
         result = check(history)
         (self.work / "history.json").write_text(history.to_json())
         self.summary(history, result)
@@ -1088,6 +1140,7 @@ class Soak:
         out(f"soak: {acts + api} faults in all ({acts} acts of the schedule, {api} API answers faulted)")
         out(report(history, result))
         out("soak: " + credential_summary(history))
+        out("soak: " + inplace_summary(history))
         if history.converged_at is not None and history.faults_stopped_at is not None:
             out(f"soak: converged {history.converged_at - history.faults_stopped_at:.1f} s after the last fault "
                 f"(bound {history.convergence_bound:.0f} s)")

@@ -44,6 +44,8 @@ class Sizing:
     plan_daemonsets: tuple[str, ...] = ()
     # Of those, the OTA ones: each gets a new version in the run's first seconds (make_schedule).
     ota_daemonsets: tuple[str, ...] = ()
+    # The in-place ones: each gets a new version in the first seconds too, so a short run rolls them in place.
+    inplace_daemonsets: tuple[str, ...] = ()
     # Fleet-wide acts (sim restarts, leader kills, template changes) keep their rate at any size; per-agent and
     # per-node ones scale with the fleet, so a small run is as dense per node as a large one.
     rate_scale: float = 1.0
@@ -138,7 +140,7 @@ def make_schedule(seed: int, seconds: float, sizing: Sizing) -> list[JSON]:
 
 
 def opening_versions(seed: int, seconds: float, sizing: Sizing) -> list[JSON]:
-    """A new version of every OTA DaemonSet in the first seconds of the faults.
+    """A new version of every OTA DaemonSet (and of every in-place one) in the first seconds of the faults.
 
     Template changes come 1.5 a minute over every DaemonSet, so a short run often gave the OTA ones none: no pod
     needed an upgrade, every operator request was answered 403, and the invariants on accepted requests
@@ -151,8 +153,13 @@ def opening_versions(seed: int, seconds: float, sizing: Sizing) -> list[JSON]:
         return []
     stream = random.Random(f"{seed}/opening")
     latest = max(1.0, min(10.0, seconds / 4))
-    return [{"t": round(stream.uniform(0.5, latest), 3), "kind": "template", "target": name, "opening": True}
+    acts = [{"t": round(stream.uniform(0.5, latest), 3), "kind": "template", "target": name, "opening": True}
             for name in sorted(sizing.ota_daemonsets)]
+    # The in-place DaemonSets' first version change, from a stream of its own (the OTA ones' stay as they were):
+    # their rolls run under the link cuts from the start, which is what checker rule 12 is about.
+    inplace = random.Random(f"{seed}/opening-inplace")
+    return acts + [{"t": round(inplace.uniform(0.5, latest), 3), "kind": "template", "target": name, "opening": True}
+                   for name in sorted(sizing.inplace_daemonsets)]
 
 
 def maintenance_windows(start_epoch: float, faults_seconds: float) -> list[str]:

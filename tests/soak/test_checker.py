@@ -16,9 +16,11 @@ from tests.soak.checker import (
     check,
     credential_episodes,
     credential_summary,
+    inplace_summary,
     report,
     tracebacks,
 )
+from tests.soak.daemon_gaps import ContainerLog
 
 JSON = dict[str, Any]
 CONTROLLER = "edgeagent-controller/0.1.0"
@@ -88,6 +90,17 @@ def test_controller_deleting_a_held_pod_is_reported() -> None:
     found = only(clean(audit=[delete("edge-3", conditions=held)]), "eligible")
     assert len(found) == 1 and "held" in found[0].message and found[0].node == "edge-3"
     assert only(clean(audit=[delete("edge-3", conditions={"UpgradeHeld": {"status": "False"}})]), "eligible") == []
+
+
+def test_controller_patching_a_held_pod_in_place_or_in_a_paused_daemonset_is_reported() -> None:
+    """An in-place PATCH moves the pod as a DELETE does: the same rules; a refused one is not judged."""
+    held = {"UpgradeHeld": {"status": "True", "reason": "HeldByOperator", "message": "site audit"}}
+    found = only(clean(audit=[in_place(delete("edge-3", conditions=held))]), "eligible")
+    assert len(found) == 1 and "controller patched in place" in found[0].message and "held" in found[0].message
+    paused = in_place(delete("edge-2", annotations={"edgeagent.io/paused": "true"}))
+    assert "paused" in only(clean(audit=[paused]), "eligible")[0].message
+    assert only(clean(audit=[in_place(delete("edge-3", conditions=held), outcome="conflict")]), "eligible") == []
+    assert check(clean(audit=[in_place(delete("edge-3"))])).checked["eligible"] == 1
 
 
 def test_controller_deleting_in_a_paused_daemonset_is_reported() -> None:
@@ -494,3 +507,140 @@ def test_a_failure_counted_without_a_report_by_the_nodes_own_agent_is_reported()
     seen = delete("edge-1", annotations=_state_annotations("c", "progressing", "a", failures=timeout), current="c",
                   pod_hash="c")
     assert only(clean(audit=[seen]), "forged") == []
+
+
+# 4. budget, for in-place PATCHes ---------------------------------------------------------------------------
+
+
+def in_place(entry: JSON, outcome: str = "patched") -> JSON:
+    """The audit entry of an in-place PATCH with the same recorded state as a DELETE's."""
+    patch = {**entry, "verb": "PATCH", "patch": {**entry["delete"], "outcome": outcome, "precondition_uid": None}}
+    del patch["delete"]
+    return patch
+
+
+def test_an_in_place_patch_of_an_available_pod_beyond_max_unavailable_is_reported() -> None:
+    """A budget rule that judged DELETEs only lets a controller patching every pod at once through."""
+    down = [sibling(n, hash_="new", ready=False) if n in ("edge-2", "edge-3") else sibling(n) for n in NODES]
+    entry = delete("edge-1", annotations={"apps.openyurt.io/max-unavailable": "2"}, siblings=down)
+    found = only(clean(audit=[in_place(entry)]), "budget")
+    assert len(found) == 1 and "controller patched in place available pod" in found[0].message
+    assert "2 node(s) were already unavailable" in found[0].message
+    assert only(clean(audit=[in_place(entry, outcome="conflict")]), "budget") == []  # refused: nothing moved
+    one_down = [sibling(n, hash_="new", ready=False) if n == "edge-2" else sibling(n) for n in NODES]
+    fine = in_place(delete("edge-1", annotations={"apps.openyurt.io/max-unavailable": "2"}, siblings=one_down))
+    result = check(clean(audit=[fine]))
+    assert result.ok and result.checked["budget"] == 1
+
+
+# 12. inplace ---------------------------------------------------------------------------------------------------
+
+RESTART = {"daemonsets": ["ip"], "restartSeconds": 0.4, "slack": 1.0, "maxHole": 2.0,
+           "badImages": ["registry.local/soak/ip:3-bad"], "simGrace": 10.0}
+
+
+def row(node: str, state: str, image: str = "registry.local/soak/ip:1", cid: str = "c1", uid: str = "u1",
+        pod: str = "default/ip-abcde") -> JSON:
+    return {"node": node, "pod": pod, "uid": uid, "container": "main", "image": image, "state": state,
+            "containerID": cid, "restartCount": 0}
+
+
+def sampled(states: list[tuple[float, list[JSON]]], latency: float = 0.05) -> JSON:
+    """A ContainerLog from answers at the given times (each answered `latency` later)."""
+    log = ContainerLog()
+    for t, rows in states:
+        log.add(t, t + latency, rows, ["ip"])
+    return log.to_json()
+
+
+def restart_through(node: str, down_from: float, down_to: float, image: str = "registry.local/soak/ip:2") -> JSON:
+    """Samples every 0.5 s from t=100 to 130: running c1, not running from `down_from` to `down_to`, then c2."""
+    states: list[tuple[float, list[JSON]]] = []
+    t = 100.0
+    while t <= 130.0:
+        if t < down_from:
+            states.append((t, [row(node, "running")]))
+        elif t <= down_to:
+            states.append((t, [row(node, "terminated")]))
+        else:
+            states.append((t, [row(node, "running", image=image, cid="c2")]))
+        t += 0.5
+    return sampled(states)
+
+
+def cut(node: str, at: float, seconds: float) -> JSON:
+    return {"t": at, "at": at, "kind": "link_cut", "target": node, "mode": "blackhole", "seconds": seconds}
+
+
+def test_a_node_without_its_daemon_only_for_the_restart_is_fine_and_counted() -> None:
+    history = clean(containers=restart_through("edge-1", 110.0, 110.5), inplace=RESTART,
+                    schedule=[cut("edge-1", 102.0, 7.0)])
+    result = check(history)
+    assert result.ok, result.violations
+    assert result.checked["inplace"] == 2  # one restart seen, its gap judged
+    assert "1 container restart(s)" in inplace_summary(history) and "1 within 10 s of a link cut" in \
+        inplace_summary(history)
+
+
+def test_a_gap_that_spans_a_link_outage_is_reported_as_one() -> None:
+    """The node ran nothing for the 8 s its link was cut: the recreate's failure, which in place must never show.
+    A check that accepted gaps overlapping a cut (or judged only gaps outside cuts) fails here."""
+    history = clean(containers=restart_through("edge-1", 110.0, 118.0), inplace=RESTART,
+                    schedule=[cut("edge-1", 109.8, 8.5)])
+    found = only(history, "inplace")
+    assert len(found) == 1 and found[0].node == "edge-1"
+    assert "ip on edge-1: no running container of the DaemonSet for at least 7.95 s" in found[0].message
+    assert "its link was cut meanwhile (8.5 s from t=109.8)" in found[0].message
+    assert "for a link outage" in found[0].message
+
+
+def test_the_bound_is_the_restart_with_its_allowance_measured_from_inside_the_gap() -> None:
+    """Samples 0.5 s apart answered after 0.05 s: a stretch of non-running samples from 110.0 to 111.5 lasted at
+    least 1.45 s (bound 1.4: reported); from 110.0 to 111.0, at least 0.95 s (fine). A check that measured from the
+    running samples around the gap, or doubled the bound, fails one of them."""
+    over = only(clean(containers=restart_through("edge-2", 110.0, 111.5), inplace=RESTART), "inplace")
+    assert len(over) == 1 and "at least 1.45 s" in over[0].message and "1.4 s with the allowance" in over[0].message
+    assert "link" not in over[0].message  # no cut: said as it is
+    assert only(clean(containers=restart_through("edge-2", 110.0, 111.0), inplace=RESTART), "inplace") == []
+
+
+def test_a_bad_versions_gap_and_one_begun_while_the_sim_restarted_are_not_judged() -> None:
+    bad = "registry.local/soak/ip:3-bad"
+    states = [(100.0 + i * 0.5, [row("edge-1", "running")]) for i in range(10)]
+    states += [(105.0 + i * 0.5, [row("edge-1", "waiting", image=bad, cid="c2")]) for i in range(40)]
+    states += [(125.0, [row("edge-1", "running", cid="c3")])]
+    assert check(clean(containers=sampled(states), inplace=RESTART)).ok
+    # The same gap on a good image is reported: the exclusion is the image's, not the length's.
+    good = [(t, [{**r, "image": "registry.local/soak/ip:2"} for r in rows]) for t, rows in states]
+    assert len(only(clean(containers=sampled(good), inplace=RESTART), "inplace")) == 1
+    restarted = [{"t": 104.0, "at": 104.5, "kind": "sim_restart", "target": "sim", "down": 1.0, "up": 106.0}]
+    assert check(clean(containers=sampled(good), inplace=RESTART, schedule=restarted)).ok
+
+
+def test_a_sampler_hole_splits_a_gap_and_a_recreate_under_a_cut_is_a_gap_too() -> None:
+    # Not running at 110 and at 120, nothing sampled in between: it may have run meanwhile.
+    holed = [(100.0, [row("edge-1", "running")]), (110.0, [row("edge-1", "terminated")]),
+             (120.0, [row("edge-1", "waiting")]), (120.5, [row("edge-1", "running", cid="c2")])]
+    assert check(clean(containers=sampled(holed), inplace=RESTART)).ok
+    # The pod deleted (no row at all) for the length of a cut, its successor (another UID) running after.
+    recreated = [(100.0 + i * 0.5, [row("edge-1", "running")]) for i in range(20)]
+    recreated += [(110.0 + i * 0.5, []) for i in range(16)]
+    recreated += [(118.0, [row("edge-1", "running", uid="u2", cid="c9")])]
+    found = only(clean(containers=sampled(recreated), inplace=RESTART, schedule=[cut("edge-1", 109.0, 9.0)]),
+                 "inplace")
+    assert len(found) == 1 and "for a link outage" in found[0].message
+
+
+def test_the_container_log_keeps_changes_only_and_tells_daemonsets_of_similar_names_apart() -> None:
+    log = ContainerLog()
+    other = {**row("edge-1", "terminated"), "pod": "default/ip-plan-zzzzz"}
+    for t in (1.0, 2.0, 3.0):
+        log.add(t, t + 0.1, [row("edge-1", "running"), other], ["ip", "ip-plan"])
+    log.add(4.0, 4.1, [row("edge-1", "running", cid="c2")], ["ip", "ip-plan"])
+    assert log.changes == {
+        "ip/edge-1": [[0, "running", "registry.local/soak/ip:1", "u1", "c1"],
+                      [3, "running", "registry.local/soak/ip:1", "u1", "c2"]],
+        "ip-plan/edge-1": [[0, "terminated", "registry.local/soak/ip:1", "u1", "c1"], [3, "absent", "", "", ""]]}
+    assert log.times == [[1.0, 1.1], [2.0, 2.1], [3.0, 3.1], [4.0, 4.1]]
+    history = clean(containers=log.to_json(), inplace=RESTART)
+    assert History.from_json(history.to_json()) == history

@@ -38,6 +38,9 @@ async def test_a_minute_of_faults_leaves_no_violation(tmp_path: Path) -> None:
     # upgrade OTA pods under the faults and their request Events are checked.
     assert result.checked["events-once"] > 0, text
     assert history.converged_at is not None, text
+    # The in-place DaemonSets were rolled under the faults (their opening versions) and rule 12 judged their
+    # nodes' restarts from the sampled containers.
+    assert result.checked["inplace"] > 0 and len(history.containers["times"]) > 60, text
     # Rotations exercise the agent's 401 path: the new token is written only once the agent was refused.
     rotations = [a for a in history.schedule if a["kind"] == "cred_rotate" and a.get("revoked")]
     assert any(a.get("outcome") == "refused" for a in rotations), text

@@ -62,6 +62,40 @@ def test_restarts_are_forgotten_when_done_gone_or_too_old() -> None:
     assert restarts.nodes("ds", {"u1": pod("new")}) == set()
 
 
+def test_an_unconfirmed_patch_holds_its_node_briefly_unless_the_cache_shows_it_carried_out() -> None:
+    """A PATCH answered 5xx (or timed out) may not have happened: its node is held `unconfirmed_ttl`, not the full
+    ttl (the soak: two such patches filled a budget of two for 300 s); seen patched in the cache, the full ttl."""
+    clock = [0.0]
+    restarts = InPlaceRestarts(ttl=300, unconfirmed_ttl=30, clock=lambda: clock[0])
+    restarts.record("ds", "n1", "u1", "new", {"main": "containerd://1"}, confirmed=False)
+    clock[0] = 29
+    assert restarts.nodes("ds", {"u1": pod("old")}) == {"n1"}
+    clock[0] = 31
+    assert restarts.nodes("ds", {"u1": pod("old")}) == set()  # never carried out: the node is free again
+    restarts.record("ds", "n1", "u1", "new", {"main": "containerd://1"}, confirmed=False)
+    clock[0] = 40
+    assert restarts.nodes("ds", {"u1": pod("new")}) == {"n1"}  # carried out after all: held for the restart
+    clock[0] = 200
+    assert restarts.nodes("ds", {"u1": pod("new")}) == {"n1"}
+    clock[0] = 341
+    assert restarts.nodes("ds", {"u1": pod("new")}) == set()
+    restarts.record("ds", "n1", "u1", "new", {"main": "containerd://1"})  # answered 200: the full time
+    clock[0] = 400
+    assert restarts.nodes("ds", {"u1": pod("old")}) == {"n1"}
+
+
+def test_a_restart_to_a_revision_no_longer_rolled_is_forgotten() -> None:
+    """A restart stuck in ImagePullBackOff on a revision a rollout plan rolled back must not keep its node out of
+    the roll back to the restored revision until the memory's time runs out."""
+    restarts = InPlaceRestarts(ttl=300, clock=lambda: 0.0)
+    restarts.record("ds", "n1", "u1", "bad", {"main": "containerd://1"})
+    stuck = pod("bad", image="app:bad", ready=False)
+    assert restarts.nodes("ds", {"u1": stuck}, "bad") == {"n1"}
+    assert restarts.nodes("ds", {"u1": stuck}) == {"n1"}  # no revision given: kept
+    assert restarts.nodes("ds", {"u1": stuck}, "old") == set()
+    assert restarts.restarting("ds", "u1") is None
+
+
 def test_a_pod_read_again_may_be_patched_only_if_it_is_still_the_planned_pod() -> None:
     planned = pod()
     assert still_movable(copy.deepcopy(planned) | {"status": {"conditions": []}}, planned)

@@ -117,12 +117,17 @@ async def test_an_env_change_falls_back_to_recreate_with_an_event(
                                           p["spec"]["containers"][0].get("env") for p in pods)
 
         await eventually(recreated, timeout=20, what="pods recreated with the env")
+        revision = await current_hash(kube, "web")
         events = (await kube.get(f"/api/v1/namespaces/{NS}/events"))["items"]
         fallbacks = [e for e in events if e["reason"] == "InPlaceUpdateFallback"]
-        assert {e["involvedObject"]["uid"] for e in fallbacks} == before
-        assert all(e["type"] == "Warning" and "env of container main changed" in e["message"]
-                   and e["message"].endswith("; recreating the pod") for e in fallbacks), fallbacks
-        assert len(controller_deletions(sim)) == 2
+        # One Event per old pod, on the pod, saying exactly why and what happens instead.
+        assert sorted(e["involvedObject"]["uid"] for e in fallbacks) == sorted(before), fallbacks
+        for event in fallbacks:
+            assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "Pod", event
+            assert event["message"] == (f"cannot upgrade in place to revision {revision}: env of container main "
+                                        "changed; recreating the pod"), event["message"]
+        assert {d["uid"] for d in controller_deletions(sim)} == before
+        assert not [e for e in events if e["reason"] == "UpgradingPods" and "in place" in e["message"]]
 
 
 async def test_the_readiness_gate_is_false_during_the_restart_and_true_after(

@@ -397,3 +397,56 @@ async def test_only_the_leader_pre_pulls(sim_factory: SimFactory, admin_of: Any,
     # item 13); the new leader must then not pull again, which the total says.
     assert sorted(app.metrics.writes("job_create") for app in apps) == [0, 1]
     await eventually(lambda: sum(app.is_leader for app in apps) == 1, timeout=60, what="one leader")
+
+
+async def test_a_job_create_cancelled_on_its_way_does_not_block_the_pod_for_good(
+        sim_factory: SimFactory, admin_of: Any) -> None:
+    """The soak (seed 11, 200 nodes): a leader lost its lease while a pre-pull Job's create was held by a slow
+    answer, took it back a second later, and never created that Job again: the pod stayed `WaitPullImage` and its
+    wave never finished. The controller object outlives a leadership term, so a create cancelled on its way must
+    not stay "in flight" in it; the next pass asks again (409 if the server carried the first one out)."""
+    from prometheus_client import CollectorRegistry
+
+    from edgeagent.controller.events import EventRecorder
+    from edgeagent.controller.prepull import PrePuller, PrepullSettings
+
+    sim = await sim_factory(nodes=1)
+    admin = await admin_of(sim)
+    hash_ = await roll_out(admin, sim, ["registry.local/app:1"], ["registry.local/app:2"])
+    pod = next(iter((await live_pods(admin)).values()))
+    await request_pull(admin, pod, hash_)
+    creates: list[str] = []
+    puller = PrePuller(admin, PrepullSettings(max_concurrent=1), EventRecorder(admin, instance="test"),
+                       CollectorRegistry(), creates.append, lambda key: None, lambda key, delay: None)
+
+    async def one_pass() -> list[BaseException]:
+        ds = await admin.get(f"{DS_PATH}/{DS}")
+        pods = {f"{NS}/{p['metadata']['name']}": p for p in (await live_pods(admin)).values()}
+        nodes = {n["metadata"]["name"]: n for n in (await admin.get("/api/v1/nodes"))["items"]}
+        return await puller.sync(ds, pods, hash_, ds["spec"]["template"], nodes)
+
+    await eventually(lambda: _pull_requested(admin, hash_), what="WaitPullImage in the cache's view")
+    await admin.request("POST", "/sim/v1/faults", body={"latencySeconds": 30, "durationSeconds": 60,
+                                                         "path": JOBS, "verbs": ["POST"]})
+    first = asyncio.create_task(one_pass())
+    await eventually(lambda: _true(bool(sim.audit.find("POST", JOBS))), what="the Job's create on its way")
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await admin.request("DELETE", "/sim/v1/faults")
+    assert await one_pass() == []
+    assert [c for c in creates if c == "job_create"] == ["job_create", "job_create"]  # asked again
+
+    async def job_there() -> bool:
+        return bool((await admin.get(JOBS))["items"])
+
+    await eventually(job_there, what="the pre-pull Job")
+
+
+async def _pull_requested(admin: KubeClient, hash_: str) -> bool:
+    state = image_ready(next(iter((await live_pods(admin)).values())))
+    return state is not None and state[1] == "WaitPullImage" and state[2] == f"controllerrevision: {hash_}"
+
+
+async def _true(value: bool) -> bool:
+    return value

@@ -175,3 +175,50 @@ async def test_the_audit_file_records_codes_and_each_pod_delete_with_its_state(s
     assert (state["node"], state["terminating"], state["nodeReady"]) == ("edge-1", False, True)
     assert deletes[1]["userAgent"] == "edgeagent-controller/0.1.0"
     assert [e["code"] for e in entries if e["verb"] == "POST"] == [201]
+
+
+async def test_the_audit_file_records_each_in_place_pod_patch_with_its_state(sim_factory: SimFactory,
+                                                                           tmp_path: Any) -> None:
+    """An in-place upgrade (a PATCH of the pod's spec) is recorded as a DELETE is, with the pod's state before it
+    and whether it took effect, so the soak checker judges it by the same rules (the wave reached, the budget);
+    a PATCH of labels or of the status is not an upgrade and carries no record."""
+    import json
+
+    audit_file = tmp_path / "audit.jsonl"
+    sim = await sim_factory(audit_log=audit_file)
+    pod = {"metadata": {"name": "p", "labels": {"app": "p", "controller-revision-hash": "old"}},
+           "spec": {"nodeName": "edge-1", "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "nginx:1"}]}}
+    merge = "application/merge-patch+json"
+    strategic = "application/strategic-merge-patch+json"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{sim.url}{PODS}", json=pod) as resp:
+            created = await resp.json()
+        uid, rv = created["metadata"]["uid"], created["metadata"]["resourceVersion"]
+
+        async def patch(body: Any, content_type: str = strategic, path: str = f"{PODS}/p") -> int:
+            async with http.patch(f"{sim.url}{path}", data=json.dumps(body), headers={
+                    "Content-Type": content_type, "User-Agent": "edgeagent-controller/0.1.0"}) as resp:
+                return resp.status
+
+        image = {"metadata": {"uid": uid, "resourceVersion": rv, "labels": {"controller-revision-hash": "new"}},
+                 "spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}
+        assert await patch(image) == 200
+        assert await patch(image) == 409  # the same resourceVersion again: the pod changed since
+        assert await patch({"spec": {"containers": [{"name": "c", "image": "nginx:3", "env": []}]}}) == 422
+        assert await patch([{"op": "replace", "path": "/spec/containers/0/image", "value": "nginx:4"}],
+                           "application/json-patch+json") == 200
+        assert await patch({"metadata": {"labels": {"x": "y"}}}, merge) == 200
+        assert await patch({"status": {"conditions": [{"type": "X", "status": "True"}]}}, strategic,
+                           f"{PODS}/p/status") == 200
+    entries = [json.loads(line) for line in audit_file.read_text().splitlines()]
+    patches = [e for e in entries if e["verb"] == "PATCH"]
+    assert [(e["code"], (e.get("patch") or {}).get("outcome")) for e in patches] == [
+        (200, "patched"), (409, "conflict"), (422, "invalid"), (200, "patched"), (200, None), (200, None)]
+    first = patches[0]["patch"]
+    assert (first["resource"], first["namespace"], first["name"], first["uid"]) == ("pods", "default", "p", uid)
+    state = first["state"]
+    # The state before the PATCH: the old revision's label, its node.
+    assert (state["node"], state["labels"]["controller-revision-hash"], state["nodeReady"]) == ("edge-1", "old", True)
+    assert patches[3]["patch"]["state"]["labels"]["controller-revision-hash"] == "new"
+    assert "delete" not in patches[0]

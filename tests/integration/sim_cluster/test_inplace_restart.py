@@ -4,6 +4,7 @@ real Events in order, new container and image IDs, `restartCount` 1, Ready False
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -217,6 +218,9 @@ async def test_the_containers_endpoint_sees_a_restart_the_api_does_not(sim_facto
             return (rows["app"]["image"], rows["app"]["state"]) == ("registry.local/app:2", "running")
 
         await eventually(new_runs, what="the node runs app:2 behind the cut")
+        # The fleet-wide endpoint shows the same truth, each row with its node.
+        fleet = (await admin.get("/sim/v1/containers"))["items"]
+        assert fleet == [{"node": "edge-1", **row} for row in await containers(admin)]
         # The API's view is frozen where the cut caught it.
         now = await admin.get(f"{PODS}/p")
         assert now["status"] == frozen["status"]
@@ -302,6 +306,24 @@ async def test_the_containers_of_an_unknown_node_are_404(sim_factory: SimFactory
         with pytest.raises(KubeError) as missing:
             await admin.get("/sim/v1/nodes/edge-9/containers")
         assert (missing.value.code, missing.value.message) == (404, 'nodes "edge-9" not found')
+    finally:
+        await admin.close()
+
+
+async def test_the_fleet_wide_containers_are_every_nodes_own_with_its_name(sim_factory: SimFactory) -> None:
+    sim = await sim_factory(node_names=["edge-1", "edge-2", "edge-3"])
+    admin = await connect(sim)
+    try:
+        for node in ("edge-1", "edge-2"):
+            await admin.create(PODS, {**pod(f"p-{node}"), "spec": {**pod("x")["spec"], "nodeName": node}})
+            await eventually(functools.partial(running, admin, f"p-{node}"), what=f"p-{node} running")
+        fleet = (await admin.get("/sim/v1/containers"))["items"]
+        expected = [{"node": node, **row} for node in ("edge-1", "edge-2", "edge-3")
+                    for row in await containers(admin, node)]
+        assert fleet == expected
+        assert sorted((r["node"], r["pod"], r["container"]) for r in fleet) == [
+            ("edge-1", "default/p-edge-1", "app"), ("edge-1", "default/p-edge-1", "side"),
+            ("edge-2", "default/p-edge-2", "app"), ("edge-2", "default/p-edge-2", "side")]
     finally:
         await admin.close()
 
