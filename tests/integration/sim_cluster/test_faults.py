@@ -175,3 +175,14 @@ async def test_the_audit_file_records_codes_and_each_pod_delete_with_its_state(s
     assert (state["node"], state["terminating"], state["nodeReady"]) == ("edge-1", False, True)
     assert deletes[1]["userAgent"] == "edgeagent-controller/0.1.0"
     assert [e["code"] for e in entries if e["verb"] == "POST"] == [201]
+
+
+@pytest.mark.parametrize("path", ["/sim/v1/faults", "/sim/v1/images"])
+async def test_a_control_request_whose_body_is_not_json_is_a_400_saying_so(sim: SimCluster, path: str) -> None:
+    """Both control endpoints that take a body read it alike (`_parsed_body` in sim/cluster.py)."""
+    async with aiohttp.ClientSession() as http, http.post(f"{sim.url}{path}", data=b"{not json",
+                                                          headers={"Content-Type": "application/json"}) as resp:
+        answer = await resp.json()
+    assert resp.status == 400, answer
+    assert answer["message"].startswith("body is not JSON: "), answer
+    assert sim.faults.rules == [] and sim.images.items() == []
