@@ -214,6 +214,14 @@ def _names(pods: Iterable[JSON]) -> str:
     return shown + (f" and {len(names) - _NAMES_IN_EVENT} more" if len(names) > _NAMES_IN_EVENT else "")
 
 
+def _batch_message(hash_: str, plan: Plan, done: str, pods: list[JSON], how: str = "") -> str:
+    """The UpgradingPods Event of one batch of a roll (deleted, or patched in place): which pods, and the budget
+    the batch was decided under, so `kubectl describe` shows why that many moved at once."""
+    return (f"AdvancedRollingUpdate to revision {hash_}: {done} {len(pods)} outdated pod(s){how} ({_names(pods)}); "
+            f"max unavailable {plan.max_unavailable}, unavailable before {plan.unavailable}, "
+            f"{plan.updated}/{plan.total} nodes up to date")
+
+
 class Controller:
     def __init__(
         self,
@@ -773,12 +781,8 @@ class Controller:
         errors = await self._bounded([deleter(pod) for pod in plan.delete])
         await self._tell(ds, story)  # the plan's Events (WaveStarted) before the deletion batch's own
         if deleted:
-            message = (
-                f"AdvancedRollingUpdate to revision {hash_}: deleted {len(deleted)} outdated pod(s) "
-                f"({_names(deleted)}); max unavailable {plan.max_unavailable}, unavailable before "
-                f"{plan.unavailable}, {plan.updated}/{plan.total} nodes up to date"
-            )
-            await self.events.emit(ds, EVENT_NORMAL, EVENT_UPGRADING_PODS, message)
+            await self.events.emit(ds, EVENT_NORMAL, EVENT_UPGRADING_PODS,
+                                   _batch_message(hash_, plan, "deleted", deleted))
         if errors:
             raise ReconcileError(f"{len(errors)} pod deletion(s) failed, first: {errors[0]}")
 
@@ -806,12 +810,8 @@ class Controller:
 
         errors = await self._bounded([patcher(c) for c in choices if c.patch is not None])
         if patched:
-            message = (
-                f"AdvancedRollingUpdate to revision {hash_}: patched {len(patched)} outdated pod(s) in place "
-                f"({_names(patched)}); max unavailable {plan.max_unavailable}, unavailable before "
-                f"{plan.unavailable}, {plan.updated}/{plan.total} nodes up to date"
-            )
-            await self.events.emit(ds, EVENT_NORMAL, EVENT_UPGRADING_PODS, message)
+            await self.events.emit(ds, EVENT_NORMAL, EVENT_UPGRADING_PODS,
+                                   _batch_message(hash_, plan, "patched", patched, " in place"))
         if errors:
             raise ReconcileError(f"{len(errors)} in-place patch(es) failed, first: {errors[0]}")
 

@@ -13,8 +13,9 @@ import functools
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
@@ -46,6 +47,7 @@ from edgeagent.sim.server import ServerSettings, create_app
 from edgeagent.sim.store import Store
 
 JSON = dict[str, Any]
+T = TypeVar("T")
 
 _log = log.get("edgeagent.sim.cluster")
 
@@ -73,6 +75,19 @@ def _json_response(body: JSON | list[Any], status: int = 200) -> web.Response:
 
 def _error_response(exc: errors.ApiError) -> web.Response:
     return _json_response(exc.status, exc.code)
+
+
+async def _parsed_body(request: web.Request, parse: Callable[[Any], T]) -> T:
+    """The request's JSON body as `parse` reads it (a /sim/v1 control request: a fault rule, an image's
+    behaviour): a body that is not JSON, or that `parse` refuses with a ValueError, is a 400 saying why."""
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise errors.bad_request(f"body is not JSON: {exc}") from exc
+    try:
+        return parse(body)
+    except ValueError as exc:
+        raise errors.bad_request(str(exc)) from exc
 
 
 class SimCluster:
@@ -371,14 +386,7 @@ class SimCluster:
 
     async def _h_add_fault(self, request: web.Request) -> web.Response:
         try:
-            try:
-                body = await request.json()
-            except ValueError as exc:
-                raise errors.bad_request(f"body is not JSON: {exc}") from exc
-            try:
-                rule = self.faults.add(body)
-            except ValueError as exc:
-                raise errors.bad_request(str(exc)) from exc
+            rule = await _parsed_body(request, self.faults.add)
         except errors.ApiError as exc:
             return _error_response(exc)
         shown = rule.as_json(time.monotonic())
@@ -411,14 +419,7 @@ class SimCluster:
 
     async def _h_set_image(self, request: web.Request) -> web.Response:
         try:
-            try:
-                body = await request.json()
-            except ValueError as exc:
-                raise errors.bad_request(f"body is not JSON: {exc}") from exc
-            try:
-                spec = ImageCatalog.parse(body)
-            except ValueError as exc:
-                raise errors.bad_request(str(exc)) from exc
+            spec = await _parsed_body(request, ImageCatalog.parse)
         except errors.ApiError as exc:
             return _error_response(exc)
         self.images.set(spec)

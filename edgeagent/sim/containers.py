@@ -58,6 +58,17 @@ def _with_image(status: JSON, uid: str, restarts: int = 0) -> JSON:
     return status
 
 
+def crash_looping(namespace: str, name: str, uid: str, container: str, last_id: str, delay: float,
+                  now: str) -> JSON:
+    """The `state` and `lastState` of a container's status between two starts of a crash loop, as the kubelet
+    reports them: waiting in `CrashLoopBackOff` with its back-off message, the instance `last_id` terminated with
+    exit code 1 at `now` (it exits as soon as it starts)."""
+    message = f"back-off {delay:g}s restarting failed container={container} pod={name}_{namespace}({uid})"
+    return {"state": {"waiting": {"reason": "CrashLoopBackOff", "message": message}},
+            "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now,
+                                         "containerID": last_id}}}
+
+
 def pod_conditions(*, ready: bool, not_ready: list[str], completed: bool = False) -> list[JSON]:
     now = timestamp()
     out: list[JSON] = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
@@ -87,6 +98,30 @@ def keep_transition_times(conditions: list[JSON], pod: JSON) -> list[JSON]:
             cond = {**cond, "lastTransitionTime": old["lastTransitionTime"]}
         out.append(cond)
     return out
+
+
+def live_pod(store: Store, node: str, namespace: str, name: str, uid: str) -> JSON | None:
+    """The pod as the store has it now while it is still the one this node's kubelet runs: the same UID (not a
+    same-named successor), not being deleted, bound to `node`. None otherwise: nothing is left to start, restart or
+    report for it."""
+    try:
+        pod = store.entry(PODS, namespace, name).obj
+    except ApiError:
+        return None
+    if uid_of(pod) != uid or is_terminating(pod) or node_name_of(pod) != node:
+        return None
+    return pod
+
+
+def post_status(store: Store, node: str, namespace: str, name: str, uid: str, status: JSON) -> None:
+    """A kubelet's report on one of its pods: a strategic merge on `pods/status`, guarded by the UID. A report the
+    store refuses (the pod went, or a same-named pod replaced it, meanwhile) is dropped, as the kubelet would drop
+    it: that pod is no longer one it runs."""
+    try:
+        store.patch(PODS, namespace, name, {"metadata": {"uid": uid}, "status": status}, STRATEGIC,
+                    subresource="status")
+    except ApiError as exc:
+        _log.debug("pod_status_skipped", node=node, pod=f"{namespace}/{name}", error=str(exc))
 
 
 class PodLauncher:
@@ -157,13 +192,7 @@ class PodLauncher:
             pass
 
     def _current(self, namespace: str, name: str, uid: str) -> JSON | None:
-        try:
-            pod = self.store.entry(PODS, namespace, name).obj
-        except ApiError:
-            return None
-        if uid_of(pod) != uid or is_terminating(pod) or node_name_of(pod) != self.node:
-            return None
-        return pod
+        return live_pod(self.store, self.node, namespace, name, uid)
 
     def _patch(self, namespace: str, name: str, uid: str, status: JSON) -> None:
         current = self._current(namespace, name, uid)
@@ -176,11 +205,7 @@ class PodLauncher:
             if self._missed is not None:
                 self._missed()
             return  # a partitioned kubelet cannot report; it re-syncs when the link returns
-        try:
-            self.store.patch(PODS, namespace, name, {"metadata": {"uid": uid}, "status": status}, STRATEGIC,
-                             subresource="status")
-        except ApiError as exc:
-            _log.debug("pod_status_skipped", node=self.node, pod=f"{namespace}/{name}", error=str(exc))
+        post_status(self.store, self.node, namespace, name, uid, status)
 
     def _common(self, pod: JSON) -> JSON:
         status = pod.get("status") or {}
@@ -245,13 +270,8 @@ class PodLauncher:
                     statuses.append(entry)
                     continue
                 entry = _with_image(_base(container, restarts=restarts), uid, restarts)
-                delay = backoff_delay(restarts + 1, self.backoff)
-                entry["state"] = {"waiting": {
-                    "reason": "CrashLoopBackOff",
-                    "message": f"back-off {delay:g}s restarting failed container={cname} pod={name}_{namespace}"
-                               f"({uid})"}}
-                entry["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now,
-                                                     "finishedAt": now, "containerID": entry["containerID"]}}
+                entry.update(crash_looping(namespace, name, uid, cname, entry["containerID"],
+                                           backoff_delay(restarts + 1, self.backoff), now))
                 statuses.append(entry)
             self._patch(namespace, name, uid, {
                 "phase": "Running", **self._common(pod),

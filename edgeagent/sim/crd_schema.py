@@ -350,18 +350,7 @@ def _prune(value: Any, s: JSON | None, path: str, pruned: list[str], embedded: b
                 pruned.append(_child(path, key))
                 del value[key]
             return
-        props = _props(s)
-        has_extra, extra = _extra(s)
-        for key in list(value):
-            if embedded and key in _META_FIELDS:
-                continue
-            if key in props:
-                _prune(value[key], props[key], _child(path, key), pruned)
-            elif has_extra:
-                _prune(value[key], extra, _child(path, key), pruned)
-            else:
-                pruned.append(_child(path, key))
-                del value[key]
+        _prune_fields(value, s, path, pruned, embedded, keep_unknown=False)
     elif isinstance(value, list):
         items = _items(s)
         for i, item in enumerate(value):
@@ -371,20 +360,30 @@ def _prune(value: Any, s: JSON | None, path: str, pruned: list[str], embedded: b
 def _skip_prune(value: Any, s: JSON, path: str, pruned: list[str], embedded: bool) -> None:
     embedded = embedded or bool(s.get("x-kubernetes-embedded-resource"))
     if isinstance(value, dict):
-        props = _props(s)
-        has_extra, extra = _extra(s)
-        for key in list(value):
-            if embedded and key in _META_FIELDS:
-                continue
-            if key in props:
-                _prune(value[key], props[key], _child(path, key), pruned)
-            elif has_extra:
-                _prune(value[key], extra, _child(path, key), pruned)
+        _prune_fields(value, s, path, pruned, embedded, keep_unknown=True)
     elif isinstance(value, list):
         items = _items(s)
         if items is not None:
             for i, item in enumerate(value):
                 _skip_prune(item, items, f"{path}[{i}]", pruned, False)
+
+
+def _prune_fields(value: JSON, s: JSON, path: str, pruned: list[str], embedded: bool, *, keep_unknown: bool) -> None:
+    """An object's fields: each one the schema declares (or its `additionalProperties` describes) pruned by its own
+    schema, an embedded resource's apiVersion, kind and metadata left as they are, and any other field dropped
+    unless the object keeps unknown fields (x-kubernetes-preserve-unknown-fields)."""
+    props = _props(s)
+    has_extra, extra = _extra(s)
+    for key in list(value):
+        if embedded and key in _META_FIELDS:
+            continue
+        if key in props:
+            _prune(value[key], props[key], _child(path, key), pruned)
+        elif has_extra:
+            _prune(value[key], extra, _child(path, key), pruned)
+        elif not keep_unknown:
+            pruned.append(_child(path, key))
+            del value[key]
 
 
 def _field_schema(key: str, s: JSON | None) -> JSON | None:

@@ -22,18 +22,23 @@ from typing import Any
 
 from edgeagent import log
 from edgeagent.kube.images import normalize_image
-from edgeagent.kube.objects import is_terminating, node_name_of, uid_of
+from edgeagent.kube.objects import uid_of
 from edgeagent.sim.cluster_events import EventRecorder
-from edgeagent.sim.containers import container_id, keep_transition_times, pod_conditions, timestamp
-from edgeagent.sim.errors import ApiError
+from edgeagent.sim.containers import (
+    container_id,
+    crash_looping,
+    keep_transition_times,
+    live_pod,
+    pod_conditions,
+    post_status,
+    timestamp,
+)
 from edgeagent.sim.images import NodeImages, PullError, backoff_delay, image_size, runtime_image
 from edgeagent.sim.readiness import apply_gates
-from edgeagent.sim.resources import PODS
 from edgeagent.sim.runtime import NodeRuntime, RuntimeContainer
 from edgeagent.sim.store import Store
 
 JSON = dict[str, Any]
-STRATEGIC = "application/strategic-merge-patch+json"
 
 _log = log.get("edgeagent.sim.image_restart")
 
@@ -146,13 +151,9 @@ class ImageRestarter:
                        "lastState": previous}
             if self.images.catalog.spec(image).crash:
                 # It exits at once: the kubelet's crash loop shows it waiting, never Ready.
-                now = timestamp()
-                delay = backoff_delay(1, self.backoff)
-                message = f"back-off {delay:g}s restarting failed container={cname} pod={name}_{namespace}({uid})"
-                started.update(ready=False, started=False, state={"waiting": {
-                    "reason": "CrashLoopBackOff", "message": message}},
-                    lastState={"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now,
-                                              "containerID": cid}})
+                started.update(ready=False, started=False,
+                               **crash_looping(namespace, name, uid, cname, cid, backoff_delay(1, self.backoff),
+                                               timestamp()))
             else:
                 started.update(ready=True, started=True, state={"running": {"startedAt": timestamp()}})
             statuses[cname] = started
@@ -234,21 +235,11 @@ class ImageRestarter:
         if not self._reachable():
             self._missed()  # reported again when the link is back (Kubelet.resync)
             return
-        try:
-            self.store.patch(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"],
-                             {"metadata": {"uid": uid_of(pod)}, "status": status}, STRATEGIC, subresource="status")
-        except ApiError as exc:
-            _log.debug("pod_status_skipped", node=self.node, pod=pod["metadata"]["name"], error=str(exc))
+        post_status(self.store, self.node, pod["metadata"]["namespace"], pod["metadata"]["name"], uid_of(pod), status)
 
     def _event(self, pod: JSON, container: str, type_: str, reason: str, message: str) -> None:
         if self._reachable():  # a cut kubelet's Events are lost, as its recorder's retries give up
             self.events.record(pod, type_, reason, message, field_path=f"spec.containers{{{container}}}")
 
     def _current(self, namespace: str, name: str, uid: str) -> JSON | None:
-        try:
-            pod = self.store.entry(PODS, namespace, name).obj
-        except ApiError:
-            return None
-        if uid_of(pod) != uid or is_terminating(pod) or node_name_of(pod) != self.node:
-            return None
-        return pod
+        return live_pod(self.store, self.node, namespace, name, uid)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-_HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
+from tests.support.forwarding import forward, listen
 
 
 @dataclass
@@ -53,13 +53,7 @@ class FaultyProxy:
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        self._runner, self.url = await listen(self._handle, client_max_size=64 * 1024 * 1024)
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -76,18 +70,5 @@ class FaultyProxy:
                 return web.Response(body=json.dumps(fault.status()).encode(), status=fault.code,
                                     content_type="application/json")
         assert self._session is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
-        body = await request.read()
-        async with self._session.request(request.method, self.upstream + request.path_qs, headers=headers,
-                                         data=body or None) as upstream:
-            response = web.StreamResponse(status=upstream.status)
-            for key, value in upstream.headers.items():
-                if key.lower() not in _HOP_HEADERS:
-                    response.headers.add(key, value)
-            for key, value in self.add_headers(request) if self.add_headers is not None else []:
-                response.headers.add(key, value)
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
+        extra = self.add_headers(request) if self.add_headers is not None else []
+        return await forward(self._session, self.upstream, request, extra_headers=extra)

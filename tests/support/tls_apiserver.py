@@ -24,9 +24,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.support.forwarding import HOP_HEADERS, forward, listen
+
 _UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                  "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
-_HOP_HEADERS = frozenset({"host", "authorization", "content-length", "transfer-encoding", "connection"})
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -126,27 +127,13 @@ class TlsApiServer:
         if request.query.get("watch") in ("true", "1"):
             self.watches += 1
         assert self._session is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
-        body = await request.read()
-        async with self._session.request(request.method, self.upstream + request.path_qs, headers=headers,
-                                         data=body or None) as upstream:
-            response = web.StreamResponse(status=upstream.status)
-            response.content_type = upstream.content_type
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
+        # The sim is not asked to authenticate again: the credential stays here.
+        return await forward(self._session, self.upstream, request, drop=HOP_HEADERS | {"authorization"},
+                             answer_headers=False)
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ca.server_context())
-        await site.start()
-        self.url = f"https://127.0.0.1:{self._runner.addresses[0][1]}"
+        self._runner, self.url = await listen(self._handle, ssl_context=self.ca.server_context())
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from edgeagent.controller.reconciler import Controller
+from edgeagent.controller.reconciler import Controller, _batch_message
+from edgeagent.controller.rolling import Plan
 from edgeagent.kube.client import KubeClient
 from edgeagent.rollout.plan import stable_hash
 from tests.unit.test_controller_objects import T0, daemonset, node, pod, revision, ts
@@ -127,3 +128,16 @@ def test_a_node_is_put_in_the_hash_order_as_it_arrives() -> None:
     assert len(ctl.node_order) == 2
     ctl.node_order.settle()
     assert ctl.node_order.names() == sorted(["n1", "n2"], key=stable_hash)
+
+
+def test_a_batch_event_names_its_pods_and_the_budget_it_was_decided_under() -> None:
+    """The UpgradingPods Event of a deletion batch and of an in-place batch (docs/operations.md shows the latter):
+    one wording for both, the in-place one saying so."""
+    plan = Plan(total=3, updated=1, max_unavailable=2, unavailable=1)
+    pods = [pod("web-a", "n1", "old"), pod("web-b", "n2", "old")]
+    assert _batch_message("69888948cc", plan, "deleted", pods) == (
+        "AdvancedRollingUpdate to revision 69888948cc: deleted 2 outdated pod(s) (web-a, web-b); max unavailable 2, "
+        "unavailable before 1, 1/3 nodes up to date")
+    assert _batch_message("69888948cc", plan, "patched", pods[:1], " in place") == (
+        "AdvancedRollingUpdate to revision 69888948cc: patched 1 outdated pod(s) in place (web-a); max unavailable 2, "
+        "unavailable before 1, 1/3 nodes up to date")

@@ -22,50 +22,41 @@ from edgeagent.sim.crd_schema import (
     prune,
     validate,
 )
+from tests.support.resource_schema import resource_schema
 
 JSON = dict[str, Any]
 
-WIDGET: JSON = {
-    "type": "object",
-    "required": ["spec"],
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["image"],
-            "properties": {
-                "image": {"type": "string", "minLength": 1, "maxLength": 20, "pattern": "^[a-z0-9.:/-]+$"},
-                "replicas": {"type": "integer", "minimum": 0, "maximum": 10, "default": 1},
-                "ratio": {"type": "number", "exclusiveMinimum": True, "minimum": 0, "exclusiveMaximum": True,
-                          "maximum": 1.5, "multipleOf": 0.25},
-                "batch": {"type": "integer", "multipleOf": 5},
-                "mode": {"type": "string", "enum": ["fast", "slow"], "default": "slow"},
-                "level": {"type": "integer", "enum": [1, 2]},
-                "paused": {"type": "boolean"},
-                "port": {"x-kubernetes-int-or-string": True},
-                "note": {"type": "string", "nullable": True},
-                "at": {"type": "string", "format": "date-time"},
-                "steps": {"type": "array", "minItems": 1, "maxItems": 3,
-                          "items": {"type": "object", "required": ["name"],
-                                    "properties": {"name": {"type": "string", "maxLength": 1},
-                                                   "pause": {"type": "integer", "default": 0}}}},
-                "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
-                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
-                          "items": {"type": "object", "properties": {"name": {"type": "string"},
-                                                                     "port": {"type": "integer"}}}},
-                "labels": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 3,
-                           "minProperties": 1},
-                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                          "properties": {"known": {"type": "object", "properties": {"a": {"type": "string"}}}}},
-                "template": {"type": "object", "x-kubernetes-embedded-resource": True,
-                             "x-kubernetes-preserve-unknown-fields": True},
-            },
-        },
-        "status": {"type": "object", "properties": {"ready": {"type": "integer"}}},
+WIDGET: JSON = resource_schema(
+    ["image"],
+    {
+        "image": {"type": "string", "minLength": 1, "maxLength": 20, "pattern": "^[a-z0-9.:/-]+$"},
+        "replicas": {"type": "integer", "minimum": 0, "maximum": 10, "default": 1},
+        "ratio": {"type": "number", "exclusiveMinimum": True, "minimum": 0, "exclusiveMaximum": True,
+                  "maximum": 1.5, "multipleOf": 0.25},
+        "batch": {"type": "integer", "multipleOf": 5},
+        "mode": {"type": "string", "enum": ["fast", "slow"], "default": "slow"},
+        "level": {"type": "integer", "enum": [1, 2]},
+        "paused": {"type": "boolean"},
+        "port": {"x-kubernetes-int-or-string": True},
+        "note": {"type": "string", "nullable": True},
+        "at": {"type": "string", "format": "date-time"},
+        "steps": {"type": "array", "minItems": 1, "maxItems": 3,
+                  "items": {"type": "object", "required": ["name"],
+                            "properties": {"name": {"type": "string", "maxLength": 1},
+                                           "pause": {"type": "integer", "default": 0}}}},
+        "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                  "items": {"type": "object", "properties": {"name": {"type": "string"},
+                                                             "port": {"type": "integer"}}}},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 3,
+                   "minProperties": 1},
+        "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                  "properties": {"known": {"type": "object", "properties": {"a": {"type": "string"}}}}},
+        "template": {"type": "object", "x-kubernetes-embedded-resource": True,
+                     "x-kubernetes-preserve-unknown-fields": True},
     },
-}
+    {"type": "object", "properties": {"ready": {"type": "integer"}}},
+)
 
 
 def widget(**spec: Any) -> JSON:

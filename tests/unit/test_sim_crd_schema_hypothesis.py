@@ -14,47 +14,38 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from edgeagent.sim.crd_schema import apply_defaults, check_structural, prune, validate
+from tests.support.resource_schema import resource_schema
 
 JSON = dict[str, Any]
 
-PLAN: JSON = {
-    "type": "object",
-    "required": ["spec"],
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["selector", "waves"],
-            "properties": {
-                "selector": {"type": "object", "maxProperties": 4,
-                             "additionalProperties": {"type": "string", "maxLength": 16}},
-                "strategy": {"type": "string", "enum": ["waves", "canary", "all"]},
-                "maxUnavailable": {"x-kubernetes-int-or-string": True},
-                "bakeSeconds": {"type": "integer", "minimum": 0, "maximum": 86400, "default": 60},
-                "ratio": {"type": "number", "minimum": 0, "maximum": 1},
-                "paused": {"type": "boolean"},
-                "image": {"type": "string", "pattern": "^[a-z0-9]+(:[a-z0-9.]+)?$", "minLength": 1, "maxLength": 40},
-                "note": {"type": "string", "nullable": True, "maxLength": 30},
-                "waves": {
-                    "type": "array", "minItems": 1, "maxItems": 5,
-                    "items": {
-                        "type": "object",
-                        "required": ["name", "nodes"],
-                        "properties": {
-                            "name": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "minLength": 1, "maxLength": 12},
-                            "nodes": {"type": "integer", "minimum": 1, "maximum": 100},
-                            "pauseAfter": {"type": "boolean", "default": False},
-                            "labels": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 8}},
-                        },
-                    },
+PLAN: JSON = resource_schema(
+    ["selector", "waves"],
+    {
+        "selector": {"type": "object", "maxProperties": 4,
+                     "additionalProperties": {"type": "string", "maxLength": 16}},
+        "strategy": {"type": "string", "enum": ["waves", "canary", "all"]},
+        "maxUnavailable": {"x-kubernetes-int-or-string": True},
+        "bakeSeconds": {"type": "integer", "minimum": 0, "maximum": 86400, "default": 60},
+        "ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        "paused": {"type": "boolean"},
+        "image": {"type": "string", "pattern": "^[a-z0-9]+(:[a-z0-9.]+)?$", "minLength": 1, "maxLength": 40},
+        "note": {"type": "string", "nullable": True, "maxLength": 30},
+        "waves": {
+            "type": "array", "minItems": 1, "maxItems": 5,
+            "items": {
+                "type": "object",
+                "required": ["name", "nodes"],
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "minLength": 1, "maxLength": 12},
+                    "nodes": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "pauseAfter": {"type": "boolean", "default": False},
+                    "labels": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 8}},
                 },
             },
         },
-        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
     },
-}
+    {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+)
 
 KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=6)
 

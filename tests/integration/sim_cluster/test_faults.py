@@ -222,3 +222,14 @@ async def test_the_audit_file_records_each_in_place_pod_patch_with_its_state(sim
     assert (state["node"], state["labels"]["controller-revision-hash"], state["nodeReady"]) == ("edge-1", "old", True)
     assert patches[3]["patch"]["state"]["labels"]["controller-revision-hash"] == "new"
     assert "delete" not in patches[0]
+
+
+@pytest.mark.parametrize("path", ["/sim/v1/faults", "/sim/v1/images"])
+async def test_a_control_request_whose_body_is_not_json_is_a_400_saying_so(sim: SimCluster, path: str) -> None:
+    """Both control endpoints that take a body read it alike (`_parsed_body` in sim/cluster.py)."""
+    async with aiohttp.ClientSession() as http, http.post(f"{sim.url}{path}", data=b"{not json",
+                                                          headers={"Content-Type": "application/json"}) as resp:
+        answer = await resp.json()
+    assert resp.status == 400, answer
+    assert answer["message"].startswith("body is not JSON: "), answer
+    assert sim.faults.rules == [] and sim.images.items() == []
