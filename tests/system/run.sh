@@ -9,11 +9,15 @@
 #      stopped (SIGSTOP) agent, and the queued upgrade applied when the link returns.
 #   2. The Dockerfile, unchanged, is built with podman (runc, vfs storage, explicit ulimits) on a stand-in
 #      for its base image made from that rootfs (no container registry is reachable), and run with a host
-#      state directory: uid 10267, the HEALTHCHECK (with --port, and the controller from the same image),
-#      GET /pods, 0600 state files.
+#      state directory: uid 10267, the HEALTHCHECK (with --port), GET /pods, 0600 state files.
+#   3. deploy/ applied as docs/operations.md says (`kubectl apply -f deploy/`, the host's kubectl) to a second
+#      sim with --authorization rbac: the RolloutPlan CRD is Established; the controller from the same image
+#      runs as deploy/controller-deployment.yaml runs it (its args, a token of its ServiceAccount, so only
+#      deploy/controller-rbac.yaml's grants), is healthy, and writes the status of a RolloutPlan of a DaemonSet
+#      with no request of it refused (401/403 in the sim's audit log).
 #
-# Needs root (nspawn, rootful podman) and the Debian and PyPI registries. Missing tools are installed with
-# apt-get; what cannot be had is explained, with exit code 3. Not part of `make test`.
+# Needs root (nspawn, rootful podman), kubectl, and the Debian and PyPI registries. Missing tools are installed
+# with apt-get; what cannot be had is explained, with exit code 3. Not part of `make test`.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -29,6 +33,7 @@ pass() { PASSED=$((PASSED + 1)); ok "$*"; }
 [[ $(id -u) -eq 0 ]] || missing "must run as root: systemd-nspawn boots a machine and podman runs rootful (try: sudo make test-system)"
 [[ -x $VENV/bin/edgeagent ]] || missing "no $VENV: run 'make venv-demo' (or make demo) first"
 need_commands debootstrap systemd-nspawn podman runc nsenter curl jq
+command -v kubectl >/dev/null 2>&1 || missing "needs kubectl on PATH (https://kubernetes.io/docs/tasks/tools/): the documented install is kubectl apply -f deploy/"
 ensure_rootfs "$ROOTFS"
 sync_host_trust "$ROOTFS"
 
@@ -38,6 +43,7 @@ MACHINE=edgeagent-systest-$$
 NSPAWN_PID=
 SIM_PID=
 CTL_PID=
+RBAC_SIM_PID=
 PODMAN=(podman --root "$CACHE/podman/storage" --runroot /run/edgeagent-test-system/podman --storage-driver vfs
         --cgroup-manager cgroupfs --events-backend file --runtime "$(command -v runc)")
 # podman's defaults (nofile 1048576, nproc 4194304) exceed what runc may set in this sandbox ("error setting
@@ -62,8 +68,9 @@ cleanup() {
     "${PODMAN[@]}" rm -f -t 5 ea-systest-agent ea-systest-controller >/dev/null 2>&1
     [[ -n $CTL_PID ]] && kill "$CTL_PID" 2>/dev/null && wait "$CTL_PID" 2>/dev/null
     [[ -n $SIM_PID ]] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null
+    [[ -n $RBAC_SIM_PID ]] && kill "$RBAC_SIM_PID" 2>/dev/null && wait "$RBAC_SIM_PID" 2>/dev/null
     if ((code != 0)); then
-        echo "--- logs kept in $RUN (machine console: console.log; sim: sim.log)" >&2
+        echo "--- logs kept in $RUN (machine console: console.log; sims: sim.log, rbac-sim.log, rbac-audit.log)" >&2
     else
         rm -rf "$RUN"
     fi
@@ -269,7 +276,6 @@ podman_run_d() { "${PODMAN[@]}" run -d "$@" 2> >(grep -v 'unable to get systemd 
 install -d -m 0700 -o 10267 -g 10267 "$RUN/state"
 install -d -m 0755 "$RUN/etc-edgeagent"
 install -m 0400 -o 10267 -g 10267 "$RUN/sim/edge-2.kubeconfig" "$RUN/etc-edgeagent/kubeconfig-container"
-install -m 0400 -o 10267 -g 10267 "$RUN/sim/admin.kubeconfig" "$RUN/etc-edgeagent/controller-kubeconfig"
 IMAGE_PORT=$(free_port)
 podman_run_d --name ea-systest-agent --network host "${ULIMITS[@]}" \
     -e NODE_NAME=edge-2 -e EDGEAGENT_KUBECONFIG=/etc/edgeagent/kubeconfig \
@@ -289,11 +295,78 @@ MODE=$(stat -c '%a %u' "$RUN/state/edgeagent.db")
 [[ $MODE == "600 10267" ]] || die "state file is $MODE, want 600 10267"
 pass "host state dir: edgeagent.db is mode 600, owner 10267"
 
+# ------------------------------------------------------------------------------------------ deploy/ with RBAC
+say "deploy/ as docs/operations.md installs it (kubectl on the host) on a sim with --authorization rbac"
+"$VENV/bin/edgeagent" sim --authorization rbac --dir "$RUN/rbac" --audit-log "$RUN/rbac-audit.log" --log-format json \
+    > "$RUN/rbac-sim.log" 2>&1 &
+RBAC_SIM_PID=$!
+kc() { kubectl --kubeconfig "$RUN/rbac/admin.kubeconfig" "$@"; }
+eventually 30 "the rbac sim answers kubectl" kc get --raw /readyz
+# The kubectl line of "### On Kubernetes: DaemonSet and Deployment" (the image build before it is the podman
+# build above), run as written from the repository's root.
+APPLY=$(doc_block '### On Kubernetes: DaemonSet and Deployment' | grep '^kubectl ') \
+    || die "no kubectl command under '### On Kubernetes: DaemonSet and Deployment' in docs/operations.md"
+printf '   | $ %s\n' "$APPLY"
+(cd "$ROOT" && KUBECONFIG=$RUN/rbac/admin.kubeconfig bash -euo pipefail -c "$APPLY") > "$RUN/apply.log" 2>&1 \
+    || { cat "$RUN/apply.log" >&2; die "'$APPLY' failed"; }
+output_has '^customresourcedefinition\.apiextensions\.k8s\.io/rolloutplans\.edgeagent\.io created$' cat "$RUN/apply.log" \
+    || { cat "$RUN/apply.log" >&2; die "'$APPLY' did not create the RolloutPlan CRD"; }
+kc wait --for condition=established --timeout 60s crd/rolloutplans.edgeagent.io >/dev/null \
+    || die "CRD rolloutplans.edgeagent.io not Established"
+pass "'$APPLY': $(grep -c ' created$' "$RUN/apply.log") objects created, CRD rolloutplans.edgeagent.io Established"
+
+# The controller's credential is what the Deployment's pod gets: a token of its ServiceAccount, so deploy/'s
+# RBAC is all it may do. Its command and args are the applied Deployment's, but for the metrics address
+# (the pod's 0.0.0.0:10268; here the default loopback bind and a free port).
+TOKEN=$(kc create token edgeagent-controller -n edgeagent-system --duration=1h)
+CTL_KUBECONFIG=$RUN/etc-edgeagent/controller-kubeconfig
+kc config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > "$RUN/rbac/ca.pem"
+kctl() { kubectl --kubeconfig "$CTL_KUBECONFIG" "$@"; }
+kctl config set-cluster sim --server "$(kc config view -o jsonpath='{.clusters[0].cluster.server}')" \
+    --certificate-authority "$RUN/rbac/ca.pem" --embed-certs >/dev/null
+kctl config set-credentials controller --token "$TOKEN" >/dev/null
+kctl config set-context sim --cluster sim --user controller >/dev/null
+kctl config use-context sim >/dev/null
+chown 10267:10267 "$CTL_KUBECONFIG" && chmod 0400 "$CTL_KUBECONFIG"
+mapfile -t CTL_ARGS < <(kc get deployment edgeagent-controller -n edgeagent-system -o json \
+    | jq -r '.spec.template.spec.containers[0] | (.command[1:] + .args)[] | select(startswith("--metrics-") | not)')
+[[ ${CTL_ARGS[0]:-} == controller ]] || die "deploy/controller-deployment.yaml does not run 'edgeagent controller': ${CTL_ARGS[*]}"
 CTL_PORT=$(free_port)
 podman_run_d --name ea-systest-controller --network host "${ULIMITS[@]}" --entrypoint edgeagent \
-    -v "$RUN/etc-edgeagent/controller-kubeconfig:/etc/edgeagent/kubeconfig:ro" \
-    localhost/edgeagent:systemtest controller --kubeconfig /etc/edgeagent/kubeconfig --metrics-port "$CTL_PORT" >/dev/null
+    -e EDGEAGENT_IDENTITY=ea-systest-controller -e EDGEAGENT_LOG_FORMAT=json \
+    -v "$CTL_KUBECONFIG:/etc/edgeagent/kubeconfig:ro" \
+    localhost/edgeagent:systemtest "${CTL_ARGS[@]}" --kubeconfig /etc/edgeagent/kubeconfig --metrics-port "$CTL_PORT" >/dev/null
 eventually 60 "podman healthcheck run ea-systest-controller" healthy ea-systest-controller
-pass "controller from the same image healthy ($("${PODMAN[@]}" exec ea-systest-controller edgeagent healthcheck))"
+pass "controller from the same image, '${CTL_ARGS[*]}' as $(kctl auth whoami -o jsonpath='{.status.userInfo.username}'), healthy ($("${PODMAN[@]}" exec ea-systest-controller edgeagent healthcheck))"
+
+# A DaemonSet and its RolloutPlan, made after the controller started: the plan reaches it through its watch.
+kc apply -f - >/dev/null <<'EOF'
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: web, namespace: default, annotations: {apps.openyurt.io/update-strategy: OTA}}
+spec:
+  selector: {matchLabels: {app: web}}
+  updateStrategy: {type: OnDelete}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: "nginx:1.25"}]}
+---
+apiVersion: edgeagent.io/v1alpha1
+kind: RolloutPlan
+metadata: {name: web, namespace: default}
+spec: {daemonSet: web, steps: [1, "100%"]}
+EOF
+plan_status() { kc get rp web -o jsonpath='{.metadata.generation} {.status.observedGeneration} {.status.phase}'; }
+status_written() { local gen seen phase; read -r gen seen phase <<<"$(plan_status)" && [[ -n $phase && $seen == "$gen" ]]; }
+eventually 60 "the controller wrote RolloutPlan web's status" status_written
+# What the credential may do to plans, as the server answers it: read them and write their status, not the plan.
+can() { kctl auth can-i "$@" 2>/dev/null || true; }
+GRANTS="list=$(can list rolloutplans.edgeagent.io) update-status=$(can update rolloutplans.edgeagent.io --subresource=status) update=$(can update rolloutplans.edgeagent.io)"
+[[ $GRANTS == "list=yes update-status=yes update=no" ]] || die "the controller's ServiceAccount may: $GRANTS"
+REFUSED=$(jq -c 'select((.userAgent | startswith("edgeagent-controller")) and (.code == 401 or .code == 403)) | [.code, .verb, .path]' \
+          "$RUN/rbac-audit.log")
+[[ -z $REFUSED ]] || die "requests of the controller refused: $REFUSED"
+kc get rolloutplans | sed 's/^/   | /'
+pass "RolloutPlan web: status (generation, observedGeneration, phase) = $(plan_status), written by the controller; rolloutplans $GRANTS; none of its requests refused"
 
 echo "test-system: $PASSED passed, 0 failed"
