@@ -152,6 +152,10 @@ EVENT_ROLLOUT_ANNOTATIONS_IGNORED = "RolloutAnnotationsIgnored"
 # The RolloutPlan API (deploy/crd-rolloutplan.yaml).
 PLANS_PATH_PREFIX = "/apis/edgeagent.io/v1alpha1"
 PLANS_PATH = PLANS_PATH_PREFIX + "/rolloutplans"
+# What the plans informer says, once each, when the API server stops and starts serving RolloutPlans.
+PLANS_NOT_SERVED = ("the CustomResourceDefinition rolloutplans.edgeagent.io is not installed; rollout plans are off "
+                    "until it is (every DaemonSet is rolled without a plan meanwhile)",
+                    "the CustomResourceDefinition rolloutplans.edgeagent.io is installed: rollout plans are on")
 # The kind of write counted for each plan status write (`ControllerMetrics.writes`).
 WRITE_PLAN_STATUS = "rolloutplan_status"
 # A plan that moves nothing says why in this condition (False).
@@ -239,7 +243,8 @@ class Controller:
                                   transform=trim.strip_managed_fields, **opts)
         # RolloutPlans, all namespaces: each names the DaemonSet it rolls (`spec.daemonSet`) and keeps its state
         # in its status. Without the CRD installed (404) the controller rolls every DaemonSet without a plan.
-        self.plans = Informer(client, PLANS_PATH, name="rolloutplans", transform=trim.strip_managed_fields, **opts)
+        self.plans = Informer(client, PLANS_PATH, name="rolloutplans", transform=trim.strip_managed_fields,
+                              not_served=PLANS_NOT_SERVED, **opts)
         self.queue = WorkQueue()
         self.jobs: Informer | None = None
         self.prepull: PrePuller | None = None
