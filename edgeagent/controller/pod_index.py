@@ -32,6 +32,7 @@ from edgeagent.contract import (
     LABEL_REVISION_HASH,
     LABEL_TEMPLATE_GENERATION,
 )
+from edgeagent.controller.inplace_exec import declares_gate
 from edgeagent.controller.pods import node_of
 from edgeagent.kube.objects import includes_write, meta
 
@@ -193,7 +194,8 @@ class OwnerPods:
     had just gone, and one available pod was deleted beyond max-unavailable. The removal and the replacement come
     through the same watch as the pods the roll counts, so this memory never disagrees with them."""
 
-    __slots__ = ("_clock", "_per_node", "_trackers", "digests", "image_pending", "pods", "unobserved", "vacated")
+    __slots__ = ("_clock", "_per_node", "_trackers", "digests", "gated", "image_pending", "pods", "unobserved",
+                 "vacated")
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.pods: dict[str, JSON] = {}
@@ -201,6 +203,10 @@ class OwnerPods:
         # The keys of the pods whose `PodImageReady` is there and not True: the only pods the pre-puller has
         # anything to do for.
         self.image_pending: set[str] = set()
+        # The keys of the pods that declare the in-place readiness gate (`inplace_exec.declares_gate`): the only
+        # pods whose gate condition a pass may have to open. Every pass of every DaemonSet asks, and reading
+        # each pod's spec for it was ~1 us a pod: ~100 ms of a pass in which nothing changed at 100,000 nodes.
+        self.gated: set[str] = set()
         # The keys of the pods written by this process (`wrote`), to the resourceVersion the write was answered
         # with, while the cached object does not include the write yet: its own watch event has not arrived (the
         # cache holds the object the write was decided on, or another writer's change that landed just before
@@ -226,6 +232,10 @@ class OwnerPods:
             self.image_pending.add(key)
         else:
             self.image_pending.discard(key)
+        if declares_gate(pod):
+            self.gated.add(key)
+        else:
+            self.gated.discard(key)
         node = digest[1]
         if node:
             self._per_node[node] = self._per_node.get(node, 0) + 1
@@ -241,6 +251,7 @@ class OwnerPods:
         if before is not None:
             self._left(before[1])
         self.image_pending.discard(key)
+        self.gated.discard(key)
         if not updating:
             self.unobserved.pop(key, None)
         for tracker in self._trackers.values():

@@ -846,7 +846,8 @@ class Controller:
 
     async def _open_gates(self, key: str, owned: OwnerPods) -> None:
         """Set `edgeagent.io/InPlaceUpdateReady` True on pods whose containers run (new pods, finished restarts)."""
-        pods = gate_updates(owned.pods.values(), self.restarts, key, self.gate_writes)
+        # Only the pods that declare the gate (`OwnerPods.gated`), not a read of every pod's spec in every pass.
+        pods = gate_updates((owned.pods[k] for k in owned.gated), self.restarts, key, self.gate_writes)
 
         def opener(pod: JSON) -> Callable[[], Awaitable[None]]:
             async def call() -> None:
