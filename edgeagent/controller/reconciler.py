@@ -14,6 +14,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from edgeagent import log
@@ -1025,11 +1026,8 @@ class Controller:
         in_flight = self.expectations.in_flight(key)
         joined = tracked.take_joined()
 
-        def names() -> set[str]:
-            found = obs.pods.names()
-            found.update(in_flight)
-            found.update(tracked.dying())
-            return found
+        def names() -> tuple[AbstractSet[str], ...]:
+            return obs.pods.new.keys(), obs.pods.old.keys(), in_flight, tracked.dying()
 
         ranking = self.ranks.get_joined(uid, hash_, plan, None if joined is None else joined | set(in_flight),
                                         names, self.nodes.items)
