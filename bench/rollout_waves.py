@@ -9,10 +9,21 @@ no node has), timed from the template PATCH until the DaemonSet's status (of tha
 every node updated and available.
 
 Figures (`name value unit`):
-- `rollout_plain_roll_time`, `rollout_waved_roll_time`, `rollout_waved_to_plain_ratio` (goal <= 1.1);
-  `rollout_waved_to_plain_floor`: the same ratio where every replacement takes the same time and the budget
-  alone sets the pace: a wave smaller than `max-unavailable` still takes a whole replacement round, so the
-  waves' rounds against the plain roll's (with 1%,10%,50%,100% and 10 %: 1+1+4+5 = 11 against 10, 1.1);
+- `rollout_plain_roll_time`, `rollout_waved_roll_time` (and `..._2`, ... for the later rounds);
+  `rollout_waved_to_plain_ratio_round_K`: each round's waved roll over its plain one; `rollout_waved_to_plain_ratio`:
+  the median of those (one noisy round does not decide: the machine is shared, and a single roll has been seen
+  to take 0.6x or 1.2x its neighbour on unchanged code), and `..._ratio_pooled`: all waved time over all plain time;
+- `rollout_waved_to_plain_floor`: the ratio's arithmetic floor, from the steps and the budget alone. The
+  roll replaces at most `max-unavailable` pods at a time, so where each replacement takes about the same time
+  (here: the pull of an image no node has, then the start) a roll takes one *round* per budget's worth of pods:
+  10,000 nodes at 10 % are 10 rounds. A plan cuts the roll into waves and a wave must finish before the next
+  starts, so each wave takes ceil(wave size / budget) rounds of its own, and a wave smaller than the budget
+  still takes a whole round: `1%,10%,50%,100%` of 10,000 nodes are waves of 100, 900, 4,000 and 5,000 nodes,
+  1 + 1 + 4 + 5 = 11 rounds against the plain roll's 10, so the floor is 1.1x. No controller can do better
+  than the floor without breaking the budget or the waves; what the ratio shows above it is the plan's own cost
+  (the wave gaps, the rounds that cannot overlap across a wave boundary). `rollout_waved_to_plain_above_floor`
+  is the ratio minus the floor (issue 35 withdrew round 3's "<= 1.1x" goal: at a 10 % budget that is the floor
+  itself);
 - `rollout_wave_gap_p50` / `_max`: from the moment the last pod of wave k was Ready on the new revision
   to the first deletion of a pod of wave k+1 (goal: median <= 1 s). Both instants are taken from the
   controller's own pod informer (a handler: the same events the controller plans on), so the gap is the
@@ -36,7 +47,7 @@ wave gaps, so the extra time of a waved roll splits into slower deletions, extra
 Ready, nodes without a pod, the controller's and the sim's CPU, reconciles and DELETEs so far, the plan's wave).
 
     .venv/bin/python bench/rollout_waves.py [--nodes 10000] [--steps 1%,10%,50%,100%] [--max-unavailable 10%]
-        [--rounds 2] [--timeline FILE]
+        [--rounds 3] [--timeline FILE]
 """
 
 from __future__ import annotations
@@ -362,11 +373,22 @@ async def new_revision(sim: Sim, name: str, old: str) -> str:
     raise TimeoutError(f"no new revision of {name}")
 
 
+def wave_sizes(targets: list[int]) -> list[int]:
+    """The waves' sizes from their cumulative `targets`."""
+    return [after - before for before, after in zip([0, *targets], targets, strict=False)]
+
+
+def budget_rounds(targets: list[int], budget: int) -> int:
+    """Replacement rounds of the waves (cumulative `targets`), `budget` pods at a time, a wave finishing before
+    the next starts: a wave smaller than the budget still takes a whole round."""
+    return sum(-(-size // budget) for size in wave_sizes(targets))
+
+
 def budget_floor(targets: list[int], budget: int) -> float:
     """Replacement rounds of the waves (cumulative `targets`) over those of one roll of every node, `budget` pods
-    at a time: what a plan costs at the least when pods take a fixed time to replace, before any overhead."""
-    sizes = [after - before for before, after in zip([0, *targets], targets, strict=False)]
-    return sum(-(-size // budget) for size in sizes) / -(-targets[-1] // budget)
+    at a time: what a plan costs at the least when pods take a fixed time to replace, before any overhead
+    (the module's docstring works the default case out)."""
+    return budget_rounds(targets, budget) / -(-targets[-1] // budget)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -446,9 +468,21 @@ async def run(args: argparse.Namespace) -> None:
                  "its allocated blocks: " + ", ".join(f"{count:,}" for count in blocks))
             report("rollout_rss_after_first_round", rss[0], "MiB")
             report("rollout_rss_after_last_round", rss[-1], "MiB")
-            report("rollout_waved_to_plain_ratio", sum(waved_times) / sum(plain_times), "x")
+            # Each round's ratio (its waved roll over its plain one), and their median: one round slowed by the
+            # shared machine's load does not decide.
+            ratios = [waved / plain for waved, plain in zip(waved_times, plain_times, strict=True)]
+            for round_, ratio in enumerate(ratios, start=1):
+                report(f"rollout_waved_to_plain_ratio_round_{round_}", ratio, "x")
+            ratio = statistics.median(ratios)
+            report("rollout_waved_to_plain_ratio", ratio, "x")
+            report("rollout_waved_to_plain_ratio_pooled", sum(waved_times) / sum(plain_times), "x")
             per_round = max(1, parse_int_or_percent(args.max_unavailable).scaled(n, round_up=True))
-            report("rollout_waved_to_plain_floor", budget_floor(ranking.targets, per_round), "x")
+            floor = budget_floor(ranking.targets, per_round)
+            report("rollout_waved_to_plain_floor", floor, "x")
+            report("rollout_waved_to_plain_above_floor", ratio - floor, "x")
+            note(f"the floor: waves of {wave_sizes(ranking.targets)} nodes at {per_round} pods at a time take "
+                 f"{budget_rounds(ranking.targets, per_round)} replacement rounds, one roll of {n} nodes "
+                 f"{-(-n // per_round)}: {floor:.3f}x")
             if gaps:
                 report("rollout_wave_gap_p50", statistics.median(gaps) * 1e3, "ms")
                 report("rollout_wave_gap_max", max(gaps) * 1e3, "ms")
@@ -496,7 +530,8 @@ def main() -> None:
     parser.add_argument("--steps", default="1%,10%,50%,100%")
     parser.add_argument("--max-unavailable", default="10%")
     parser.add_argument("--timeline", help="append each roll's timeline (JSON, a row every 0.5 s) to this file")
-    parser.add_argument("--rounds", type=int, default=2, help="plain, waved, then (rounds-1) x waved, plain")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="plain, waved, then (rounds-1) x waved, plain; the ratio is the rounds' median")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -95,8 +95,8 @@ GOALS = (
     Goal("agent RSS idle at 110 pods <= 55 MiB", "agent_rss_idle_110_pods", lambda v: v <= 55),
     Goal("agent RSS idle at 1,000 pods <= 75 MiB", "agent_rss_idle_1000_pods", lambda v: v <= 75),
     # Issue 19.
-    Goal("roll with a plan (1%,10%,50%,100%, bake 0) <= 1.1x the same roll without", "rollout_waved_to_plain_ratio",
-         lambda v: v <= 1.1),
+    # (Round 3's "a roll with a plan <= 1.1x the same roll without" is withdrawn by issue 35: at the default 10 %
+    # budget 1.1x is the arithmetic floor itself; rollout_waves.py reports the ratio beside its floor.)
     Goal("wave finished -> first delete of the next wave: median <= 1 s", "rollout_wave_gap_p50",
          lambda v: v <= 1000),
     Goal("a plan adds a bounded number of writes (<= 10 per wave, never per node)", "rollout_plan_extra_writes",

@@ -158,7 +158,7 @@ class OtaFacts(Tracker[Digest]):
     at most the next wave's (1-50 % of them) could change. A gate change that cannot list its nodes (a freeze,
     a new ranking, a plan that appears or goes) starts over, as a new revision does."""
 
-    __slots__ = ("_at", "_gate", "_gated", "_generation", "_hash", "_message", "_reach", "_waves", "more", "total",
+    __slots__ = ("_gate", "_gated", "_generation", "_hash", "_message", "_reach", "_waves", "more", "total",
                  "unavailable", "updated", "wrong")
     _adds_in_one_call = True  # a pod's facts depend on that pod alone (`Tracker.refresh`)
 
@@ -177,8 +177,6 @@ class OtaFacts(Tracker[Digest]):
         self._gated = False  # under a plan's gate: an outdated pod's answer depends on its node's wave
         self._gate: Gate | None = None
         self._message = ""
-        # Pod key -> node, for the pods whose condition depends on the gate (outdated ones, under a plan).
-        self._at: dict[str, str] = {}
         # `Gate.allows` as data: a node may move when its wave (0: not ranked) is at most `_reach` (-1: frozen,
         # none may); None: every node may.
         self._waves: Mapping[str, int] = {}
@@ -194,7 +192,6 @@ class OtaFacts(Tracker[Digest]):
 
     def _reset(self) -> None:
         self.wrong.clear()
-        self._at.clear()
         self.total = self.updated = self.unavailable = 0
 
     def _add(self, key: str, digest: Digest) -> None:
@@ -204,8 +201,7 @@ class OtaFacts(Tracker[Digest]):
         # The first pass after a restart or a new revision runs this over every pod (100,000 at the scale issue
         # 19 names) in one call: `_desired`, `_right` and `Gate.allows` are inlined and the sums kept in locals
         # (calls and attribute writes were a third of it); a condition is right when it equals one of four.
-        wrong, at, waves, reach, hash_, generation = (self.wrong, self._at, self._waves, self._reach, self._hash,
-                                                      self._generation)
+        wrong, waves, reach, hash_, generation = self.wrong, self._waves, self._reach, self._hash, self._generation
         plan = self._gated
         current_right, open_right, reached_right, waiting_right = self._rights()
         total = updated = unavailable = 0
@@ -219,7 +215,6 @@ class OtaFacts(Tracker[Digest]):
             elif not plan:
                 right = open_right
             else:
-                at[key] = node
                 right = waiting_right if reach is not None and waves.get(node, 0) > reach else reached_right
             if not ready:
                 unavailable += 1
@@ -238,7 +233,6 @@ class OtaFacts(Tracker[Digest]):
         self.updated -= revision == self._hash or generation == self._generation
         self.unavailable -= not ready
         self.wrong.pop(key, None)
-        self._at.pop(key, None)
 
     def _follow(self, gate: Gate | None, context: tuple[str, str | None], digests: Mapping[str, Digest]) -> None:
         """Mark the pods whose answer the change from the last gate to `gate` can change (or start over)."""
@@ -260,14 +254,20 @@ class OtaFacts(Tracker[Digest]):
         The moved nodes all answer alike (`Gate.moved_since`: a slice of one ranking's order, all let through now
         or all held back), so the right condition is worked out once."""
         dirty, wrong, waves, reach = self._dirty, self.wrong, self._waves, self._reach
+        hash_, generation = self._hash, self._generation
         _, _, reached_right, waiting_right = self._rights()
         right = waiting_right if reach is not None and waves.get(moved[0], 0) > reach else reached_right
         nodes = set(moved)
         count = 0
-        for key, node in self._at.items():
-            if node in nodes and key not in dirty:
+        # The pods whose condition depends on the gate: the outdated ones not being deleted, on a moved node.
+        # Every pod not marked since the last refresh was derived from the digest it has now (under this context:
+        # `_follow` starts over on a new one), so they are found among the digests, not in a map of their own
+        # filled by every start over (100,000 entries at 100,000 nodes, for a wave change now and then).
+        for key, (_, node, deleting, revision, its_generation, _, current, _) in digests.items():
+            if (node in nodes and not deleting and revision != hash_ and its_generation != generation
+                    and key not in dirty):
                 count += 1
-                if digests[key][6] == right:
+                if current == right:
                     wrong.pop(key, None)
                 else:
                     wrong[key] = right

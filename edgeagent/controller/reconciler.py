@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from edgeagent import log
@@ -158,6 +160,10 @@ EVENT_ROLLOUT_ANNOTATIONS_IGNORED = "RolloutAnnotationsIgnored"
 # The RolloutPlan API (deploy/crd-rolloutplan.yaml).
 PLANS_PATH_PREFIX = "/apis/edgeagent.io/v1alpha1"
 PLANS_PATH = PLANS_PATH_PREFIX + "/rolloutplans"
+# What the plans informer says, once each, when the API server stops and starts serving RolloutPlans.
+PLANS_NOT_SERVED = ("the CustomResourceDefinition rolloutplans.edgeagent.io is not installed; rollout plans are off "
+                    "until it is (every DaemonSet is rolled without a plan meanwhile)",
+                    "the CustomResourceDefinition rolloutplans.edgeagent.io is installed: rollout plans are on")
 # The kind of write counted for each plan status write (`ControllerMetrics.writes`).
 WRITE_PLAN_STATUS = "rolloutplan_status"
 # A plan that moves nothing says why in this condition (False).
@@ -253,7 +259,8 @@ class Controller:
                                   transform=trim.strip_managed_fields, **opts)
         # RolloutPlans, all namespaces: each names the DaemonSet it rolls (`spec.daemonSet`) and keeps its state
         # in its status. Without the CRD installed (404) the controller rolls every DaemonSet without a plan.
-        self.plans = Informer(client, PLANS_PATH, name="rolloutplans", transform=trim.strip_managed_fields, **opts)
+        self.plans = Informer(client, PLANS_PATH, name="rolloutplans", transform=trim.strip_managed_fields,
+                              not_served=PLANS_NOT_SERVED, **opts)
         self.queue = WorkQueue()
         self.jobs: Informer | None = None
         self.prepull: PrePuller | None = None
@@ -390,7 +397,9 @@ class Controller:
             # A node's place in every ranking starts with the sha256 of its name, which never changes: worked out
             # (and remembered) as the node arrives, and the node put in the hash order, not by the first ranking
             # after a restart (at 100,000 nodes the hashes took ~60 ms and the sort 80-90 ms of that pass).
-            self.node_order.add(name_of(obj))
+            # Interned, as the pods' digests intern their node's name (`pod_index.digest_of`): every ranking, wave
+            # map and view by node then holds the one string, and their lookups compare it by identity.
+            self.node_order.add(sys.intern(name_of(obj)))
         elif etype == DELETED:
             self.node_order.remove(name_of(obj))
         # Heartbeats rewrite node status every few seconds; only readiness and labels matter to a roll.
@@ -947,7 +956,8 @@ class Controller:
 
     async def _open_gates(self, key: str, owned: OwnerPods) -> None:
         """Set `edgeagent.io/InPlaceUpdateReady` True on pods whose containers run (new pods, finished restarts)."""
-        pods = gate_updates(owned.pods.values(), self.restarts, key, self.gate_writes)
+        # Only the pods that declare the gate (`OwnerPods.gated`), not a read of every pod's spec in every pass.
+        pods = gate_updates((owned.pods[k] for k in owned.gated), self.restarts, key, self.gate_writes)
 
         def opener(pod: JSON) -> Callable[[], Awaitable[None]]:
             async def call() -> None:
@@ -1125,11 +1135,8 @@ class Controller:
         in_flight = self.expectations.in_flight(key)
         joined = tracked.take_joined()
 
-        def names() -> set[str]:
-            found = obs.pods.names()
-            found.update(in_flight)
-            found.update(tracked.dying())
-            return found
+        def names() -> tuple[AbstractSet[str], ...]:
+            return obs.pods.new.keys(), obs.pods.old.keys(), in_flight, tracked.dying()
 
         ranking = self.ranks.get_joined(uid, hash_, plan, None if joined is None else joined | set(in_flight),
                                         names, self.nodes.items)

@@ -70,6 +70,7 @@ class Informer:
         backoff_max: float = 10.0,
         backoff_max_rejected: float = 60.0,
         transform: Callable[[JSON], JSON] | None = None,
+        not_served: tuple[str, str] | None = None,
     ) -> None:
         self._client = client
         self._path = path
@@ -90,6 +91,11 @@ class Informer:
         # Applied to every object before it is cached (like client-go's TransformFunc): a controller that
         # holds tens of thousands of objects keeps only the fields it reads. Selectors match the full object.
         self._transform = transform
+        # (said when the server answers 404: the kind is not served, said when it is served again). A custom
+        # resource whose CRD is not installed is answered 404 on every retry, which is a state, not news: said
+        # once per episode in the caller's words (`not_served`), the retries themselves at debug level.
+        self._not_served = not_served
+        self._absent = False
         self._handlers: list[Handler] = []
         self._health_listeners: list[Callable[[bool], None]] = []
         self._kick = asyncio.Event()
@@ -174,23 +180,27 @@ class Informer:
                 rejected = isinstance(exc, KubeError) and exc.code in (401, 403)
                 if rejected and isinstance(exc, KubeError):
                     self._note_refused(exc)
+                absent = self._note_absent(exc)
                 # A refusal is logged once per episode (a 401 by the client's CredentialHealth, a 403 by
-                # _note_refused), not per try here.
-                self._mark_unhealthy(exc, quiet=rejected)
+                # _note_refused), and so is a kind not served (`_note_absent`), not per try here.
+                self._mark_unhealthy(exc, quiet=rejected or absent)
                 if isinstance(exc, KubeError):
                     self.answered.set()
                 failures += 1
                 answered = answered + 1 if isinstance(exc, KubeError) else 0
                 if not need_list and (
-                    (isinstance(exc, KubeError) and is_too_large_resource_version(exc))
+                    absent
+                    or (isinstance(exc, KubeError) and is_too_large_resource_version(exc))
                     or answered >= WATCH_FAILURES_BEFORE_RELIST
                 ):
                     # Our resourceVersion may be one the server will never serve: start over from a fresh list.
-                    self._log.warning("watch_keeps_failing_relisting",
-                                      resource_version=self.resource_version, error=str(exc), attempt=failures)
+                    # (A kind no longer served, said already: only a list shows it back.)
+                    if not absent:
+                        self._log.warning("watch_keeps_failing_relisting", resource_version=self.resource_version,
+                                          error=str(exc), attempt=failures)
                     need_list = True
                 delay = self._backoff(failures, rejected=rejected)
-                (self._log.debug if rejected else self._log.warning)(
+                (self._log.debug if rejected or absent else self._log.warning)(
                     "list_watch_failed_backing_off", error=str(exc), attempt=failures, delay=round(delay, 3),
                     listed=not need_list)
                 await wait_event(self._kick, delay)
@@ -225,7 +235,21 @@ class Informer:
                                    f"{self._backoff_max_rejected:g} s at most until a grant allows it")
         self.refused = exc
 
+    def _note_absent(self, exc: Exception) -> bool:
+        """Whether `exc` is a 404 told by `not_served`: the first of an episode is said then (a warning), the
+        rest are not news."""
+        if self._not_served is None or not isinstance(exc, KubeError) or exc.code != 404:
+            return False
+        if not self._absent:
+            self._absent = True
+            self._log.warning("resource_not_served", message=self._not_served[0], path=self._path,
+                              hint="retried with backoff; no restart needed once it is served")
+        return True
+
     def _mark_healthy(self) -> None:
+        if self._absent and self._not_served is not None:
+            self._absent = False
+            self._log.info("resource_served", message=self._not_served[1], path=self._path)
         if self.refused is not None:
             if self.refused.code == 403:
                 self._log.info("list_watch_allowed_again")

@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edgeagent.controller.inplace_exec import declares_gate
 from edgeagent.controller.ota import ConditionChange, OtaFacts, scan
 from edgeagent.controller.pod_index import OwnerPods, digest_of
 from edgeagent.controller.waves import NodePods, pods_by_node
@@ -33,7 +34,7 @@ GATES = [None, Gate(RANKING, 1), Gate(RANKING, 2), FROZEN, Gate(RANKING, 0), Gat
 
 def make_pod(index: int, node: str, revision: str, ready: bool, need: str | None, image: str | None,
              terminating: bool, version: int, said: str = "r1", generation: str | None = None,
-             held: str | None = None) -> JSON:
+             held: str | None = None, gated: bool = False) -> JSON:
     conditions: list[JSON] = [{"type": "Ready", "status": "True" if ready else "False",
                                "lastTransitionTime": format_time(T0)}]
     if need is not None:
@@ -50,7 +51,10 @@ def make_pod(index: int, node: str, revision: str, ready: bool, need: str | None
         meta["labels"]["pod-template-generation"] = generation
     if terminating:
         meta["deletionTimestamp"] = format_time(T0)
-    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"conditions": conditions}}
+    spec: JSON = {"nodeName": node}
+    if gated:
+        spec["readinessGates"] = [{"conditionType": "edgeagent.io/InPlaceUpdateReady"}]
+    return {"metadata": meta, "spec": spec, "status": {"conditions": conditions}}
 
 
 pod_strategy = st.builds(
@@ -66,6 +70,7 @@ pod_strategy = st.builds(
     said=st.sampled_from(REVISIONS),
     generation=st.sampled_from([None, "1", "2"]),
     held=st.sampled_from([None, "True", "False"]),
+    gated=st.booleans(),
 )
 # An event on a pod (put: added or changed, drop: deleted), or a pass of the controller under a context.
 step_strategy = st.one_of(
@@ -113,6 +118,8 @@ def check(owned: OwnerPods, revision: str, gate: Gate | None, generation: str | 
 
     assert owned.image_pending == {key for key, p in owned.pods.items() if any(
         c["type"] == "PodImageReady" and c["status"] != "True" for c in p["status"]["conditions"])}
+    # The pods whose in-place readiness gate a pass may open: those that declare it, and only those.
+    assert owned.gated == {key for key, p in owned.pods.items() if declares_gate(p)}
     return changes
 
 
