@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import structlog
 from hypothesis import settings
 
 from edgeagent.config import SimConfig
@@ -30,6 +31,22 @@ if TYPE_CHECKING:
 settings.register_profile("suite", deadline=None)
 settings.register_profile("ci", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
+
+def _plain_tracebacks() -> None:
+    """structlog's default configuration (what in-process agents and controllers log through, as no command
+    configured it) prints an exception with rich, every frame's locals included: under `make test`'s load that
+    took seconds of CPU per traceback, during which the test's event loop (the agent's, a proxy's) stood still,
+    and a drainer test's request timed out behind four of them. Plain tracebacks, as the product's own
+    configuration (edgeagent/log.py) prints them; everything else stays structlog's default."""
+    processors = [
+        structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
+        if isinstance(p, structlog.dev.ConsoleRenderer) else p
+        for p in structlog.get_config()["processors"]
+    ]
+    structlog.configure(processors=processors)
+
+
+_plain_tracebacks()
 
 # Fast enough for sub-second tests, slow enough that a busy CI machine does not flap nodes to Unknown.
 FAST_TIMINGS: dict[str, Any] = {
