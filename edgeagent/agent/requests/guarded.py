@@ -22,7 +22,7 @@ agent that may not read it (a kubelet identity) deletes, as before.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -364,50 +364,53 @@ class GuardedDelete:
         """Record the node's in-place request on the pod's status, with the UID and resourceVersion of the pod that
         was read and checked as preconditions (as the DELETE has them: the checks hold at the moment of the write;
         a pod that changed meanwhile is read again and re-checked). The controller executes it."""
-        for _ in range(_CHANGED_RETRIES):
-            uid = uid_of(pod)
-            target = target_revision(pod) or ""
-            body = request_patch(pod)
-            try:
-                left = self._timeout()
-                async with asyncio.timeout(left + 1.0):
-                    await self._client.patch(f"{self.path}/status", body, CONTENT_STRATEGIC_MERGE_PATCH, timeout=left)
-            except NotFound as exc:
-                return Deletion(Result.GONE, f"pod {self.key} no longer exists: it was deleted meanwhile", pod=pod,
-                                error=exc)
-            except Conflict as exc:
-                again = await self.read()
-                if isinstance(again, Deletion):
-                    return again
-                if uid_of(again) != uid:
-                    return Deletion(Result.REPLACED, (f"pod {self.key} was replaced meanwhile (uid {uid} no longer "
-                                                      f"exists); nothing was asked of the new pod: {exc.message}"),
-                                    pod=again, error=exc)
-                pod = again
-                continue
-            except (KubeError, KubeUnreachable, TimeoutError) as exc:
-                return self._failed("PATCH", "recording the in-place request on", exc, pod)
-            return Deletion(Result.REQUESTED, (f"Start updating pod {self.key} in place: the request for revision "
-                                               f"{target} is recorded on the pod (uid {uid}); the controller patches "
-                                               "its images, the pod is kept"), pod=pod)
-        return Deletion(Result.TRANSIENT, f"PATCH {self.key}/status: the pod kept changing; trying again later",
-                        pod=pod)
+
+        async def write(pod: JSON, left: float) -> None:
+            await self._client.patch(f"{self.path}/status", request_patch(pod), CONTENT_STRATEGIC_MERGE_PATCH,
+                                     timeout=left)
+
+        def done(pod: JSON) -> Deletion:
+            return Deletion(Result.REQUESTED, (
+                f"Start updating pod {self.key} in place: the request for revision {target_revision(pod) or ''} is "
+                f"recorded on the pod (uid {uid_of(pod)}); the controller patches its images, the pod is kept"),
+                pod=pod)
+
+        return await self._guarded_write(pod, write, done, verb="PATCH", target=f"{self.key}/status",
+                                         doing="recording the in-place request on",
+                                         spared="nothing was asked of the new pod")
 
     async def _delete(self, pod: JSON) -> Deletion:
         """DELETE with the UID and resourceVersion of the pod that was read and checked as preconditions,
         classified. The resourceVersion makes the checks hold at the moment of the delete, not only at the read:
         a pod that changed meanwhile (PodNeedUpgrade turned False, someone began deleting it, or a DELETE of
         ours that timed out on the way was carried out late) is refused with 409, read again and re-checked."""
-        for _ in range(_CHANGED_RETRIES):
-            uid = uid_of(pod)
-            preconditions = {"uid": uid}
+
+        async def write(pod: JSON, left: float) -> None:
+            preconditions = {"uid": uid_of(pod)}
             rv = (pod.get("metadata") or {}).get("resourceVersion")
             if rv:
                 preconditions["resourceVersion"] = str(rv)
+            await self._client.delete(self.path, {"preconditions": preconditions}, timeout=left)
+
+        def done(pod: JSON) -> Deletion:
+            return Deletion(Result.DELETED, (f"Start updating pod {self.key}: deleted (uid {uid_of(pod)}); waiting "
+                                             "for its replacement to be Ready on the new revision"), pod=pod)
+
+        return await self._guarded_write(pod, write, done, verb="DELETE", target=self.key, doing="deleting",
+                                         spared="the new pod was not deleted")
+
+    async def _guarded_write(self, pod: JSON, write: Callable[[JSON, float], Awaitable[None]],
+                             done: Callable[[JSON], Deletion], *, verb: str, target: str, doing: str,
+                             spared: str) -> Deletion:
+        """The upgrade's one write (`write`, carrying the pod's UID and resourceVersion as preconditions),
+        classified, for the DELETE and the in-place request alike: gone (404), or changed meanwhile (409: read
+        again; replaced by a new pod ends it, the same pod changed is re-checked and written again), or failed."""
+        for _ in range(_CHANGED_RETRIES):
+            uid = uid_of(pod)
             try:
                 left = self._timeout()
                 async with asyncio.timeout(left + 1.0):
-                    await self._client.delete(self.path, {"preconditions": preconditions}, timeout=left)
+                    await write(pod, left)
             except NotFound as exc:
                 return Deletion(Result.GONE, f"pod {self.key} no longer exists: it was deleted meanwhile", pod=pod,
                                 error=exc)
@@ -417,15 +420,13 @@ class GuardedDelete:
                     return again
                 if uid_of(again) != uid:
                     return Deletion(Result.REPLACED, (f"pod {self.key} was replaced meanwhile (uid {uid} no longer "
-                                                      f"exists); the new pod was not deleted: {exc.message}"),
-                                    pod=again, error=exc)
+                                                      f"exists); {spared}: {exc.message}"), pod=again, error=exc)
                 pod = again  # the same pod, changed, still to be upgraded: try with what it is now
                 continue
             except (KubeError, KubeUnreachable, TimeoutError) as exc:
-                return self._failed("DELETE", "deleting", exc, pod)
-            return Deletion(Result.DELETED, (f"Start updating pod {self.key}: deleted (uid {uid}); waiting for its "
-                                             "replacement to be Ready on the new revision"), pod=pod)
-        return Deletion(Result.TRANSIENT, f"DELETE {self.key}: the pod kept changing; trying again later", pod=pod)
+                return self._failed(verb, doing, exc, pod)
+            return done(pod)
+        return Deletion(Result.TRANSIENT, f"{verb} {target}: the pod kept changing; trying again later", pod=pod)
 
     def _failed(self, verb: str, doing: str, exc: BaseException, pod: JSON | None = None) -> Deletion:
         if isinstance(exc, KubeError):
