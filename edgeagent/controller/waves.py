@@ -159,7 +159,7 @@ class Observation:
     _split: tuple[set[str], set[str]] | None = field(default=None, repr=False)
     _deferred_memo: tuple[Ranking, int, list[str]] | None = field(default=None, repr=False)
     _deferred: set[str] | None = field(default=None, repr=False)
-    _upgraded_memo: tuple[Mapping[str, int], int] | None = field(default=None, repr=False)
+    _upgraded_memo: tuple[AbstractSet[str], int] | None = field(default=None, repr=False)
 
     def ready(self, node: str) -> bool:
         if self.not_ready is not None:
@@ -253,14 +253,14 @@ class Observation:
             found = self._split = (alive - deferred if deferred else alive, deferred)
         return found
 
-    def upgraded_among(self, ranked: Mapping[str, int]) -> int:
+    def upgraded_among(self, ranked: AbstractSet[str]) -> int:
         """How many nodes of `ranked` have `status` UPGRADED (only clean nodes can). Remembered for the last
         `ranked`: the pass that starts a wave counts twice (the finished wave's message, the new state)."""
         memo = self._upgraded_memo
         if memo is not None and memo[0] is ranked:
             return memo[1]
         upgraded = self._clean_split()[0]
-        found = len(upgraded) if ranked.keys() >= upgraded else len(upgraded.intersection(ranked))
+        found = len(upgraded) if ranked >= upgraded else len(upgraded.intersection(ranked))
         self._upgraded_memo = (ranked, found)
         return found
 
