@@ -409,7 +409,7 @@ def rank_in_order(plan: Plan, nodes: Mapping[str, Mapping[str, str]], by_hash: S
     node in that order). Anything else is ranked by `rank`."""
     if plan.uses_labels:
         return rank(plan, nodes)
-    order = [name for name in by_hash if name in nodes]
+    order = list(filter(nodes.__contains__, by_hash))  # no Python frame per name
     if len(order) != len(nodes):  # a name the order does not know (a pod on a node not cached)
         return rank(plan, nodes)
     return Ranking(order, wave_targets(plan, len(order)))
