@@ -54,7 +54,8 @@ Figures (`name value unit`):
   passes are noted with the collector's share of each. The controller does the full collections itself, between
   steps of the event loop (controller/gc_schedule.py): the last line counts them, and the deep ones.
 
-    .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3] [--node-images 0]
+    .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3] [--node-images 0] \
+        [--profile FILE]
 """
 
 from __future__ import annotations
