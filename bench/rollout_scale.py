@@ -54,7 +54,8 @@ Figures (`name value unit`):
   passes are noted with the collector's share of each. The controller does the full collections itself, between
   steps of the event loop (controller/gc_schedule.py): the last line counts them, and the deep ones.
 
-    .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3] [--node-images 0]
+    .venv/bin/python bench/rollout_scale.py [--nodes 100000] [--passes 5] [--wave-changes 3] [--node-images 0] \
+        [--profile FILE]
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import gc
 import os
 import statistics
@@ -169,7 +171,8 @@ def watch_planning(app: ControllerApp, collector: Collector) -> None:
 COLLECTOR = Collector()
 
 
-async def start_over_cpu(controller: Controller, key: str, passes: int, what: str, ranking: bool = False) -> float:
+async def start_over_cpu(controller: Controller, key: str, passes: int, what: str, ranking: bool = False,
+                         profile: str | None = None) -> float:
     """Median CPU seconds of a reconcile whose per-pod facts are derived again from every pod (what the first
     pass after a restart or a new revision costs; the passes in between re-read only the pods that changed).
     The pods' digests stay: the informer handler made them as the pods arrived (`rollout_scale_cpu_digests`).
@@ -188,6 +191,18 @@ async def start_over_cpu(controller: Controller, key: str, passes: int, what: st
         await controller.reconcile(key)
         samples.append(time.process_time() - started)
         collected.append(COLLECTOR.spent - gc_before)
+    if profile:
+        # One more pass, under cProfile (not among the timed ones: the profiler slows every call).
+        for owned in controller._pods_by_owner.values():
+            owned.forget_facts()
+        if ranking:
+            for uid in list(controller._plan_gates):
+                controller.ranks.forget(uid)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await controller.reconcile(key)
+        profiler.disable()
+        profiler.dump_stats(profile)
     note(f"{what}: passes " + ", ".join(f"{s * 1e3:.0f}" for s in samples) + " ms, of which the garbage collector "
          + ", ".join(f"{c * 1e3:.0f}" for c in collected) + " ms")
     return statistics.median(samples)
@@ -418,7 +433,8 @@ async def run(args: argparse.Namespace) -> None:
             report("rollout_scale_cpu_wave_planning_start_over",
                    await start_over_cpu(controller, key, args.passes, "wave planning start over") * 1e3, "ms")
             report("rollout_scale_cpu_wave_planning_first_pass",
-                   await start_over_cpu(controller, key, args.passes, "wave planning first pass", ranking=True) * 1e3,
+                   await start_over_cpu(controller, key, args.passes, "wave planning first pass", ranking=True,
+                                        profile=args.profile) * 1e3,
                    "ms")
             after = writes_by_kind(app.metrics)
             for kind in sorted(after):
@@ -466,6 +482,8 @@ def main() -> None:
                         help="images each node lists from the start (the sim's --node-images; a real node: dozens)")
     parser.add_argument("--wave-changes", type=int, default=3,
                         help="how many wave changes to time (1: only 1 -> 2; default: all three)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="also run one wave-planning first pass under cProfile and write its stats to FILE")
     asyncio.run(run(parser.parse_args()))
 
 

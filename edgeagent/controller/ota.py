@@ -158,7 +158,7 @@ class OtaFacts(Tracker[Digest]):
     at most the next wave's (1-50 % of them) could change. A gate change that cannot list its nodes (a freeze,
     a new ranking, a plan that appears or goes) starts over, as a new revision does."""
 
-    __slots__ = ("_gate", "_gated", "_generation", "_hash", "_message", "_reach", "_waves", "more", "total",
+    __slots__ = ("_frozen", "_gate", "_gated", "_generation", "_hash", "_message", "_waiting", "more", "total",
                  "unavailable", "updated", "wrong")
     _adds_in_one_call = True  # a pod's facts depend on that pod alone (`Tracker.refresh`)
 
@@ -177,10 +177,11 @@ class OtaFacts(Tracker[Digest]):
         self._gated = False  # under a plan's gate: an outdated pod's answer depends on its node's wave
         self._gate: Gate | None = None
         self._message = ""
-        # `Gate.allows` as data: a node may move when its wave (0: not ranked) is at most `_reach` (-1: frozen,
-        # none may); None: every node may.
-        self._waves: Mapping[str, int] = {}
-        self._reach: int | None = None
+        # `Gate.allows` as data: no node may move when `_frozen`; else those of `_waiting` may not (`Ranking.beyond`
+        # the gate's wave: a node the ranking does not know may), a set, not the ranking's map of every node to its
+        # wave, which the first pass after a restart would make only for this.
+        self._frozen = False
+        self._waiting: AbstractSet[str] = frozenset()
 
     def _rights(self) -> tuple[tuple[str, str, str], ...]:
         """The right (status, message, reason) of a pod on the current revision, of an outdated one without a
@@ -201,7 +202,8 @@ class OtaFacts(Tracker[Digest]):
         # The first pass after a restart or a new revision runs this over every pod (100,000 at the scale issue
         # 19 names) in one call: `_desired`, `_right` and `Gate.allows` are inlined and the sums kept in locals
         # (calls and attribute writes were a third of it); a condition is right when it equals one of four.
-        wrong, waves, reach, hash_, generation = self.wrong, self._waves, self._reach, self._hash, self._generation
+        wrong, frozen, waiting = self.wrong, self._frozen, self._waiting
+        hash_, generation = self._hash, self._generation
         plan = self._gated
         current_right, open_right, reached_right, waiting_right = self._rights()
         total = updated = unavailable = 0
@@ -215,7 +217,7 @@ class OtaFacts(Tracker[Digest]):
             elif not plan:
                 right = open_right
             else:
-                right = waiting_right if reach is not None and waves.get(node, 0) > reach else reached_right
+                right = waiting_right if frozen or node in waiting else reached_right
             if not ready:
                 unavailable += 1
             if current != right:
@@ -253,10 +255,10 @@ class OtaFacts(Tracker[Digest]):
 
         The moved nodes all answer alike (`Gate.moved_since`: a slice of one ranking's order, all let through now
         or all held back), so the right condition is worked out once."""
-        dirty, wrong, waves, reach = self._dirty, self.wrong, self._waves, self._reach
+        dirty, wrong = self._dirty, self.wrong
         hash_, generation = self._hash, self._generation
         _, _, reached_right, waiting_right = self._rights()
-        right = waiting_right if reach is not None and waves.get(moved[0], 0) > reach else reached_right
+        right = waiting_right if self._frozen or moved[0] in self._waiting else reached_right
         nodes = set(moved)
         count = 0
         # The pods whose condition depends on the gate: the outdated ones not being deleted, on a moved node.
@@ -286,11 +288,11 @@ class OtaFacts(Tracker[Digest]):
         generation = template_generation(ds)
         self._hash, self._generation = revision_keys(current_hash, generation)
         self._gated = gate is not None
-        self._waves, self._reach = {}, None
-        if gate is not None and gate.frozen:
-            self._reach = -1
-        elif gate is not None and gate.ranking is not None:
-            self._waves, self._reach = gate.ranking.waves_by_node, gate.wave
+        # (A wave below 0 holds back even the nodes the ranking does not know, as the wave map read here did.)
+        self._frozen = gate is not None and (gate.frozen or (gate.ranking is not None and gate.wave < 0))
+        self._waiting = frozenset()
+        if gate is not None and not self._frozen and gate.ranking is not None:
+            self._waiting = gate.ranking.beyond(gate.wave)
         self._message = version_message(current_hash)
         context = (current_hash, generation)
         self._follow(gate, context, digests)

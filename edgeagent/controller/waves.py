@@ -159,7 +159,7 @@ class Observation:
     _split: tuple[set[str], set[str]] | None = field(default=None, repr=False)
     _deferred_memo: tuple[Ranking, int, list[str]] | None = field(default=None, repr=False)
     _deferred: set[str] | None = field(default=None, repr=False)
-    _upgraded_memo: tuple[Mapping[str, int], int] | None = field(default=None, repr=False)
+    _upgraded_memo: tuple[Ranking, int] | None = field(default=None, repr=False)
 
     def ready(self, node: str) -> bool:
         if self.not_ready is not None:
@@ -253,15 +253,21 @@ class Observation:
             found = self._split = (alive - deferred if deferred else alive, deferred)
         return found
 
-    def upgraded_among(self, ranked: Mapping[str, int]) -> int:
-        """How many nodes of `ranked` have `status` UPGRADED (only clean nodes can). Remembered for the last
-        `ranked`: the pass that starts a wave counts twice (the finished wave's message, the new state)."""
+    def upgraded_among(self, ranking: Ranking) -> int:
+        """How many nodes of `ranking` have `status` UPGRADED (only clean nodes can). Remembered for the last
+        ranking: the pass that starts a wave counts twice (the finished wave's message, the new state). Its
+        `members` (a set of every ranked node) are read only when some node is upgraded: not in the first
+        pass of a new revision."""
         memo = self._upgraded_memo
-        if memo is not None and memo[0] is ranked:
+        if memo is not None and memo[0] is ranking:
             return memo[1]
         upgraded = self._clean_split()[0]
-        found = len(upgraded) if ranked.keys() >= upgraded else len(upgraded.intersection(ranked))
-        self._upgraded_memo = (ranked, found)
+        if not upgraded:
+            found = 0
+        else:
+            ranked = ranking.members
+            found = len(upgraded) if ranked >= upgraded else len(upgraded.intersection(ranked))
+        self._upgraded_memo = (ranking, found)
         return found
 
     def deferred_in_waves(self, ranking: Ranking, k: int) -> list[str]:

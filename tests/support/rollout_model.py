@@ -50,8 +50,8 @@ class ModelObservation:
     def any_pending(self, nodes: Iterable[str]) -> bool:
         return any(self.status(node) == PENDING for node in nodes)
 
-    def upgraded_among(self, ranked: Mapping[str, int]) -> int:
-        return sum(1 for node in ranked if node in self.pods and self.status(node) == UPGRADED)
+    def upgraded_among(self, ranking: Ranking) -> int:
+        return sum(1 for node in ranking.order if node in self.pods and self.status(node) == UPGRADED)
 
     def deferred_in_waves(self, ranking: Ranking, k: int) -> list[str]:
         return [node for node in ranking.nodes_in_waves(k) if self.status(node) == "deferred"]

@@ -105,10 +105,10 @@ def test_fast_answers_are_the_per_node_answers(w: dict[str, Any]) -> None:
     questions = [
         ("finished", lambda: wave_finished(ranking, obs, k),
          all(want[n] != PENDING for n in ranking.nodes_in_waves(last))),
-        ("upgraded", lambda: obs.upgraded_among(ranking.waves_by_node),
+        ("upgraded", lambda: obs.upgraded_among(ranking),
          sum(1 for n in by_node.new if n in ranking.waves_by_node and want[n] == UPGRADED)),
         # (remembered for the last ranking asked about: another one gets its own count)
-        ("upgraded among others", lambda: obs.upgraded_among(others.waves_by_node),
+        ("upgraded among others", lambda: obs.upgraded_among(others),
          sum(1 for n in by_node.new if n in others.waves_by_node and want[n] == UPGRADED)),
         ("deferred", lambda: obs.deferred_among(ranking.nodes_in_waves(k)),
          [n for n in ranking.nodes_in_waves(k) if want[n] == DEFERRED]),
@@ -146,5 +146,5 @@ def test_nodes_that_look_done_but_are_pending() -> None:
                               not_ready=set() if index else None)
             assert obs.deferred_among(ranking.nodes_in_waves(2)) == [second]
             assert not wave_finished(ranking, obs, 1)
-            assert obs.upgraded_among(ranking.waves_by_node) == 0
+            assert obs.upgraded_among(ranking) == 0
             assert obs.status(first) == PENDING

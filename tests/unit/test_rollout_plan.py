@@ -195,6 +195,36 @@ def test_a_ranking_from_names_in_hash_order_is_the_ranking(names: list[str], oth
         assert (got.order, got.targets) == (expected.order, expected.targets)
 
 
+def reference_wave_map(order: list[str], targets: list[int]) -> dict[str, int]:
+    """The wave map as `Ranking` made it with every ranking before it was made on demand."""
+    waves: dict[str, int] = {}
+    start = 0
+    for wave, end in enumerate(targets, start=1):
+        waves.update(zip(order[start:end], itertools.repeat(wave)))
+        start = end
+    return waves
+
+
+@given(node_names, step_lists, st.booleans(), st.integers(-2, 8), st.lists(st.text(min_size=1, max_size=4)))
+def test_beyond_and_members_answer_what_the_wave_map_does(names: list[str], steps: list[tuple[int, bool]],
+                                                          group: bool, k: int, strangers: list[str]) -> None:
+    """`Ranking.beyond(k)` (what the OTA conditions hold back) and `members` (what the counts read) answer from
+    the order what the wave map answers (the reference: a node unknown to the ranking counts as wave 0), for every
+    k, in any order of asking; the map, made on demand, is the reference's."""
+    plan = plan_from(steps, group)
+    nodes = {n: ({ZONE: str(len(n) % 3)} if group and len(n) % 4 else {}) for n in names}
+    ranking = rank(plan, nodes)
+    reference = reference_wave_map(ranking.order, ranking.targets)
+    for node in [*names, *strangers]:
+        assert (node in ranking.beyond(k)) == (reference.get(node, 0) > max(k, 0))
+        assert (node in ranking.members) == (node in reference)
+    assert ranking.beyond(k) == {n for n, wave in reference.items() if wave > max(k, 0)}
+    assert ranking.members == reference.keys()
+    assert dict(ranking.waves_by_node) == reference
+    assert all(ranking.wave_of(n) == reference.get(n) for n in [*names, *strangers])
+    assert all(ranking.reached(n, k) == (n in reference and reference[n] <= k) for n in [*names, *strangers])
+
+
 @given(node_names, step_lists, st.booleans(), st.randoms(use_true_random=False))
 def test_ranking_properties(names: list[str], steps: list[tuple[int, bool]], group: bool, rnd: Any) -> None:
     plan = plan_from(steps, group)
