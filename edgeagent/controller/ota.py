@@ -158,8 +158,8 @@ class OtaFacts(Tracker[Digest]):
     at most the next wave's (1-50 % of them) could change. A gate change that cannot list its nodes (a freeze,
     a new ranking, a plan that appears or goes) starts over, as a new revision does."""
 
-    __slots__ = ("_frozen", "_gate", "_gated", "_generation", "_hash", "_message", "_waiting", "more", "total",
-                 "unavailable", "updated", "wrong")
+    __slots__ = ("_cut", "_cut_beyond", "_frozen", "_gate", "_gated", "_generation", "_hash", "_message", "_ranked",
+                 "more", "total", "unavailable", "updated", "wrong")
     _adds_in_one_call = True  # a pod's facts depend on that pod alone (`Tracker.refresh`)
 
     def __init__(self) -> None:
@@ -177,11 +177,15 @@ class OtaFacts(Tracker[Digest]):
         self._gated = False  # under a plan's gate: an outdated pod's answer depends on its node's wave
         self._gate: Gate | None = None
         self._message = ""
-        # `Gate.allows` as data: no node may move when `_frozen`; else those of `_waiting` may not (`Ranking.beyond`
-        # the gate's wave: a node the ranking does not know may), a set, not the ranking's map of every node to its
-        # wave, which the first pass after a restart would make only for this.
+        # `Gate.allows` as data: no node may move when `_frozen`; else a node beyond the gate's wave may not (a
+        # node the ranking does not know may): one in `_cut` when `_cut_beyond`, else one in `_ranked` and not in
+        # `_cut` (`Ranking.cut`, the smaller side: in wave 1 of 100,000 nodes a set of 1,000, not of 99,000), sets,
+        # not the ranking's map of every node to its wave, which the first pass after a restart would make only
+        # for this.
         self._frozen = False
-        self._waiting: AbstractSet[str] = frozenset()
+        self._cut: AbstractSet[str] = frozenset()
+        self._cut_beyond = True
+        self._ranked: AbstractSet[str] = frozenset()
 
     def _rights(self) -> tuple[tuple[str, str, str], ...]:
         """The right (status, message, reason) of a pod on the current revision, of an outdated one without a
@@ -202,7 +206,7 @@ class OtaFacts(Tracker[Digest]):
         # The first pass after a restart or a new revision runs this over every pod (100,000 at the scale issue
         # 19 names) in one call: `_desired`, `_right` and `Gate.allows` are inlined and the sums kept in locals
         # (calls and attribute writes were a third of it); a condition is right when it equals one of four.
-        wrong, frozen, waiting = self.wrong, self._frozen, self._waiting
+        wrong, frozen, cut, beyond, ranked = self.wrong, self._frozen, self._cut, self._cut_beyond, self._ranked
         hash_, generation = self._hash, self._generation
         plan = self._gated
         current_right, open_right, reached_right, waiting_right = self._rights()
@@ -216,8 +220,12 @@ class OtaFacts(Tracker[Digest]):
                 right = current_right
             elif not plan:
                 right = open_right
+            elif frozen:
+                right = waiting_right
+            elif beyond:
+                right = waiting_right if node in cut else reached_right
             else:
-                right = waiting_right if frozen or node in waiting else reached_right
+                right = reached_right if node in cut or node not in ranked else waiting_right
             if not ready:
                 unavailable += 1
             if current != right:
@@ -235,6 +243,12 @@ class OtaFacts(Tracker[Digest]):
         self.updated -= revision == self._hash or generation == self._generation
         self.unavailable -= not ready
         self.wrong.pop(key, None)
+
+    def _waits(self, node: str) -> bool:
+        """Whether the node lies beyond the gate's wave (the loop of `_add_all` asks the same inline)."""
+        if self._cut_beyond:
+            return node in self._cut
+        return node not in self._cut and node in self._ranked
 
     def _follow(self, gate: Gate | None, context: tuple[str, str | None], digests: Mapping[str, Digest]) -> None:
         """Mark the pods whose answer the change from the last gate to `gate` can change (or start over)."""
@@ -258,7 +272,7 @@ class OtaFacts(Tracker[Digest]):
         dirty, wrong = self._dirty, self.wrong
         hash_, generation = self._hash, self._generation
         _, _, reached_right, waiting_right = self._rights()
-        right = waiting_right if self._frozen or moved[0] in self._waiting else reached_right
+        right = waiting_right if self._frozen or self._waits(moved[0]) else reached_right
         nodes = set(moved)
         count = 0
         # The pods whose condition depends on the gate: the outdated ones not being deleted, on a moved node.
@@ -290,9 +304,10 @@ class OtaFacts(Tracker[Digest]):
         self._gated = gate is not None
         # (A wave below 0 holds back even the nodes the ranking does not know, as the wave map read here did.)
         self._frozen = gate is not None and (gate.frozen or (gate.ranking is not None and gate.wave < 0))
-        self._waiting = frozenset()
+        self._cut, self._cut_beyond, self._ranked = frozenset(), True, frozenset()
         if gate is not None and not self._frozen and gate.ranking is not None:
-            self._waiting = gate.ranking.beyond(gate.wave)
+            self._cut, self._cut_beyond = gate.ranking.cut(gate.wave)
+            self._ranked = gate.ranking.members
         self._message = version_message(current_hash)
         context = (current_hash, generation)
         self._follow(gate, context, digests)

@@ -37,7 +37,7 @@ from edgeagent.kube.objects import (
     namespace_of,
 )
 from edgeagent.kube.timeutil import parse_time
-from edgeagent.rollout.plan import Plan, Ranking, rank, rank_in_order
+from edgeagent.rollout.plan import Plan, Ranking, rank, rank_names
 
 JSON = dict[str, Any]
 
@@ -53,35 +53,55 @@ PENDING = "pending"
 class RankCache:
     """One ranking per DaemonSet and revision, made once and kept while the node set only shrinks: a node
     whose pod is being replaced drops out of the pod cache for a moment, and re-ranking without it would
-    shift every later node into an earlier wave. New nodes make a new ranking over old and new together."""
+    shift every later node into an earlier wave. New nodes make a new ranking over old and new together.
+
+    Each entry keeps the names it ranked (`known`) and, for a plan that orders by labels, their labels: a plan
+    ordering by name alone keeps no map of names to labels, its ranking's `members` are the names."""
 
     def __init__(self, by_hash: Callable[[], Sequence[str]] | None = None) -> None:
-        self._by_uid: dict[str, tuple[str, tuple[object, ...], dict[str, dict[str, str]], Ranking]] = {}
+        # uid -> (revision, plan fingerprint, the names ranked, their labels (None: the plan reads none), ranking)
+        self._by_uid: dict[str, tuple[str, tuple[object, ...], AbstractSet[str], dict[str, dict[str, str]] | None,
+                                      Ranking]] = {}
         # Every cached node's name in hash order (controller/node_order.py): a ranking by name is a filter of it.
         self._by_hash = by_hash
 
     def get(self, uid: str, revision: str, plan: Plan, names: Collection[str], nodes: Mapping[str, JSON]) -> Ranking:
         """The ranking of `names` (nodes running a pod of the DaemonSet); their labels are read from `nodes`
         only when a ranking must be made."""
+        return self._get(uid, revision, plan, names, nodes, owned=False)
+
+    def _get(self, uid: str, revision: str, plan: Plan, names: Collection[str], nodes: Mapping[str, JSON],
+             owned: bool) -> Ranking:
+        """`get`; `owned`: `names` is a set made for this call, which a new ranking may keep as it is."""
         cached = self._by_uid.get(uid)
         fingerprint = plan.fingerprint()
         if cached is not None and cached[0] == revision and cached[1] == fingerprint:
             known = cached[2]
-            if len(names) <= len(known) and known.keys() >= (
+            if len(names) <= len(known) and known >= (
                     names if isinstance(names, AbstractSet) else set(names)):  # C speed: ~60 ms at 100,000
-                return cached[3]
-            merged = {**known, **node_labels((n for n in names if n not in known), nodes, plan)}
-        else:
-            merged = node_labels(names, nodes, plan)
-            if (cached is not None and cached[1] == fingerprint and not plan.uses_labels
-                    and cached[2].keys() == merged.keys()):
-                # A new revision over the same nodes, and a plan that orders by their names alone: the same
-                # ranking (rank() of equal arguments), kept instead of sorting 100,000 names again in the pass
-                # that starts the revision.
-                self._by_uid[uid] = (revision, fingerprint, merged, cached[3])
-                return cached[3]
-        ranking = rank(plan, merged) if self._by_hash is None else rank_in_order(plan, merged, self._by_hash())
-        self._by_uid[uid] = (revision, fingerprint, merged, ranking)
+                return cached[4]
+            # Nodes joined: a ranking of old and new together.
+            names, owned = set(known).union(names), True
+        elif (cached is not None and cached[1] == fingerprint and not plan.uses_labels
+              and cached[2] == (names if isinstance(names, AbstractSet) else set(names))):
+            # A new revision over the same nodes, and a plan that orders by their names alone: the same
+            # ranking (rank() of equal arguments), kept instead of sorting 100,000 names again in the pass
+            # that starts the revision.
+            self._by_uid[uid] = (revision, fingerprint, cached[2], None, cached[4])
+            return cached[4]
+        if not plan.uses_labels:
+            if not owned or not isinstance(names, set):
+                names = set(names)
+            ranked = None if self._by_hash is None else rank_names(plan, names, self._by_hash())
+            if ranked is None:
+                ranked = rank(plan, dict.fromkeys(names, _NO_LABELS))
+            self._by_uid[uid] = (revision, fingerprint, ranked.members, None, ranked)
+            return ranked
+        labels = cached[3] if cached is not None and cached[0] == revision and cached[1] == fingerprint else None
+        merged = ({**labels, **node_labels((n for n in names if n not in labels), nodes, plan)} if labels
+                  else node_labels(names, nodes, plan))
+        ranking = rank(plan, merged)
+        self._by_uid[uid] = (revision, fingerprint, merged.keys(), merged, ranking)
         return ranking
 
     def get_joined(self, uid: str, revision: str, plan: Plan, joined: Collection[str] | None,
@@ -89,19 +109,20 @@ class RankCache:
         """`get`, when only `joined` (None: unknown) can be nodes the cached ranking lacks: a pass in which no
         node gained a pod checks nothing else. `names()`: the names in parts (sets, or a dict's keys), checked
         against the cached ranking part by part and merged only when a ranking must be made: the pass that starts
-        over (a new revision's, a restart's) built their union, a set of 100,000 names, only to find it known."""
+        over (a new revision's, a restart's) built their union, a set of 100,000 names, only to find it known.
+        When one must be made, that union is the new ranking's `members` (`rank_names`)."""
         cached = self._by_uid.get(uid)
         if cached is not None and cached[0] == revision and cached[1] == plan.fingerprint():
-            known = cached[2].keys()
+            known = cached[2]
             if joined is not None:
                 if all(name in known for name in joined):
-                    return cached[3]
+                    return cached[4]
             else:
                 parts = names()
                 if all(known >= part for part in parts):  # C speed, nothing allocated
-                    return cached[3]
-                return self.get(uid, revision, plan, set().union(*parts), nodes)
-        return self.get(uid, revision, plan, set().union(*names()), nodes)
+                    return cached[4]
+                return self._get(uid, revision, plan, set().union(*parts), nodes, owned=True)
+        return self._get(uid, revision, plan, set().union(*names()), nodes, owned=True)
 
     def forget(self, uid: str) -> None:
         self._by_uid.pop(uid, None)

@@ -195,6 +195,20 @@ def test_a_new_revision_over_the_same_nodes_keeps_a_ranking_by_name_alone() -> N
     assert cache.get("uid", "r6", grouped, set(NAMES), nodes) is not by_group
 
 
+def test_a_cached_ranking_keeps_its_own_names() -> None:
+    """A ranking by name alone keeps the names it ranked as its members: a copy of a set the caller passed (the
+    caller may change it later), and an order lacking a name (a node not cached) is ranked by sorting."""
+    nodes = {n: node(n) for n in NAMES}
+    names = set(NAMES)
+    for by_hash in (None, lambda: sorted(NAMES, key=stable_hash), lambda: sorted(NAMES[1:], key=stable_hash)):
+        cache = RankCache(by_hash)
+        ranking = cache.get("uid", NEW, PLAN, names, nodes)
+        names.add("later")
+        assert ranking.members == set(NAMES) and ranking.order == rank(PLAN, {n: {} for n in NAMES}).order
+        assert cache.get("uid", NEW, PLAN, set(NAMES), nodes) is ranking
+        names.discard("later")
+
+
 def test_rank_cache_ranks_by_name_from_the_node_order_it_is_given() -> None:
     """After a restart every ranking is made anew: for a plan ordering by name alone it filters the controller's
     node order (every cached node by hash) instead of sorting the names, and answers what rank() does."""

@@ -27,6 +27,7 @@ from edgeagent.rollout.plan import (
     parse_steps,
     rank,
     rank_in_order,
+    rank_names,
     rank_nodes,
     stable_hash,
     wave_targets,
@@ -195,6 +196,24 @@ def test_a_ranking_from_names_in_hash_order_is_the_ranking(names: list[str], oth
         assert (got.order, got.targets) == (expected.order, expected.targets)
 
 
+@given(node_names, node_names, step_lists, st.booleans())
+def test_a_ranking_from_a_set_of_names_is_the_ranking(names: list[str], others: list[str],
+                                                     steps: list[tuple[int, bool]], group: bool) -> None:
+    """`rank_names` answers what `rank` does for a plan that orders by name alone, keeping the set it was given as
+    its members; a plan ordering by labels, or an order lacking a name, is left to `rank` (None)."""
+    plan = plan_from(steps, group)
+    given_names = set(names)
+    known = sorted({*names, *others}, key=stable_hash)
+    expected = rank(plan, {name: {} for name in given_names})
+    for by_hash in (known, known[1:], known[:-1]):
+        got = rank_names(plan, given_names, by_hash)
+        if plan.uses_labels or len(set(by_hash) & given_names) != len(given_names):
+            assert got is None
+            continue
+        assert got is not None and (got.order, got.targets) == (expected.order, expected.targets)
+        assert got.members is given_names
+
+
 def reference_wave_map(order: list[str], targets: list[int]) -> dict[str, int]:
     """The wave map as `Ranking` made it with every ranking before it was made on demand."""
     waves: dict[str, int] = {}
@@ -221,6 +240,11 @@ def test_beyond_and_members_answer_what_the_wave_map_does(names: list[str], step
             assert (node in ranking.beyond(k)) == (reference.get(node, 0) > max(k, 0)), (node, k)
             assert ranking.reached(node, k) == (node in reference and reference[node] <= k), (node, k)
         assert ranking.beyond(k) == {n for n, wave in reference.items() if wave > max(k, 0)}, k
+        side, beyond = ranking.cut(k)
+        assert len(side) <= len(ranking.order) - len(side), k  # the smaller side
+        for node in [*names, *strangers]:
+            waits = node in side if beyond else node not in side and node in ranking.members
+            assert waits == (reference.get(node, 0) > max(k, 0)), (node, k)
     for node in [*names, *strangers]:
         assert (node in ranking.members) == (node in reference)
     assert ranking.members == reference.keys()
