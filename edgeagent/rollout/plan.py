@@ -314,8 +314,8 @@ class Ranking:
 
     Its maps by node are made when first asked for, not with it: the first pass after a restart or a new revision
     ranks every node, and the wave map (a dict of 100,000 entries at 100,000 nodes, ~40 ms of that pass) is not
-    needed there: the OTA conditions ask only whether a node is beyond the reached waves (`beyond`, a set, a
-    quarter of the cost), the counts only whether it is ranked (`members`)."""
+    needed there: the OTA conditions ask only whether a node is beyond the reached waves (`cut`, the smaller of
+    two sets), the counts only whether it is ranked (`members`)."""
 
     order: list[str]
     targets: list[int]
