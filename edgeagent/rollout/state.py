@@ -8,7 +8,7 @@ crash. Shared by the controller (which writes it), the agent's plan check, `roll
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,8 @@ class RolloutState:
             "counts": {"nodes": self.nodes, "upgraded": self.upgraded, "waiting": self.waiting,
                        "deferred": self.deferred, "failed": self.failed},
             "failures": [dict(f) for f in self.failures[:MAX_FAILURES_LISTED]],
-            "history": [{**h.to_json(), "phase": STATUS_PHASES[h.phase]} for h in self.history[:MAX_HISTORY]],
+            "history": [{**h.to_json(), "phase": STATUS_PHASES[self._shown_phase(h)]}
+                        for h in self.history[:MAX_HISTORY]],
             "conditions": [dict(c) for c in self.conditions],
         }
         if self.generation is not None:
@@ -165,6 +166,16 @@ class RolloutState:
         if self.bake_started_at is not None:
             body["bakeStartedAt"] = format_time(self.bake_started_at)
         return body
+
+    def _shown_phase(self, entry: HistoryEntry) -> str:
+        """The phase `status.history` shows for `entry`: the rollout's own (Baking, Paused) for the current
+        revision's entry while it has not ended, which the state machine keeps as Progressing until then, so that
+        `rollout history`, `kubectl get -o yaml` and `rollout status` say the same (`state_from_status` reads it
+        back as Progressing)."""
+        if (entry.revision == self.revision and entry.finished_at is None and entry.phase == PHASE_PROGRESSING
+                and self.phase in ACTIVE_PHASES):
+            return self.phase
+        return entry.phase
 
     @classmethod
     def from_json(cls, text: str | None) -> tuple[RolloutState | None, str | None]:
@@ -226,6 +237,14 @@ class RolloutState:
         ), None
 
 
+def _stored_phase(entry: JSON, revision: Any, phases: Mapping[str, str]) -> str:
+    """The state machine's phase of a `status.history` entry: the current revision's unfinished entry, shown in
+    the rollout's phase, is Progressing."""
+    if entry.get("revision") == revision and not entry.get("finishedAt") and entry.get("phase") in STATUS_ACTIVE_PHASES:
+        return PHASE_PROGRESSING
+    return phases.get(str(entry.get("phase")), PHASE_PROGRESSING)
+
+
 def state_from_status(status: Any) -> tuple[RolloutState | None, str | None]:
     """A RolloutPlan's `status` (what `to_status` writes) as a state, read as tolerantly as the annotation: (None,
     None) when the controller has written none yet, (None, problem) for anything unreadable."""
@@ -239,7 +258,9 @@ def state_from_status(status: Any) -> tuple[RolloutState | None, str | None]:
         return None, f"status has an unknown phase {phase!r}"
     body = dict(status)
     body["phase"] = phases[phase]
-    body["history"] = [{**h, "phase": phases.get(str(h.get("phase")), PHASE_PROGRESSING)}
+    # The current revision's unfinished entry shows the rollout's phase (`RolloutState._shown_phase`); the state
+    # machine keeps it Progressing until the revision's rollout ends.
+    body["history"] = [{**h, "phase": _stored_phase(h, status.get("revision"), phases)}
                        for h in status.get("history") or [] if isinstance(h, dict)]
     if "observedGeneration" in status:
         body[STATE_GENERATION] = status["observedGeneration"]

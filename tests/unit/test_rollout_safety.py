@@ -25,11 +25,13 @@ from edgeagent.kube.timeutil import format_time
 from edgeagent.rollout.machine import Decision, Steering, decide, outcome, settled_gate
 from edgeagent.rollout.plan import Amount, Plan, Ranking, Step, rank
 from edgeagent.rollout.state import (
+    ACTIVE_PHASES,
     CONDITION_HELD,
     PHASE_ABORTED,
     PHASE_COMPLETE,
     PHASE_PROGRESSING,
     PHASE_ROLLED_BACK,
+    STATUS_PHASES,
     HistoryEntry,
     RolloutState,
     state_from_status,
@@ -303,19 +305,25 @@ _phase = st.sampled_from([PHASE_PROGRESSING, PHASE_ABORTED, PHASE_COMPLETE, PHAS
 def test_a_state_survives_the_rolloutplan_status(wave: int, phase: str, failed: int, waiting: int,
                                                  history: list[tuple[str, str, bool]], held: bool,
                                                  generation: int | None) -> None:
-    """The machine's state is the RolloutPlan status (§7 shape, CamelCase phases) and reads back the same."""
+    """The machine's state is the RolloutPlan status (§7 shape, CamelCase phases) and reads back the same. An entry
+    of the history is Progressing until it ends (as the machine makes them); the current revision's unfinished
+    one shows the rollout's phase (Baking, Paused), as `rollout status` does."""
     state = RolloutState(
         revision="c", stable_revision="b", waves=5, wave=wave, phase=phase, wave_started_at=T0,
         bake_started_at=T0 + 60 if phase == "baking" else None, nodes=10, upgraded=1, deferred=1, failed=failed,
         waiting=waiting, generation=generation,
         failures=[{"node": f"edge-{i}", "pod": f"default/p{i}", "reason": "x"} for i in range(min(failed, 20))],
-        history=tuple(HistoryEntry(r, (f"app:{r}",), p, T0 if done else None) for r, p, done in history),
+        history=tuple(HistoryEntry(r, (f"app:{r}",), p if done else PHASE_PROGRESSING, T0 if done else None)
+                      for r, p, done in history),
         conditions=((("message", "m"), ("reason", "RolledBackRevision"), ("status", "True"), ("type", "Held")),)
         if held else ())
     status = state.to_status()
     assert status["phase"][0].isupper() and set(status) <= {
         "observedGeneration", "revision", "stableRevision", "phase", "wave", "waves", "waveStartedAt",
         "bakeStartedAt", "counts", "failures", "history", "conditions"}
+    for entry, shown in zip(state.history, status["history"], strict=True):
+        current = entry.revision == state.revision and entry.finished_at is None and phase in ACTIVE_PHASES
+        assert shown["phase"] == STATUS_PHASES[phase if current else entry.phase], (entry, shown)
     back, problem = state_from_status(json.loads(json.dumps(status)))
     assert problem is None and back == state
 

@@ -81,10 +81,12 @@ async def test_pause_holds_the_rollout_until_resume(
     await until_state(kube, "paused", revision=new, wave=1, phase="paused")
     code, out, _ = await rollout(six, "status")
     assert code == 3 and "wave 1/3: Paused (spec.paused: true)" in out
+    assert await shown_in_history(six, new) == "Paused"  # as `rollout status` says, not Progressing
     code, _, err = await rollout(six, "promote")  # the controller would drop it: the CLI says so instead
     assert code == 1 and "is paused; `edgeagent rollout resume` first" in err
     await rollout(six, "resume")
     await until_state(kube, "baking again", revision=new, wave=1, phase="baking")
+    assert await shown_in_history(six, new) == "Baking"
     await rollout(six, "promote")
     await until_state(kube, "wave 2", revision=new, wave=2)
 
@@ -106,6 +108,15 @@ async def test_abort_stops_the_rollout_and_rolls_back(
     assert "by the operator (rollout abort)" in out
     code, _, err = await rollout(six, "abort")  # nothing left to abort
     assert code == 1 and "nothing to abort" in err
+
+
+async def shown_in_history(sim: SimCluster, revision: str) -> str:
+    """The PHASE `edgeagent rollout history` shows for `revision`."""
+    code, out, err = await rollout(sim, "history")
+    assert code == 0, err
+    phases = [line.split()[2] for line in out.splitlines()[1:] if line.split()[0] == revision]
+    assert len(phases) == 1, out
+    return phases[0]
 
 
 async def _new_hash(kube: KubeClient, old: str | None) -> str | None:
