@@ -86,8 +86,12 @@ def ranking(plan: Plan | None, status: Mapping[str, Any] | None,
 
 
 def bake_left(plan: Plan | None, status: Mapping[str, Any] | None, now: float) -> int | None:
-    """Whole seconds of bake left, rounded up: every view prints the same number, and 0 only once it is over."""
+    """Whole seconds of bake left, rounded up: every view prints the same number, and 0 only once it is over. Never
+    more than the bake: the controller starts a bake at the next whole second (`bakeStartedAt` has no fraction),
+    so in the second before it a view would read `10m1s` of a `10m` bake."""
     if plan is None or status is None or status.get("phase") != states.STATUS_PHASES[states.PHASE_BAKING]:
         return None
     started = parse_time(status.get("bakeStartedAt"))
-    return None if started is None else max(0, math.ceil(started + plan.bake_seconds - now))
+    if started is None:
+        return None
+    return max(0, min(math.ceil(plan.bake_seconds), math.ceil(started + plan.bake_seconds - now)))

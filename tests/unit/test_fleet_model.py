@@ -258,10 +258,12 @@ def test_bake_left_and_garbage_state_are_never_fatal() -> None:
 
 
 def test_bake_left_is_whole_seconds_rounded_up() -> None:
-    """`-o json` printed 592.1079123020172: every view shows the same whole number, 0 only when over."""
+    """`-o json` printed 592.1079123020172: every view shows the same whole number, 0 only when over, and never more
+    than the bake (`rollout status` printed `bake left 10m1s` of a `10m` bake)."""
     baking = rollout_plan({"revision": "new", "wave": 1, "waves": 3, "phase": "Baking",
                            "bakeStartedAt": "2026-01-01T00:00:00Z"}, [1, "50%", "100%"], "10m")
-    for elapsed, left in ((59.2, 541), (599.01, 1), (600.0, 0), (900.0, 0)):
+    # Read in the second before the bake starts (the controller starts it at the next whole second): the bake.
+    for elapsed, left in ((-0.7, 600), (-0.0001, 600), (0.0, 600), (59.2, 541), (599.01, 1), (600.0, 0), (900.0, 0)):
         fleet = model.build([ds()], [pod(generation="2", revision="new")], [node()], [],
                             now=1767225600.0 + elapsed, plans=[baking])
         assert fleet.daemonsets[0].bake_left == left
