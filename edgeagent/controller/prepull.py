@@ -83,6 +83,12 @@ class PrepullSettings:
 # ---------------------------------------------------------------------------------------------- pure parts
 
 
+# How long a Job whose create failed without saying whether it was carried out (a 5xx, no answer) keeps its slot
+# while the informer does not show it. The informer brings a created Job within a second on a healthy link;
+# this bounds the wait of a pod whose create really failed.
+UNSURE_CREATE_TTL = 30.0
+
+
 def retry_delay(failed_attempts: int, base: float, cap: float) -> float:
     """Delay before the next attempt after `failed_attempts` failures: base, 2·base, 4·base … at most cap."""
     return backoff.exponential(failed_attempts, initial=base, cap=cap)
@@ -264,6 +270,9 @@ class PrePuller:
     job_pods: dict[str, JSON] = field(default_factory=dict)  # job key -> its pod
     _attempts: dict[tuple[str, str], _Attempt] = field(default_factory=dict)
     _inflight: dict[str, str] = field(default_factory=dict)  # job key -> node, created but not yet observed
+    # Job key -> until when its slot stays taken though its create failed: the failure left open whether the Job
+    # was created (`_create_failed`).
+    _unsure: dict[str, float] = field(default_factory=dict)
     _waiting: set[str] = field(default_factory=set)  # DaemonSet keys with a pod waiting for a slot
     _deleting: set[str] = field(default_factory=set)  # job keys deleted by us, not yet gone from the cache
     _written: dict[str, str] = field(default_factory=dict)  # pod uid -> resourceVersion our patch was based on
@@ -286,12 +295,16 @@ class PrePuller:
             self.jobs.pop(key, None)
             self.job_pods.pop(key, None)
             self._deleting.discard(key)
+            # A create that met this Job (409) holds no slot once it is gone: the next pass creates ours.
+            if self._unsure.pop(key, None) is not None:
+                self._inflight.pop(key, None)
             if self._waiting:  # a slot freed: everyone waiting gets a chance
                 for ds_key in list(self._waiting):
                     self.enqueue(ds_key)
         else:
             self.jobs[key] = job
             self._inflight.pop(key, None)
+            self._unsure.pop(key, None)
         owner = self.daemonset_of_job(job)
         if owner:
             self.enqueue(owner)
@@ -353,6 +366,7 @@ class PrePuller:
         anything to do), when the caller tracks them; otherwise every pod is looked at."""
         ds_key = f"{namespace_of(ds)}/{name_of(ds)}"
         self._waiting.discard(ds_key)
+        self._expire_unsure()
         images = revision_images(template)
         errors: list[BaseException] = []
         live: set[str] | None = None
@@ -464,14 +478,14 @@ class PrePuller:
         try:
             await self.client.create(f"/apis/batch/v1/namespaces/{namespace_of(pod)}/jobs", manifest)
         except Conflict:  # ours from before (the informer will bring it); never a second one
-            self._inflight.pop(key, None)
+            self._create_failed(key, ds_key, exists=True)
             return
         except KubeError as exc:
-            self._inflight.pop(key, None)
+            self._create_failed(key, ds_key, exists=exc.code >= 500)
             errors.append(exc)
             return
         except KubeUnreachable as exc:
-            self._inflight.pop(key, None)
+            self._create_failed(key, ds_key, exists=True)
             errors.append(exc)
             return
         except BaseException:
@@ -483,6 +497,28 @@ class PrePuller:
         self.metrics.jobs_created.inc()
         _log.info("prepull_job_created", pod=f"{namespace_of(pod)}/{name_of(pod)}", node=node, revision=revision,
                   images=images, attempt=attempt.failed + 1)
+
+    def _create_failed(self, key: str, ds_key: str, *, exists: bool) -> None:
+        """A Job create that did not answer 201. Its slot is freed only when the Job surely was not created (a
+        4xx): after a 409 it exists, and after a 5xx or no answer at all it may (the server can commit a request
+        and lose its answer). Such a Job counts against the caps until the informer shows it, or, if it never
+        does, for `UNSURE_CREATE_TTL`; freeing the slot at once let the next pod's Job start before the informer
+        brought the first, one Job over the cap (the soak, seed 41: 11 Jobs with a cap of 10, in a burst of lost
+        answers). The DaemonSet is reconciled again when that time is up."""
+        if not exists:
+            self._inflight.pop(key, None)
+            return
+        self._unsure[key] = self.clock() + UNSURE_CREATE_TTL
+        self.enqueue_after(ds_key, UNSURE_CREATE_TTL)
+
+    def _expire_unsure(self) -> None:
+        """Free the slots of failed creates whose Job the informer has not shown within `UNSURE_CREATE_TTL`."""
+        if not self._unsure:
+            return
+        now = self.clock()
+        for key in [k for k, until in self._unsure.items() if until <= now]:
+            del self._unsure[key]
+            self._inflight.pop(key, None)
 
     async def _judge(self, ds_key: str, pod: JSON, job: JSON, images: list[str], nodes: dict[str, JSON],
                      revision: str, now: float, errors: list[BaseException]) -> None:

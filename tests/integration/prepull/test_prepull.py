@@ -450,3 +450,69 @@ async def _pull_requested(admin: KubeClient, hash_: str) -> bool:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_create_whose_answer_was_lost_keeps_its_slot(sim_factory: SimFactory, admin_of: Any) -> None:
+    """The soak (seed 41, 200 nodes): in a burst of lost answers (the server commits a Job's create, then answers
+    500) the controller freed the Job's slot at once and started the next pod's Job before its informer brought
+    the first: 11 pre-pull Jobs with a cap of 10. A create that may have been carried out (a 5xx, a 409, no
+    answer) holds its slot until the informer shows the Job, or for `UNSURE_CREATE_TTL` if it never does; one
+    refused for sure (a 4xx) frees it at once."""
+    from prometheus_client import CollectorRegistry
+
+    from edgeagent.controller.events import EventRecorder
+    from edgeagent.controller.prepull import UNSURE_CREATE_TTL, PrePuller, PrepullSettings
+
+    sim = await sim_factory(nodes=2)
+    admin = await admin_of(sim)
+    hash_ = await roll_out(admin, sim, ["registry.local/app:1"], ["registry.local/app:2"])
+    for pod in (await live_pods(admin)).values():
+        await request_pull(admin, pod, hash_)
+    now = [1_000.0]
+    creates: list[str] = []
+    later: list[float] = []
+    puller = PrePuller(admin, PrepullSettings(max_concurrent=1), EventRecorder(admin, instance="test"),
+                       CollectorRegistry(), creates.append, lambda key: None, lambda key, delay: later.append(delay),
+                       clock=lambda: now[0])
+
+    async def one_pass() -> list[BaseException]:
+        ds = await admin.get(f"{DS_PATH}/{DS}")
+        pods = {f"{NS}/{p['metadata']['name']}": p for p in (await live_pods(admin)).values()}
+        nodes = {n["metadata"]["name"]: n for n in (await admin.get("/api/v1/nodes"))["items"]}
+        return await puller.sync(ds, pods, hash_, ds["spec"]["template"], nodes)
+
+    async def jobs() -> list[JSON]:
+        return list((await admin.get(JOBS))["items"])
+
+    async def both_requested() -> bool:
+        states = [image_ready(p) for p in (await live_pods(admin)).values()]
+        return len(states) == 2 and all(s is not None and s[1] == "WaitPullImage" for s in states)
+
+    await eventually(both_requested, what="both pods WaitPullImage")
+    # Refused for sure (429: the server did nothing): both pods are tried in the same pass, no slot is held.
+    await admin.request("POST", "/sim/v1/faults", body={"codes": [429], "durationSeconds": 60, "path": JOBS,
+                                                         "verbs": ["POST"]})
+    assert len(await one_pass()) == 2 and await jobs() == []
+    await admin.request("DELETE", "/sim/v1/faults")
+    now[0] += 10  # past the retry delay of those failed attempts
+    # Carried out, the answer lost: the Job exists, and the other pod's Job waits for the slot.
+    await admin.request("POST", "/sim/v1/faults", body={"codes": [500], "after": True, "durationSeconds": 60,
+                                                         "path": JOBS, "verbs": ["POST"]})
+    assert len(await one_pass()) == 1
+    await admin.request("DELETE", "/sim/v1/faults")
+    assert len(await jobs()) == 1 and later == [UNSURE_CREATE_TTL]
+    assert await one_pass() == [] and len(await jobs()) == 1  # still held, the Job not seen by this puller
+    # Never shown within the TTL: the slot is freed, and the create again meets the Job (409), which holds it.
+    now[0] += UNSURE_CREATE_TTL + 1
+    assert await one_pass() == [] and len(await jobs()) == 1
+    assert creates.count("job_create") == 4  # 2 refused, 1 lost, 1 met the Job: never the second pod's
+    # The Job goes (deleted by someone else) before this puller saw it: its slot goes with it, and the pod's Job is
+    # created again at once, not after the TTL.
+    (job,) = await jobs()
+    await admin.delete(f"{JOBS}/{job['metadata']['name']}", {"propagationPolicy": "Background"})
+    puller.on_job("DELETED", job)
+    assert await one_pass() == [] and len(await jobs()) == 1 and creates.count("job_create") == 5
+    # The informer shows the new one: a Job like any other from then on.
+    (job,) = await jobs()
+    puller.on_job("ADDED", job)
+    assert puller._unsure == {} and await one_pass() == [] and len(await jobs()) == 1
