@@ -73,7 +73,10 @@ class EventRecorder:
         event = self.build(obj, event_type, reason, message)
         namespace = event["metadata"]["namespace"]
         log_method = self._log.warning if event_type == EVENT_WARNING else self._log.info
-        log_method("event", object=f"{namespace}/{name_of(obj)}", reason=reason, message=event["message"])
+        # The kind too: a rollout's Events are recorded on its RolloutPlan and on its DaemonSet, which share a name,
+        # and two lines naming only `default/web` read as one Event logged twice.
+        log_method("event", kind=event["involvedObject"]["kind"], object=f"{namespace}/{name_of(obj)}", reason=reason,
+                   message=event["message"])
         try:
             await self._client.create(f"/api/v1/namespaces/{namespace}/events", event, timeout=5.0)
         except (KubeError, KubeUnreachable) as exc:
