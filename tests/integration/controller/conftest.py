@@ -17,6 +17,7 @@ from edgeagent.kube.objects import get_condition, is_node_ready, is_pod_ready, i
 from edgeagent.rollout import command as rollout_command
 from edgeagent.sim.cluster import SimCluster
 from tests.conftest import SimFactory
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 NS = "default"
@@ -126,6 +127,18 @@ async def current_hash(kube: KubeClient, name: str) -> str | None:
 
 def image_of(pod: JSON) -> str:
     return str(pod["spec"]["containers"][0]["image"])
+
+
+async def template_back_on(kube: KubeClient, name: str, image: str) -> JSON:
+    """The DaemonSet once its template runs `image` again. A rollback writes the plan's status first and restores
+    the template after it (a refused status write moves nothing), so a read right after the status says
+    RolledBack can still see the bad template: on a loaded `make test` it did."""
+    async def probe() -> JSON | None:
+        ds = await get_daemonset(kube, name)
+        return ds if image_of(ds["spec"]["template"]) == image else None
+
+    found: JSON = await eventually(probe, timeout=30, what=f"{name}'s template back on {image}")
+    return found
 
 
 async def images_by_node(kube: KubeClient, name: str) -> dict[str, str]:

@@ -19,10 +19,9 @@ from tests.integration.controller.conftest import (
     create_daemonset,
     current_hash,
     daemonset_manifest,
-    get_daemonset,
-    image_of,
     pods_of,
     set_image,
+    template_back_on,
 )
 from tests.support.rollout_plans import documented_order, ds_annotations, new_hash, plan_events, plan_state, with_plan
 from tests.support.waiting import eventually
@@ -81,7 +80,7 @@ async def test_a_bad_image_in_place_is_counted_rolled_back_and_the_good_image_re
         assert state["counts"]["failed"] == 1, state
         assert [f["node"] for f in state["failures"]] == [first], state
         assert "ImagePullBackOff" in state["failures"][0]["reason"], state
-        assert image_of((await get_daemonset(admin, "web"))["spec"]["template"]) == GOOD
+        await template_back_on(admin, "web", GOOD)
 
         # The previous image comes back in place: same pods, one more restart on the failed node, Ready.
         async def restored() -> list[JSON] | None:

@@ -21,9 +21,8 @@ from tests.integration.controller.conftest import (
     create_daemonset,
     current_hash,
     daemonset_manifest,
-    get_daemonset,
-    image_of,
     set_image,
+    template_back_on,
 )
 from tests.support.rollout_plans import ds_annotations, new_hash, plan_state, with_plan
 from tests.support.waiting import eventually
@@ -66,4 +65,4 @@ async def test_version_ready_briefly_before_each_crash_is_rolled_back_within_the
         assert state["failures"], state
         assert elapsed <= DEADLINE + SLACK, (
             f"rolled back {elapsed:.1f}s after the bad version came; its pods' deadline is {DEADLINE}s", state)
-        assert image_of((await get_daemonset(admin, "web"))["spec"]["template"]) == OLD
+        await template_back_on(admin, "web", OLD)

@@ -15,11 +15,10 @@ from tests.integration.controller.conftest import (
     create_daemonset,
     current_hash,
     daemonset_manifest,
-    get_daemonset,
-    image_of,
     images_by_node,
     patch_daemonset,
     set_image,
+    template_back_on,
 )
 from tests.support.rollout_plans import (
     PlanRecorder,
@@ -69,8 +68,7 @@ async def test_bad_version_in_wave_one_is_rolled_back_and_never_rolled_again(
             assert state["revision"] == bad and state["stableRevision"] == good and state["wave"] == 1, state
             assert state["counts"]["failed"] >= 1 and state["failures"], state
             assert all(f["node"] in wave1 for f in state["failures"]), state
-            ds = await get_daemonset(admin, "web")
-            assert image_of(ds["spec"]["template"]) == OLD
+            ds = await template_back_on(admin, "web", OLD)
             # Nothing of the rollout is written onto the DaemonSet but the template: the bad revision is marked in
             # the plan's history.
             assert not any(a.startswith("edgeagent.io/roll") for a in ds["metadata"].get("annotations") or {})

@@ -17,11 +17,11 @@ from tests.integration.controller.conftest import (
     create_daemonset,
     current_hash,
     daemonset_manifest,
-    get_daemonset,
     images_by_node,
     pods_of,
     rollout,
     set_image,
+    template_back_on,
 )
 from tests.support.rollout_plans import ds_annotations, get_plan, plan_state, with_plan
 from tests.support.waiting import eventually
@@ -97,9 +97,7 @@ async def test_abort_stops_the_rollout_and_rolls_back(
     code, out, _ = await rollout(six, "abort")
     assert code == 0, out
     await until_state(kube, "rolled back", revision=new, phase="rolledBack")
-    # The status is written first and the template restored after it (a refused status write moves nothing): a
-    # read between the two sees the rolled-back status and the new template still.
-    ds = await eventually(lambda: _template_on(kube, OLD), what=f"the template back on {OLD}")
+    ds = await template_back_on(kube, "web", OLD)
     assert not [k for k in annotations_of(ds) if k.startswith("edgeagent.io/roll")]  # nothing on the DaemonSet
     history = (await get_plan(kube, "web"))["status"]["history"]
     assert [h["phase"] for h in history if h["revision"] == new] == ["RolledBack"]
@@ -118,11 +116,6 @@ async def shown_in_history(sim: SimCluster, revision: str) -> str:
     phases = [line.split()[2] for line in out.splitlines()[1:] if line.split()[0] == revision]
     assert len(phases) == 1, out
     return phases[0]
-
-
-async def _template_on(kube: KubeClient, image: str) -> JSON | None:
-    ds = await get_daemonset(kube, "web")
-    return ds if ds["spec"]["template"]["spec"]["containers"][0]["image"] == image else None
 
 
 async def _new_hash(kube: KubeClient, old: str | None) -> str | None:
