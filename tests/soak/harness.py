@@ -125,6 +125,7 @@ class _DsState:
     bad: bool = False
     bad_since: float = 0.0
     bad_image: str = ""  # the crashing image once it is out (in the template)
+    bad_versions: int = 0  # bad versions put out so far: each one a new image (`act_bad_version`)
 
     def image(self, version: int | None = None, bad: bool = False) -> str:
         return f"registry.local/soak/{self.name}:{version or self.version}" + ("-bad" if bad else "")
@@ -869,9 +870,15 @@ class Soak:
         if ds.bad:
             raise RuntimeError(f"{ds.name} is already on a bad version")
         ds.bad, ds.bad_since = True, time.time()
-        bad = ds.image(ds.version + 1, bad=True)
+        # Each bad version is a new image: the same one again is a revision the controller rolled back already,
+        # which a plan holds (a rolled-back revision re-applied is never rolled again by itself), and the fleet
+        # would wait for a rollback that by design does not come.
+        ds.bad_versions += 1
+        bad = ds.image(ds.version + 1, bad=True) + (f".{ds.bad_versions}" if ds.bad_versions > 1 else "")
         self.bad_images.add(bad)
         try:
+            await self.retry(f"register {bad}", lambda: self.api("POST", "/sim/v1/images",
+                                                                 {"image": bad, "crash": True}), 30)
             await self.retry(f"bad version of {ds.name}", lambda: self._set_image(ds, bad), 30)
         except BaseException:
             # Out or not: with a plan notice_rollbacks() settles it from the template; without, roll back.
