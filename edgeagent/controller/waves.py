@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from edgeagent.contract import (
     CONDITION_UPGRADE_HELD,
@@ -50,18 +50,30 @@ PENDING = "pending"
 # ------------------------------------------------------------------------------------------------ ranking
 
 
+class _Ranked(NamedTuple):
+    """One `RankCache` entry: the ranking of a revision under a plan, and the labels it was made from when the
+    plan orders by labels (None: by name alone)."""
+
+    revision: str
+    fingerprint: tuple[object, ...]
+    labels: dict[str, dict[str, str]] | None
+    ranking: Ranking
+
+    @property
+    def known(self) -> AbstractSet[str]:
+        """The names ranked: the labels' keys, or the ranking's members (kept from the set it was made of)."""
+        return self.ranking.members if self.labels is None else self.labels.keys()
+
+
 class RankCache:
     """One ranking per DaemonSet and revision, made once and kept while the node set only shrinks: a node
     whose pod is being replaced drops out of the pod cache for a moment, and re-ranking without it would
     shift every later node into an earlier wave. New nodes make a new ranking over old and new together.
 
-    Each entry keeps the names it ranked (`known`) and, for a plan that orders by labels, their labels: a plan
-    ordering by name alone keeps no map of names to labels, its ranking's `members` are the names."""
+    A plan ordering by name alone keeps no map of names to labels: its ranking's `members` are the names."""
 
     def __init__(self, by_hash: Callable[[], Sequence[str]] | None = None) -> None:
-        # uid -> (revision, plan fingerprint, the names ranked, their labels (None: the plan reads none), ranking)
-        self._by_uid: dict[str, tuple[str, tuple[object, ...], AbstractSet[str], dict[str, dict[str, str]] | None,
-                                      Ranking]] = {}
+        self._by_uid: dict[str, _Ranked] = {}
         # Every cached node's name in hash order (controller/node_order.py): a ranking by name is a filter of it.
         self._by_hash = by_hash
 
@@ -75,33 +87,34 @@ class RankCache:
         """`get`; `owned`: `names` is a set made for this call, which a new ranking may keep as it is."""
         cached = self._by_uid.get(uid)
         fingerprint = plan.fingerprint()
-        if cached is not None and cached[0] == revision and cached[1] == fingerprint:
-            known = cached[2]
+        current = cached is not None and cached.revision == revision and cached.fingerprint == fingerprint
+        if cached is not None and current:
+            known = cached.known
             if len(names) <= len(known) and known >= (
                     names if isinstance(names, AbstractSet) else set(names)):  # C speed: ~60 ms at 100,000
-                return cached[4]
+                return cached.ranking
             # Nodes joined: a ranking of old and new together.
             names, owned = set(known).union(names), True
-        elif (cached is not None and cached[1] == fingerprint and not plan.uses_labels
-              and cached[2] == (names if isinstance(names, AbstractSet) else set(names))):
+        elif (cached is not None and cached.fingerprint == fingerprint and not plan.uses_labels
+              and cached.known == (names if isinstance(names, AbstractSet) else set(names))):
             # A new revision over the same nodes, and a plan that orders by their names alone: the same
             # ranking (rank() of equal arguments), kept instead of sorting 100,000 names again in the pass
             # that starts the revision.
-            self._by_uid[uid] = (revision, fingerprint, cached[2], None, cached[4])
-            return cached[4]
+            self._by_uid[uid] = cached._replace(revision=revision)
+            return cached.ranking
         if not plan.uses_labels:
             if not owned or not isinstance(names, set):
                 names = set(names)
             ranked = None if self._by_hash is None else rank_names(plan, names, self._by_hash())
             if ranked is None:
                 ranked = rank(plan, dict.fromkeys(names, _NO_LABELS))
-            self._by_uid[uid] = (revision, fingerprint, ranked.members, None, ranked)
+            self._by_uid[uid] = _Ranked(revision, fingerprint, None, ranked)
             return ranked
-        labels = cached[3] if cached is not None and cached[0] == revision and cached[1] == fingerprint else None
+        labels = cached.labels if cached is not None and current else None
         merged = ({**labels, **node_labels((n for n in names if n not in labels), nodes, plan)} if labels
                   else node_labels(names, nodes, plan))
         ranking = rank(plan, merged)
-        self._by_uid[uid] = (revision, fingerprint, merged.keys(), merged, ranking)
+        self._by_uid[uid] = _Ranked(revision, fingerprint, merged, ranking)
         return ranking
 
     def get_joined(self, uid: str, revision: str, plan: Plan, joined: Collection[str] | None,
@@ -112,15 +125,15 @@ class RankCache:
         over (a new revision's, a restart's) built their union, a set of 100,000 names, only to find it known.
         When one must be made, that union is the new ranking's `members` (`rank_names`)."""
         cached = self._by_uid.get(uid)
-        if cached is not None and cached[0] == revision and cached[1] == plan.fingerprint():
-            known = cached[2]
+        if cached is not None and cached.revision == revision and cached.fingerprint == plan.fingerprint():
+            known = cached.known
             if joined is not None:
                 if all(name in known for name in joined):
-                    return cached[4]
+                    return cached.ranking
             else:
                 parts = names()
                 if all(known >= part for part in parts):  # C speed, nothing allocated
-                    return cached[4]
+                    return cached.ranking
                 return self._get(uid, revision, plan, set().union(*parts), nodes, owned=True)
         return self._get(uid, revision, plan, set().union(*names()), nodes, owned=True)
 
