@@ -1042,6 +1042,36 @@ class Soak:
                         "output": text.decode(errors="replace")[-3000:]})
         return out
 
+    async def describe_stuck(self, pods: list[JSON], rollouts: list[JSON]) -> list[str]:
+        """What a person needs to tell why the fleet did not converge: every pod of a DaemonSet that is not on
+        its updated count (node, revision, Ready, waiting reason, restarts), that DaemonSet's `rollout status`,
+        and each agent's hold."""
+        lines: list[str] = []
+        stuck = {r["name"] for r in rollouts if r.get("updated") != r.get("total")
+                 or (r.get("phase") is not None and r["phase"] not in PLAN_SETTLED)}
+        for pod in pods:
+            meta, status = pod["metadata"], pod.get("status") or {}
+            app = (meta.get("labels") or {}).get("app")
+            if app not in stuck:
+                continue
+            ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+            containers = status.get("containerStatuses") or [{}]
+            deleting = bool(meta.get("deletionTimestamp"))
+            waiting = ((containers[0].get("state") or {}).get("waiting") or {}).get("reason", "")
+            lines.append(f"soak: stuck pod {meta['name']} of {app} on {pod['spec'].get('nodeName')}: revision "
+                         f"{(meta.get('labels') or {}).get('controller-revision-hash')}, image "
+                         f"{pod['spec']['containers'][0].get('image')}, Ready {ready[:1]}, waiting {waiting!r}, "
+                         f"restarts {containers[0].get('restartCount')}, deleting {deleting}")
+        for r in rollouts:
+            if r["name"] in stuck:
+                lines.append(f"soak: rollout status {r['name']} (exit {r['exit']}):")
+                lines.extend(f"soak:   {line}" for line in str(r.get("output") or "").splitlines()[-25:])
+        for node in self.agent_nodes:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+                status, body = await self._agent(node, "GET", "/v1/hold")
+                lines.append(f"soak: hold of {node}: {status} {json.dumps(body)[:300]}")
+        return lines
+
     def read_audit(self) -> tuple[list[JSON], dict[str, list[JSON]]]:
         """The writes (the checker needs only those, and the file is large), and each client's episodes of 401s,
         which reads meet too."""
@@ -1089,6 +1119,11 @@ class Soak:
                 ("nodes", "/api/v1/nodes"), ("pods", f"/api/v1/namespaces/{NS}/pods"),
                 ("daemonsets", f"/apis/apps/v1/namespaces/{NS}/daemonsets"))}
             (self.work / "final.json").write_text(json.dumps(final))  # for a person reading a failed run
+            if history.converged_at is None:
+                # CI keeps only what the run printed: say what the unconverged DaemonSets' pods, plans and nodes'
+                # holds were, not only the counts.
+                for line in await self.describe_stuck(final["pods"], history.rollouts):
+                    out(line)
             history.events = (await self.api("GET", "/api/v1/events", timeout=30))["items"]
             for node in self.agent_nodes:
                 items = await self.agent_requests(node)
