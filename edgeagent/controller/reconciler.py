@@ -115,10 +115,20 @@ from edgeagent.rollout.requests import (
     steer_record,
     steer_request,
 )
+from edgeagent.rollout.restore import (
+    Settled,
+    abandon,
+    mark_pending,
+    pending_condition,
+    pending_generation,
+    restore_due,
+    settle,
+)
 from edgeagent.rollout.state import (
     PHASE_ABORTED,
     PHASE_COMPLETE,
     RolloutState,
+    condition_json,
     rolled_back,
     state_from_status,
 )
@@ -557,11 +567,11 @@ class Controller:
         # The plan's Events of this reconcile (WaveStarted ...) are recorded after its deletions or condition
         # patches, so the next wave's first DELETE does not wait for an Event's round trip.
         story: list[tuple[str, str, str]] = []
-        gate = await self._plan_gate(key, ds, owned, hash_, story)
-        if gate is _HOLD:
-            return
         try:
-            await self._act(key, ds, owned, hash_, gate, selection.strategy, story)
+            gate = await self._plan_gate(key, ds, owned, hash_, story)
+            # A hold moves no pod, but may have a story to tell (an undo, a restore done now).
+            if gate is not _HOLD:
+                await self._act(key, ds, owned, hash_, gate, selection.strategy, story)
         except asyncio.CancelledError:
             raise
         except BaseException:
@@ -1092,6 +1102,8 @@ class Controller:
         # The DaemonSet generation the status is decided for (`status.observedGeneration`): the agent's plan check
         # refuses a plan pod's upgrade while it is not the DaemonSet's (a template change not planned yet).
         generation = _generation(ds)
+        if pending_generation(state) is not None:
+            return await self._finish_restore(key, ds, plan_obj, state, hash_, generation, story)
         request, bad_request = steer_request(plan_obj)
         if request is None and bad_request is not None:
             # Not a request at all (no id to record it under): said once, and the rollout goes on.
@@ -1201,17 +1213,43 @@ class Controller:
                 status = {**status, **{"phase": state.to_status()["phase"]}}
                 events = [(t, r, f"{m}; cannot roll back: no ControllerRevision of a completed revision "
                                  f"({state.stable_revision or 'none known'}) to restore") for t, r, m in events]
+            else:
+                # The restore follows this write: pending in it until the DaemonSet shows it done (rollout.restore).
+                status["conditions"] = [*status["conditions"], condition_json(pending_condition(state, self._clock()))]
         if not await self._put_plan_status(plan, status):
             return False
         if decision is not None and decision.aborted:
             self.metrics.rollout_aborts.labels(namespace_of(ds), name_of(ds)).inc()
+        story.extend(events)  # told even when the restore below fails: the status says it all already
         if restore is not None and state is not None:
-            events += await self._restore(ds, restore, state.stable_revision, state.revision)
-        story.extend(events)
+            story.extend(await self._restore(ds, restore, state.stable_revision, state.revision))
         if state is not None:
             self._log.info("rollout_status_written", plan=key_of(plan), revision=state.revision,
                            wave=f"{state.wave}/{state.waves}", phase=state.phase)
         return True
+
+    async def _finish_restore(self, key: str, ds: JSON, plan: JSON, state: RolloutState | None, hash_: str,
+                              generation: int | None, story: list[tuple[str, str, str]]) -> Gate:
+        """A rollback's status is written and its template restore still pending (`rollout.restore`): the restore
+        again while the DaemonSet is at the generation it was decided for, else the outcome written. Nothing else
+        moves meanwhile (steering waits its turn)."""
+        settled: Settled | None
+        if state is not None and restore_due(state, hash_, generation):
+            template = self._template_of(ds, state.stable_revision)
+            if template is not None:
+                self._log.warning("rollback_restore_resumed", daemonset=key, bad=hash_, restored=state.stable_revision)
+                story.extend(await self._restore(ds, template, state.stable_revision, hash_))
+                return _HOLD
+            settled = abandon(state, "no ControllerRevision of it is left")
+        else:
+            settled = settle(state, hash_, generation)
+        if settled is None:
+            return _HOLD
+        events = [(EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK, settled.warning)] if settled.warning else []
+        if not await self._write_status(plan, ds, dataclasses.replace(settled.state, generation=generation), None,
+                                        story, events):
+            self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
+        return _HOLD
 
     async def _restore(self, ds: JSON, template: JSON, restored: str | None, bad: str) -> list[tuple[str, str, str]]:
         """The one write onto the DaemonSet: its template back to a completed revision's (as `kubectl rollout undo`
@@ -1226,10 +1264,10 @@ class Controller:
         try:
             await self._client.patch(path, ops, CONTENT_JSON_PATCH)
         except (NotFound, Conflict, Invalid) as exc:
+            # Said once the DaemonSet as it is now reaches the cache (`rollout.restore.settle`): the template may
+            # be a person's edit, or our own restore whose answer was lost.
             self._log.warning("template_not_restored", daemonset=key_of(ds), code=exc.code)
-            return [(EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
-                     f"template not restored to {self._shown(ds, restored)}: the DaemonSet changed meanwhile "
-                     f"({exc.code}); {self._shown(ds, bad)} stays marked RolledBack in the plan's history")]
+            return []
         self.metrics.rollout_rollbacks.labels(namespace_of(ds), name_of(ds)).inc()
         self._log.warning("rolled_back", daemonset=key_of(ds), bad=bad, restored=restored)
         return [(EVENT_WARNING, EVENT_ROLLOUT_ROLLED_BACK,
@@ -1250,7 +1288,7 @@ class Controller:
             if not await self._write_status(plan, ds, state, record, story, []):
                 self.queue.add_after(key, _PLAN_CONFLICT_RETRY)
             return _HOLD
-        found = dataclasses.replace(found, generation=_generation(ds))
+        found = mark_pending(dataclasses.replace(found, generation=_generation(ds)), now)
         record = steer_record(request, RESULT_DONE, f"template restored to revision {found.stable_revision}", now)
         if not await self._write_status(plan, ds, found, record, story, []):
             self.queue.add_after(key, _PLAN_CONFLICT_RETRY)

@@ -54,6 +54,16 @@ CONDITION_HELD = "Held"
 REASON_ROLLED_BACK_REVISION = "RolledBackRevision"
 
 
+def condition_json(condition: tuple[tuple[str, str], ...]) -> JSON:
+    """A condition as the API has it: the state keeps every field as text, the API's `observedGeneration` is an
+    integer (the CRD's schema refuses it as a string)."""
+    body: JSON = dict(condition)
+    generation = body.get("observedGeneration")
+    if isinstance(generation, str) and generation.isdigit():
+        body["observedGeneration"] = int(generation)
+    return body
+
+
 @dataclass(frozen=True)
 class HistoryEntry:
     """One revision rolled: its images and how its rollout ended (or stands)."""
@@ -137,7 +147,7 @@ class RolloutState:
         if self.history:
             body["history"] = [h.to_json() for h in self.history[:MAX_HISTORY]]
         if self.conditions:
-            body["conditions"] = [dict(c) for c in self.conditions]
+            body["conditions"] = [condition_json(c) for c in self.conditions]
         if self.generation is not None:
             body[STATE_GENERATION] = self.generation
         return json.dumps(body, separators=(",", ":"))
@@ -155,7 +165,7 @@ class RolloutState:
             "failures": [dict(f) for f in self.failures[:MAX_FAILURES_LISTED]],
             "history": [{**h.to_json(), "phase": STATUS_PHASES[self._shown_phase(h)]}
                         for h in self.history[:MAX_HISTORY]],
-            "conditions": [dict(c) for c in self.conditions],
+            "conditions": [condition_json(c) for c in self.conditions],
         }
         if self.generation is not None:
             body["observedGeneration"] = self.generation
