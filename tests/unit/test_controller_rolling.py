@@ -330,6 +330,24 @@ def test_pods_marked_unready_while_their_node_was_away_are_replaced_within_budge
     assert p.replacing_unavailable == 0
 
 
+def test_a_pod_failing_in_the_second_its_node_turned_ready_is_broken_not_unreported() -> None:
+    """Whole-second times: the same second is no proof that the node lifecycle marked the pod. Taken for an
+    unreported pod it stayed within the budget it already filled, and was never replaced."""
+    nodes = cluster(4)
+    for name in ("n00", "n01"):
+        nodes[name] = node(name, changed=T0 - 5)
+    pods = old_pods(nodes)
+    pods[0] = pod("p-n00", "n00", OLD, ready=False, ready_since=T0 - 5, created=T0 - 5)
+    pods[1] = pod("p-n01", "n01", OLD, ready=False, ready_since=T0 - 5, created=T0 - 5)
+    p = plan(pods, nodes, {MU: "2"})
+    assert sorted(deleted(p)) == ["p-n00", "p-n01"] and p.replacing_unavailable == 2
+    # One second earlier it was marked while the node was away: within the budget, as before.
+    pods[0] = pod("p-n00", "n00", OLD, ready=False, ready_since=T0 - 6)
+    pods[1] = pod("p-n01", "n01", OLD, ready=False, ready_since=T0 - 6)
+    p = plan(pods, nodes, {MU: "2"})
+    assert sorted(deleted(p)) == ["p-n00", "p-n01"] and p.replacing_unavailable == 0
+
+
 def test_one_pass_deletes_at_most_a_burst() -> None:
     nodes = cluster(10)
     ds = daemonset(annotations={MU: "100%"})

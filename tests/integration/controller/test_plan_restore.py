@@ -35,6 +35,7 @@ from tests.support.rollout_plans import (
     plan_events,
     plan_events_through,
     plan_state,
+    steer,
     with_plan,
 )
 from tests.support.waiting import eventually
@@ -79,8 +80,8 @@ async def pending_restore(admin: KubeClient) -> JSON:
     return found
 
 
-async def bad_version_out(sim: SimCluster, admin: KubeClient, controllers: Controllers) -> tuple[str, str]:
-    """A plan DaemonSet on OLD, the controller running, then BAD set: (good, bad) revisions."""
+async def planned_on_old(sim: SimCluster, admin: KubeClient, controllers: Controllers) -> str:
+    """A plan DaemonSet on OLD on 4 nodes, the controller running: its revision."""
     await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=OLD,
                                                      annotations=ds_annotations(PLAN)))
     await with_plan(admin, "web", PLAN)
@@ -89,6 +90,12 @@ async def bad_version_out(sim: SimCluster, admin: KubeClient, controllers: Contr
     await eventually(lambda: plan_state(admin, "web"), what="initial state")
     good = await current_hash(admin, "web")
     assert good is not None
+    return good
+
+
+async def bad_version_out(sim: SimCluster, admin: KubeClient, controllers: Controllers) -> tuple[str, str]:
+    """`planned_on_old`, then BAD set: (good, bad) revisions."""
+    good = await planned_on_old(sim, admin, controllers)
     await set_image(admin, "web", BAD)
     return good, await new_hash(admin, "web", good)
 
@@ -219,17 +226,9 @@ async def test_the_bad_revision_set_again_while_the_restore_was_pending_is_held_
 
 async def test_an_undo_tells_its_story(sim_factory: SimFactory, controllers: Controllers) -> None:
     """`rollout undo` returns a hold from the reconcile: its Events were dropped with it."""
-    from tests.support.rollout_plans import steer
-
     sim = await sim_factory(nodes=4)
     async with admin_client(sim) as admin:
-        await create_daemonset(admin, daemonset_manifest("web", strategy="AdvancedRollingUpdate", image=OLD,
-                                                         annotations=ds_annotations(PLAN)))
-        await with_plan(admin, "web", PLAN)
-        await eventually(lambda: all_running(admin, "web", 4), timeout=20, what="4 pods running")
-        await controllers.start(sim)
-        await eventually(lambda: plan_state(admin, "web"), what="initial state")
-        good = await current_hash(admin, "web")
+        good = await planned_on_old(sim, admin, controllers)
         await set_image(admin, "web", FIXED)
         await new_hash(admin, "web", good)
 
