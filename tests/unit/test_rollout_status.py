@@ -117,6 +117,16 @@ def test_an_operator_abort_is_not_a_failure() -> None:
                         T0).render(every_node=False)
     assert "rolled back to old after 1 failure(s)" in text
     assert "failed: edge-0 (default/web-0): CrashLoopBackOff" in text
+    assert "not restored yet" not in text
+
+
+def test_a_rollback_whose_template_restore_is_pending_says_so() -> None:
+    pending = {"type": "TemplateRestored", "status": "False", "reason": "Pending", "observedGeneration": 2,
+               "message": "the DaemonSet's template is to be restored from revision new to revision old"}
+    rolled = plan_status("RolledBack", 1, 2, stableRevision=OLD, conditions=[pending])
+    text = build_status(fleet(3, lambda i: "old", plan([1, "100%"], rolled)), "default", "web",
+                        T0).render(every_node=False)
+    assert "template is not restored yet (TemplateRestored=False)" in text
 
 
 def test_watch_prints_the_nodes_that_changed_and_the_header_lines_that_changed() -> None:
