@@ -217,14 +217,18 @@ def _status_predates_node_ready(view: NodeView, pod: JSON) -> bool:
     back, its kubelet restores them a moment later. Treating such a pod as failed would replace all
     returning nodes at once, outside the budget (OpenYurt does); its state is merely not re-reported yet.
 
-    Strictly before: the times have whole seconds, and a pod created and failing in the second its node turned
-    Ready (a node that just joined, a sim just started) is a broken pod. Taken as merely not re-reported it
-    stays within the budget it already uses up, and with no room left it was never replaced: the roll stalled.
+    The node lifecycle controller marks only `Ready`: a pod whose `ContainersReady` is False has the kubelet's
+    own word that its containers do not work, and is broken whatever the times say. The times have whole
+    seconds, so a pod created and crash-looping in the second its node turned Ready (a node that just joined)
+    looked marked: kept within the budget it already used up, with no room left it was never replaced.
     """
+    containers = get_condition(pod, "ContainersReady")
+    if containers is not None and containers.get("status") == "False":
+        return False
     cond = get_condition(pod, "Ready")
     pod_changed = parse_time(cond.get("lastTransitionTime")) if cond else None
     node_changed = node_ready_changed_at(view.node) if view.node else None
-    return pod_changed is not None and node_changed is not None and pod_changed < node_changed
+    return pod_changed is not None and node_changed is not None and pod_changed <= node_changed
 
 
 def _worked_in_time(view: NodeView, pod: JSON, min_ready_seconds: int, deadline: float) -> bool:

@@ -330,22 +330,33 @@ def test_pods_marked_unready_while_their_node_was_away_are_replaced_within_budge
     assert p.replacing_unavailable == 0
 
 
-def test_a_pod_failing_in_the_second_its_node_turned_ready_is_broken_not_unreported() -> None:
-    """Whole-second times: the same second is no proof that the node lifecycle marked the pod. Taken for an
-    unreported pod it stayed within the budget it already filled, and was never replaced."""
+def test_a_pod_whose_kubelet_said_its_containers_fail_is_broken_whatever_the_times() -> None:
+    """Whole-second times: a pod created and crash-looping in the second its node turned Ready looked marked by
+    the node lifecycle (which sets only Ready), stayed within the budget it already filled, and was never
+    replaced. ContainersReady False is the kubelet's word: broken, replaced at once."""
     nodes = cluster(4)
     for name in ("n00", "n01"):
         nodes[name] = node(name, changed=T0 - 5)
+
+    def unready(name: str, since: float, containers: str | None) -> JSON:
+        extra = [] if containers is None else [
+            {"type": "ContainersReady", "status": containers, "lastTransitionTime": ts(since)}]
+        return pod(f"p-{name}", name, OLD, ready=False, ready_since=since, created=T0 - 5, extra_conditions=extra)
+
     pods = old_pods(nodes)
-    pods[0] = pod("p-n00", "n00", OLD, ready=False, ready_since=T0 - 5, created=T0 - 5)
-    pods[1] = pod("p-n01", "n01", OLD, ready=False, ready_since=T0 - 5, created=T0 - 5)
-    p = plan(pods, nodes, {MU: "2"})
-    assert sorted(deleted(p)) == ["p-n00", "p-n01"] and p.replacing_unavailable == 2
-    # One second earlier it was marked while the node was away: within the budget, as before.
-    pods[0] = pod("p-n00", "n00", OLD, ready=False, ready_since=T0 - 6)
-    pods[1] = pod("p-n01", "n01", OLD, ready=False, ready_since=T0 - 6)
-    p = plan(pods, nodes, {MU: "2"})
-    assert sorted(deleted(p)) == ["p-n00", "p-n01"] and p.replacing_unavailable == 0
+    for since in (T0 - 5, T0 - 6):
+        pods[0], pods[1] = unready("n00", since, "False"), unready("n01", since, "False")
+        p = plan(pods, nodes, {MU: "2"})
+        assert sorted(deleted(p)) == ["p-n00", "p-n01"] and p.replacing_unavailable == 2, since
+    # The kubelet's last word was that the containers worked (or there is none): marked while the node was away
+    # (its Ready changed no later than the node's return, the same second included): within the budget.
+    for containers in ("True", None):
+        pods[0], pods[1] = unready("n00", T0 - 5, containers), unready("n01", T0 - 5, containers)
+        p = plan(pods, nodes, {MU: "2"})
+        assert sorted(deleted(p)) == ["p-n00", "p-n01"] and p.replacing_unavailable == 0, containers
+    # After the node's return it is the kubelet's own report: broken.
+    pods[0] = unready("n00", T0 - 4, "True")
+    assert plan(pods, nodes, {MU: "2"}).replacing_unavailable == 1
 
 
 def test_one_pass_deletes_at_most_a_burst() -> None:
