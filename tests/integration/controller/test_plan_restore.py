@@ -100,14 +100,20 @@ async def bad_version_out(sim: SimCluster, admin: KubeClient, controllers: Contr
     return good, await new_hash(admin, "web", good)
 
 
+async def refused_restore(sim: SimCluster, admin: KubeClient, controllers: Controllers) -> tuple[str, str, JSON]:
+    """Every template PATCH of the controller refused (500), then a bad version out: (good, bad, the plan once
+    its rollback is written with the restore pending)."""
+    await fault(sim, codes=[500])
+    good, bad = await bad_version_out(sim, admin, controllers)
+    return good, bad, await pending_restore(admin)
+
+
 async def test_a_restore_refused_by_the_api_server_is_done_by_the_next_controller(
         sim_factory: SimFactory, controllers: Controllers) -> None:
     sim = await sim_factory(nodes=4)
     sim.set_image(BAD, crash=True)
     async with admin_client(sim) as admin:
-        await fault(sim, codes=[500])  # every template PATCH of the controller fails
-        good, bad = await bad_version_out(sim, admin, controllers)
-        plan = await pending_restore(admin)
+        good, bad, plan = await refused_restore(sim, admin, controllers)
         cond = restore_condition(plan)
         ds = await get_daemonset(admin, "web")
         # The condition names the generation whose template it replaces, as an integer (the CRD's schema).
@@ -172,9 +178,7 @@ async def test_an_operators_template_change_before_the_restore_wins_and_is_said(
     sim = await sim_factory(nodes=4)
     sim.set_image(BAD, crash=True)
     async with admin_client(sim) as admin:
-        await fault(sim, codes=[500])
-        _, bad = await bad_version_out(sim, admin, controllers)
-        await pending_restore(admin)
+        _, bad, _ = await refused_restore(sim, admin, controllers)
         # The operator fixes it by hand while the restore keeps failing: their template wins.
         await set_image(admin, "web", FIXED)
         fixed = await new_hash(admin, "web", bad)
@@ -199,9 +203,7 @@ async def test_the_bad_revision_set_again_while_the_restore_was_pending_is_held_
     sim = await sim_factory(nodes=4)
     sim.set_image(BAD, crash=True)
     async with admin_client(sim) as admin:
-        await fault(sim, codes=[500])
-        _, bad = await bad_version_out(sim, admin, controllers)
-        plan = await pending_restore(admin)
+        _, bad, plan = await refused_restore(sim, admin, controllers)
         await controllers.stop_all()
         # With no controller running, someone moves the template away and back to the bad version.
         await set_image(admin, "web", FIXED)
