@@ -356,7 +356,11 @@ kind: RolloutPlan
 metadata: {name: web, namespace: default}
 spec: {daemonSet: web, steps: [1, "100%"]}
 EOF
-plan_status() { kc get rp web -o jsonpath='{.metadata.generation} {.status.observedGeneration} {.status.phase}'; }
+# A second template makes the DaemonSet's generation 2 while the plan's stays 1: the check below tells them apart.
+kc set image ds/web web=nginx:1.25.1 >/dev/null
+# status.observedGeneration is the DaemonSet's generation the status was decided for (not the plan's).
+plan_status() { echo "$(kc get ds web -o jsonpath='{.metadata.generation}')" \
+                     "$(kc get rp web -o jsonpath='{.status.observedGeneration} {.status.phase}')"; }
 status_written() { local gen seen phase; read -r gen seen phase <<<"$(plan_status)" && [[ -n $phase && $seen == "$gen" ]]; }
 eventually 60 "the controller wrote RolloutPlan web's status" status_written
 # What the credential may do to plans, as the server answers it: read them and write their status, not the plan.
@@ -367,6 +371,6 @@ REFUSED=$(jq -c 'select((.userAgent | startswith("edgeagent-controller")) and (.
           "$RUN/rbac-audit.log")
 [[ -z $REFUSED ]] || die "requests of the controller refused: $REFUSED"
 kc get rolloutplans | sed 's/^/   | /'
-pass "RolloutPlan web: status (generation, observedGeneration, phase) = $(plan_status), written by the controller; rolloutplans $GRANTS; none of its requests refused"
+pass "RolloutPlan web: status (DaemonSet generation, observedGeneration, phase) = $(plan_status), written by the controller; rolloutplans $GRANTS; none of its requests refused"
 
 echo "test-system: $PASSED passed, 0 failed"
