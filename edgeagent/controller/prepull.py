@@ -369,15 +369,19 @@ class PrePuller:
         self._expire_unsure()
         images = revision_images(template)
         errors: list[BaseException] = []
-        live: set[str] | None = None
+        live: dict[str, JSON] | None = None
         for job_key, job in list(self.jobs.items()):
-            # Jobs of this DaemonSet for an older revision, or whose pod is gone or replaced, are stale.
+            # Jobs of this DaemonSet for an older revision, or whose pod is gone or replaced, are stale; so is one
+            # whose pod says its pull is done (`pulled`): judged and recorded, but not deleted (the DELETE failed,
+            # or the leader changed in between). Its pod is no longer looked at below, and the Job would hold a
+            # slot of the cap for good (the soak, seed 9917: ten such Jobs, a cap of ten, no pull ever again).
             if self.daemonset_of_job(job) != ds_key or is_terminating(job) or job_key in self._deleting:
                 continue
             if live is None:  # only while this DaemonSet has Jobs
-                live = {uid_of(p) for p in pods.values()}
-            owner = controller_owner(job) or {}
-            if annotations_of(job).get(ANNOTATION_REVISION) != revision or owner.get("uid") not in live:
+                live = {uid_of(p): p for p in pods.values()}
+            owner = live.get(str((controller_owner(job) or {}).get("uid")))
+            if annotations_of(job).get(ANNOTATION_REVISION) != revision or owner is None \
+                    or self.pulled(owner, revision):
                 await self._delete_job(job, errors)
         now = self.clock()
         looked_at = pods.values() if pending is None else [pods[k] for k in pending if k in pods]

@@ -516,3 +516,68 @@ async def test_a_create_whose_answer_was_lost_keeps_its_slot(sim_factory: SimFac
     (job,) = await jobs()
     puller.on_job("ADDED", job)
     assert puller._unsure == {} and await one_pass() == [] and len(await jobs()) == 1
+
+
+async def test_a_judged_job_whose_delete_failed_is_deleted_later_and_frees_its_slot(
+        sim_factory: SimFactory, admin_of: Any) -> None:
+    """The soak (seed 9917, 200 nodes): ten pre-pull Jobs were judged (their pods recorded `PodImageReady=True`)
+    but their DELETEs failed (5xx; a change of leader in between does the same). Those pods are no longer looked
+    at, so nothing deleted their Jobs: ten Jobs, a cap of ten, no pull ever again, the in-place roll stalled. A Job
+    whose pod says its pull is done is now stale like one whose pod is gone."""
+    from prometheus_client import CollectorRegistry
+
+    from edgeagent.controller.events import EventRecorder
+    from edgeagent.controller.prepull import PrePuller, PrepullSettings
+
+    sim = await sim_factory(nodes=2)
+    admin = await admin_of(sim)
+    hash_ = await roll_out(admin, sim, ["registry.local/app:1"], ["registry.local/app:2"])
+    for pod in (await live_pods(admin)).values():
+        await request_pull(admin, pod, hash_)
+    puller = PrePuller(admin, PrepullSettings(max_concurrent=1), EventRecorder(admin, instance="test"),
+                       CollectorRegistry(), lambda kind: None, lambda key: None, lambda key, delay: None)
+
+    async def one_pass() -> list[BaseException]:
+        ds = await admin.get(f"{DS_PATH}/{DS}")
+        pods = {f"{NS}/{p['metadata']['name']}": p for p in (await live_pods(admin)).values()}
+        nodes = {n["metadata"]["name"]: n for n in (await admin.get("/api/v1/nodes"))["items"]}
+        return await puller.sync(ds, pods, hash_, ds["spec"]["template"], nodes)
+
+    async def jobs() -> list[JSON]:
+        return list((await admin.get(JOBS))["items"])
+
+    async def both_requested() -> bool:
+        states = [image_ready(p) for p in (await live_pods(admin)).values()]
+        return len(states) == 2 and all(s is not None and s[1] == "WaitPullImage" for s in states)
+
+    async def complete() -> JSON | None:
+        found = await jobs()
+        done = [j for j in found if any(c.get("type") == "Complete" and c.get("status") == "True"
+                                        for c in (j.get("status") or {}).get("conditions") or [])]
+        return done[0] if len(found) == 1 and done else None
+
+    async def pulled() -> list[str]:
+        return sorted(n for n, p in (await live_pods(admin)).items()
+                      if (image_ready(p) or ("",))[0] == "True")
+
+    await eventually(both_requested, what="both pods WaitPullImage")
+    assert await one_pass() == []  # the first pod's Job; the second waits for the cap's one slot
+    first = await eventually(complete, timeout=30, what="the first Job complete")
+    puller.on_job("ADDED", first)
+    await admin.request("POST", "/sim/v1/faults", body={"codes": [500], "durationSeconds": 60, "path": JOBS,
+                                                         "verbs": ["DELETE"]})
+    # Judged: its pod is recorded pulled, but the Job's DELETE fails.
+    assert len(await one_pass()) == 1
+    assert len(await pulled()) == 1 and [j["metadata"]["name"] for j in await jobs()] == [first["metadata"]["name"]]
+    await admin.request("DELETE", "/sim/v1/faults")
+    # The next pass deletes it (its pod's pull is done), and once it is gone the second pod's Job is created.
+    assert await one_pass() == []
+    await eventually(lambda: jobs_without(admin, first), what="the first Job deleted")
+    puller.on_job("DELETED", first)
+    assert await one_pass() == []
+    names = [j["metadata"]["name"] for j in await jobs()]
+    assert len(names) == 1 and names != [first["metadata"]["name"]], names
+
+
+async def jobs_without(admin: KubeClient, job: JSON) -> bool:
+    return all(j["metadata"]["uid"] != job["metadata"]["uid"] for j in (await admin.get(JOBS))["items"])
