@@ -1043,33 +1043,52 @@ class Soak:
         return out
 
     async def describe_stuck(self, pods: list[JSON], rollouts: list[JSON]) -> list[str]:
-        """What a person needs to tell why the fleet did not converge: every pod of a DaemonSet that is not on
-        its updated count (node, revision, Ready, waiting reason, restarts), that DaemonSet's `rollout status`,
-        and each agent's hold."""
+        """What a person needs to tell why the fleet did not converge, short enough at 200 nodes: for each
+        DaemonSet not done, its pods counted by (revision, image, Ready, waiting reason, restarted, deleting) with
+        a few names each, and its `rollout status`; the agents that hold, and how many do not. Pre-pull Jobs left
+        over (each holds a slot of the cap)."""
         lines: list[str] = []
         stuck = {r["name"] for r in rollouts if r.get("updated") != r.get("total")
                  or (r.get("phase") is not None and r["phase"] not in PLAN_SETTLED)}
+        groups: dict[tuple[str, ...], list[str]] = {}
         for pod in pods:
             meta, status = pod["metadata"], pod.get("status") or {}
-            app = (meta.get("labels") or {}).get("app")
+            app = str((meta.get("labels") or {}).get("app"))
             if app not in stuck:
                 continue
-            ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+            ready = [str(c.get("status")) for c in status.get("conditions") or [] if c.get("type") == "Ready"]
             containers = status.get("containerStatuses") or [{}]
-            deleting = bool(meta.get("deletionTimestamp"))
             waiting = ((containers[0].get("state") or {}).get("waiting") or {}).get("reason", "")
-            lines.append(f"soak: stuck pod {meta['name']} of {app} on {pod['spec'].get('nodeName')}: revision "
-                         f"{(meta.get('labels') or {}).get('controller-revision-hash')}, image "
-                         f"{pod['spec']['containers'][0].get('image')}, Ready {ready[:1]}, waiting {waiting!r}, "
-                         f"restarts {containers[0].get('restartCount')}, deleting {deleting}")
+            key: tuple[str, ...] = (app, str((meta.get("labels") or {}).get("controller-revision-hash")),
+                   str(pod["spec"]["containers"][0].get("image")), f"Ready {(ready or ['?'])[0]}",
+                   f"waiting {waiting or '-'}", f"restarted {int(containers[0].get('restartCount') or 0) > 0}",
+                   f"deleting {bool(meta.get('deletionTimestamp'))}")
+            groups.setdefault(key, []).append(f"{meta['name']}@{pod['spec'].get('nodeName')}")
+        for group, names in sorted(groups.items()):
+            lines.append(f"soak: stuck {group[0]}: {len(names)} pod(s) on revision {', '.join(group[1:])}: "
+                         f"{' '.join(sorted(names)[:4])}{' …' if len(names) > 4 else ''}")
         for r in rollouts:
             if r["name"] in stuck:
                 lines.append(f"soak: rollout status {r['name']} (exit {r['exit']}):")
                 lines.extend(f"soak:   {line}" for line in str(r.get("output") or "").splitlines()[-25:])
+        unheld = 0
         for node in self.agent_nodes:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
                 status, body = await self._agent(node, "GET", "/v1/hold")
-                lines.append(f"soak: hold of {node}: {status} {json.dumps(body)[:300]}")
+                if status == 200 and isinstance(body, dict) and not body.get("held"):
+                    unheld += 1
+                else:
+                    lines.append(f"soak: hold of {node}: {status} {json.dumps(body)[:300]}")
+        lines.append(f"soak: {unheld} agent(s) of {len(self.agent_nodes)} hold nothing")
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError, RuntimeError):
+            jobs = (await self.api("GET", f"/apis/batch/v1/namespaces/{NS}/jobs", timeout=10))["items"]
+            def state(job: JSON) -> str:
+                conditions = (job.get("status") or {}).get("conditions") or []
+                return ",".join(str(c.get("type")) for c in conditions if c.get("status") == "True") or "running"
+
+            if jobs:
+                lines.append(f"soak: {len(jobs)} Job(s) left: "
+                             + " ".join(f"{j['metadata']['name']}({state(j)})" for j in jobs[:12]))
         return lines
 
     def read_audit(self) -> tuple[list[JSON], dict[str, list[JSON]]]:
