@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -419,11 +419,8 @@ async def test_a_job_create_cancelled_on_its_way_does_not_block_the_pod_for_good
     puller = PrePuller(admin, PrepullSettings(max_concurrent=1), EventRecorder(admin, instance="test"),
                        CollectorRegistry(), creates.append, lambda key: None, lambda key, delay: None)
 
-    async def one_pass() -> list[BaseException]:
-        ds = await admin.get(f"{DS_PATH}/{DS}")
-        pods = {f"{NS}/{p['metadata']['name']}": p for p in (await live_pods(admin)).values()}
-        nodes = {n["metadata"]["name"]: n for n in (await admin.get("/api/v1/nodes"))["items"]}
-        return await puller.sync(ds, pods, hash_, ds["spec"]["template"], nodes)
+    def one_pass() -> Coroutine[Any, Any, list[BaseException]]:
+        return sync_once(admin, puller, hash_)
 
     await eventually(lambda: _pull_requested(admin, hash_), what="WaitPullImage in the cache's view")
     await admin.request("POST", "/sim/v1/faults", body={"latencySeconds": 30, "durationSeconds": 60,
@@ -441,6 +438,24 @@ async def test_a_job_create_cancelled_on_its_way_does_not_block_the_pod_for_good
         return bool((await admin.get(JOBS))["items"])
 
     await eventually(job_there, what="the pre-pull Job")
+
+
+async def sync_once(admin: KubeClient, puller: Any, hash_: str) -> list[BaseException]:
+    """One `PrePuller.sync` of the DaemonSet over what the API server shows now (a puller driven by hand)."""
+    ds = await admin.get(f"{DS_PATH}/{DS}")
+    pods = {f"{NS}/{p['metadata']['name']}": p for p in (await live_pods(admin)).values()}
+    nodes = {n["metadata"]["name"]: n for n in (await admin.get("/api/v1/nodes"))["items"]}
+    errors: list[BaseException] = await puller.sync(ds, pods, hash_, ds["spec"]["template"], nodes)
+    return errors
+
+
+async def jobs(admin: KubeClient) -> list[JSON]:
+    return list((await admin.get(JOBS))["items"])
+
+
+async def both_requested(admin: KubeClient) -> bool:
+    states = [image_ready(p) for p in (await live_pods(admin)).values()]
+    return len(states) == 2 and all(s is not None and s[1] == "WaitPullImage" for s in states)
 
 
 async def _pull_requested(admin: KubeClient, hash_: str) -> bool:
@@ -475,24 +490,14 @@ async def test_a_create_whose_answer_was_lost_keeps_its_slot(sim_factory: SimFac
                        CollectorRegistry(), creates.append, lambda key: None, lambda key, delay: later.append(delay),
                        clock=lambda: now[0])
 
-    async def one_pass() -> list[BaseException]:
-        ds = await admin.get(f"{DS_PATH}/{DS}")
-        pods = {f"{NS}/{p['metadata']['name']}": p for p in (await live_pods(admin)).values()}
-        nodes = {n["metadata"]["name"]: n for n in (await admin.get("/api/v1/nodes"))["items"]}
-        return await puller.sync(ds, pods, hash_, ds["spec"]["template"], nodes)
+    def one_pass() -> Coroutine[Any, Any, list[BaseException]]:
+        return sync_once(admin, puller, hash_)
 
-    async def jobs() -> list[JSON]:
-        return list((await admin.get(JOBS))["items"])
-
-    async def both_requested() -> bool:
-        states = [image_ready(p) for p in (await live_pods(admin)).values()]
-        return len(states) == 2 and all(s is not None and s[1] == "WaitPullImage" for s in states)
-
-    await eventually(both_requested, what="both pods WaitPullImage")
+    await eventually(lambda: both_requested(admin), what="both pods WaitPullImage")
     # Refused for sure (429: the server did nothing): both pods are tried in the same pass, no slot is held.
     await admin.request("POST", "/sim/v1/faults", body={"codes": [429], "durationSeconds": 60, "path": JOBS,
                                                          "verbs": ["POST"]})
-    assert len(await one_pass()) == 2 and await jobs() == []
+    assert len(await one_pass()) == 2 and await jobs(admin) == []
     await admin.request("DELETE", "/sim/v1/faults")
     now[0] += 10  # past the retry delay of those failed attempts
     # Carried out, the answer lost: the Job exists, and the other pod's Job waits for the slot.
@@ -500,22 +505,22 @@ async def test_a_create_whose_answer_was_lost_keeps_its_slot(sim_factory: SimFac
                                                          "path": JOBS, "verbs": ["POST"]})
     assert len(await one_pass()) == 1
     await admin.request("DELETE", "/sim/v1/faults")
-    assert len(await jobs()) == 1 and later == [UNSURE_CREATE_TTL]
-    assert await one_pass() == [] and len(await jobs()) == 1  # still held, the Job not seen by this puller
+    assert len(await jobs(admin)) == 1 and later == [UNSURE_CREATE_TTL]
+    assert await one_pass() == [] and len(await jobs(admin)) == 1  # still held, the Job not seen by this puller
     # Never shown within the TTL: the slot is freed, and the create again meets the Job (409), which holds it.
     now[0] += UNSURE_CREATE_TTL + 1
-    assert await one_pass() == [] and len(await jobs()) == 1
+    assert await one_pass() == [] and len(await jobs(admin)) == 1
     assert creates.count("job_create") == 4  # 2 refused, 1 lost, 1 met the Job: never the second pod's
     # The Job goes (deleted by someone else) before this puller saw it: its slot goes with it, and the pod's Job is
     # created again at once, not after the TTL.
-    (job,) = await jobs()
+    (job,) = await jobs(admin)
     await admin.delete(f"{JOBS}/{job['metadata']['name']}", {"propagationPolicy": "Background"})
     puller.on_job("DELETED", job)
-    assert await one_pass() == [] and len(await jobs()) == 1 and creates.count("job_create") == 5
+    assert await one_pass() == [] and len(await jobs(admin)) == 1 and creates.count("job_create") == 5
     # The informer shows the new one: a Job like any other from then on.
-    (job,) = await jobs()
+    (job,) = await jobs(admin)
     puller.on_job("ADDED", job)
-    assert puller._unsure == {} and await one_pass() == [] and len(await jobs()) == 1
+    assert puller._unsure == {} and await one_pass() == [] and len(await jobs(admin)) == 1
 
 
 async def test_a_judged_job_whose_delete_failed_is_deleted_later_and_frees_its_slot(
@@ -537,21 +542,11 @@ async def test_a_judged_job_whose_delete_failed_is_deleted_later_and_frees_its_s
     puller = PrePuller(admin, PrepullSettings(max_concurrent=1), EventRecorder(admin, instance="test"),
                        CollectorRegistry(), lambda kind: None, lambda key: None, lambda key, delay: None)
 
-    async def one_pass() -> list[BaseException]:
-        ds = await admin.get(f"{DS_PATH}/{DS}")
-        pods = {f"{NS}/{p['metadata']['name']}": p for p in (await live_pods(admin)).values()}
-        nodes = {n["metadata"]["name"]: n for n in (await admin.get("/api/v1/nodes"))["items"]}
-        return await puller.sync(ds, pods, hash_, ds["spec"]["template"], nodes)
-
-    async def jobs() -> list[JSON]:
-        return list((await admin.get(JOBS))["items"])
-
-    async def both_requested() -> bool:
-        states = [image_ready(p) for p in (await live_pods(admin)).values()]
-        return len(states) == 2 and all(s is not None and s[1] == "WaitPullImage" for s in states)
+    def one_pass() -> Coroutine[Any, Any, list[BaseException]]:
+        return sync_once(admin, puller, hash_)
 
     async def complete() -> JSON | None:
-        found = await jobs()
+        found = await jobs(admin)
         done = [j for j in found if any(c.get("type") == "Complete" and c.get("status") == "True"
                                         for c in (j.get("status") or {}).get("conditions") or [])]
         return done[0] if len(found) == 1 and done else None
@@ -560,7 +555,7 @@ async def test_a_judged_job_whose_delete_failed_is_deleted_later_and_frees_its_s
         return sorted(n for n, p in (await live_pods(admin)).items()
                       if (image_ready(p) or ("",))[0] == "True")
 
-    await eventually(both_requested, what="both pods WaitPullImage")
+    await eventually(lambda: both_requested(admin), what="both pods WaitPullImage")
     assert await one_pass() == []  # the first pod's Job; the second waits for the cap's one slot
     first = await eventually(complete, timeout=30, what="the first Job complete")
     puller.on_job("ADDED", first)
@@ -568,14 +563,15 @@ async def test_a_judged_job_whose_delete_failed_is_deleted_later_and_frees_its_s
                                                          "verbs": ["DELETE"]})
     # Judged: its pod is recorded pulled, but the Job's DELETE fails.
     assert len(await one_pass()) == 1
-    assert len(await pulled()) == 1 and [j["metadata"]["name"] for j in await jobs()] == [first["metadata"]["name"]]
+    assert len(await pulled()) == 1
+    assert [j["metadata"]["name"] for j in await jobs(admin)] == [first["metadata"]["name"]]
     await admin.request("DELETE", "/sim/v1/faults")
     # The next pass deletes it (its pod's pull is done), and once it is gone the second pod's Job is created.
     assert await one_pass() == []
     await eventually(lambda: jobs_without(admin, first), what="the first Job deleted")
     puller.on_job("DELETED", first)
     assert await one_pass() == []
-    names = [j["metadata"]["name"] for j in await jobs()]
+    names = [j["metadata"]["name"] for j in await jobs(admin)]
     assert len(names) == 1 and names != [first["metadata"]["name"]], names
 
 
