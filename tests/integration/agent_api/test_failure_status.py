@@ -243,7 +243,9 @@ async def test_the_kubelet_keeps_the_agents_condition_when_it_posts_the_pods_sta
         pod = await world.admin.get(path)
         return pod if restarts(pod) >= seen + 2 else None
 
-    pod = await eventually(posted_again, timeout=30, what="the kubelet's next two crash-loop posts")
+    # The kubelet's back-off doubles from 10 s: the next two restarts come 10 s and 20 s apart at the least, 30 s
+    # in all, which was also the deadline (CI failed it once). A deadline, not a wait: it ends when they come.
+    pod = await eventually(posted_again, timeout=90, what="the kubelet's next two crash-loop posts")
     kept = get_condition(pod, CONDITION_UPGRADE_FAILED)
     assert kept is not None and {k: kept.get(k) for k in report} == report
     assert get_condition(pod, "Ready") is not None  # the kubelet's own conditions are there too
