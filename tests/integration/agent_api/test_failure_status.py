@@ -94,7 +94,8 @@ async def test_an_online_failure_is_written_on_the_replacement_once_with_its_rev
 
         # The kubelet goes on posting the crash loop: every post wakes the publisher, none sends it again.
         seen = restarts(pod)
-        await eventually(lambda: restarts(cached(agent, new)) >= seen + 2, timeout=30,
+        # At least 10 s and 20 s apart (the kubelet's back-off doubles from 10 s): 30 s was the floor, not room.
+        await eventually(lambda: restarts(cached(agent, new)) >= seen + 2, timeout=90,
                          what="two more crash-loop restarts in the agent's cache")
         assert agent.outcomes is not None and agent.outcomes.failures.patches == 1
         # In the audit log: the one UpgradeHeld (Open) of the new pod, and this one; both answered 200.
