@@ -15,7 +15,9 @@ the restore's own test of the template already says). Either way the condition i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from edgeagent.kube.timeutil import format_time
 from edgeagent.rollout.state import PHASE_ABORTED, RolloutState
@@ -46,6 +48,12 @@ def pending_generation(state: RolloutState | None) -> int | None:
         return None
     value = found.get("observedGeneration", "")
     return int(value) if value.isdigit() else -1  # unreadable: pending, never due (settled by the next pass)
+
+
+def pending_in_status(status: Mapping[str, Any]) -> bool:
+    """A plan's `status` (as the API has it) carries a restore still pending: what `rollout status` says."""
+    return any(isinstance(c, Mapping) and c.get("type") == CONDITION_TEMPLATE_RESTORED and c.get("status") == "False"
+               for c in status.get("conditions") or [])
 
 
 def restore_due(state: RolloutState | None, revision: str, generation: int | None) -> bool:

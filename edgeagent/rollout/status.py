@@ -27,7 +27,7 @@ from edgeagent.rollout import listing, model, plan_source
 from edgeagent.rollout import node_state as rules
 from edgeagent.rollout.node_state import State
 from edgeagent.rollout.plan import format_duration
-from edgeagent.rollout.restore import CONDITION_TEMPLATE_RESTORED
+from edgeagent.rollout.restore import pending_in_status
 
 JSON = dict[str, Any]
 
@@ -160,8 +160,7 @@ class Status:
         if self.phase == rules.PHASE_ROLLED_BACK:
             lines.append(f"revision {status.get('revision')} was rolled back to {status.get('stableRevision') or '?'}"
                          + (f" {why}" if why else "") + ": it is not rolled again by itself")
-            if any(isinstance(c, dict) and c.get("type") == CONDITION_TEMPLATE_RESTORED and c.get("status") == "False"
-                   for c in status.get("conditions") or []):
+            if pending_in_status(status):
                 lines.append("the DaemonSet's template is not restored yet (TemplateRestored=False): the controller "
                              "restores it while the DaemonSet is unchanged")
         else:

@@ -127,6 +127,10 @@ def test_a_rollback_whose_template_restore_is_pending_says_so() -> None:
     text = build_status(fleet(3, lambda i: "old", plan([1, "100%"], rolled)), "default", "web",
                         T0).render(every_node=False)
     assert "template is not restored yet (TemplateRestored=False)" in text
+    done = plan_status("RolledBack", 1, 2, stableRevision=OLD, conditions=[{**pending, "status": "True"}])
+    text = build_status(fleet(3, lambda i: "old", plan([1, "100%"], done)), "default", "web",
+                        T0).render(every_node=False)
+    assert "not restored yet" not in text
 
 
 def test_watch_prints_the_nodes_that_changed_and_the_header_lines_that_changed() -> None:
